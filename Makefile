@@ -1,0 +1,34 @@
+# pgq — make demo runs the main job, make test runs the whole suite.
+GO ?= go
+PKGS := ./...
+# Packages that run goroutines concurrently: tested with -race too.
+RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/...
+
+.PHONY: all build test race vet fmt demo bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o bin/pgq ./cmd/pgq
+
+vet:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test: vet build
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+
+demo: build
+	./scripts/demo.sh
+
+bench: build
+	$(GO) run ./benchmarks/cmd/pgqbench
+
+fuzz:
+	$(GO) test ./pgoutput -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./journal -run '^$$' -fuzz FuzzRecord -fuzztime 30s
+
+clean:
+	rm -rf bin

@@ -1,0 +1,17 @@
+// Package pgq holds the domain types every pgq package shares: LSNs,
+// journal offsets, changes and committed transactions, and their rendering
+// as the JSON lines of `pgq journal dump` and `pgq consume`.
+//
+// pgq turns a PostgreSQL logical replication slot into a durable local
+// queue: package ingest reads pgoutput (decoded by package pgoutput),
+// package journal appends one record per committed transaction and fsyncs,
+// package feedback decides which LSN may be confirmed to PostgreSQL, package
+// index keeps the Pebble lookups (LSN/time → offset, group cursors) and
+// package consumers serves consumer groups over HTTP and as a Go library.
+//
+// Values are stored losslessly as PostgreSQL sent them (text form, or binary
+// for a bytea-like binary tuple) together with the column's type OID;
+// rendering to JSON or to Go values goes through pgx/v5/pgtype.
+//
+// Types here are plain values: no locking, safe to share read-only.
+package pgq

@@ -1,0 +1,266 @@
+package pgq
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// ErrUnchangedTOAST is returned when a caller asks for the value of an
+// unchanged TOASTed column: PostgreSQL did not send it.
+var ErrUnchangedTOAST = errors.New("pgq: unchanged TOAST value was not sent")
+
+// Decode converts the value into a Go value with pgtype's codec for the
+// column's type OID: int64 for int8, bool, pgtype.Numeric, time.Time, maps
+// for json, and so on. NULL is nil; a type pgtype does not know (enums,
+// domains of user types) comes back as its text form.
+func (v Value) Decode(m *pgtype.Map, typeOID uint32) (any, error) {
+	switch v.Kind {
+	case ValueNull:
+		return nil, nil
+	case ValueUnchangedTOAST:
+		return nil, ErrUnchangedTOAST
+	}
+	format := int16(pgtype.TextFormatCode)
+	if v.Kind == ValueBinary {
+		format = pgtype.BinaryFormatCode
+	}
+	t, ok := m.TypeForOID(typeOID)
+	if !ok {
+		if format == pgtype.BinaryFormatCode {
+			return append([]byte(nil), v.Data...), nil
+		}
+		return string(v.Data), nil
+	}
+	return t.Codec.DecodeValue(m, typeOID, format, v.Data)
+}
+
+// Get returns the value of the named column in the new (or, with old set,
+// the old) image, its column description, and whether it was present.
+func (c *Change) Get(name string, old bool) (Value, Column, bool) {
+	vals := c.New
+	if old {
+		vals = c.Old
+	}
+	for i, col := range c.Columns {
+		if col.Name == name && i < len(vals) {
+			if old && c.OldKind == OldKey && !col.Key {
+				return Value{}, col, false
+			}
+			return vals[i], col, true
+		}
+	}
+	return Value{}, Column{}, false
+}
+
+const commitTimeLayout = "2006-01-02T15:04:05.999999Z07:00"
+
+// AppendJSON appends tx as one line of the `pgq journal dump` / `pgq
+// consume` contract (without the trailing newline).
+func AppendJSON(b []byte, tx *Transaction) []byte {
+	b = append(b, `{"offset":`...)
+	b = strconv.AppendUint(b, uint64(tx.Offset), 10)
+	b = append(b, `,"xid":`...)
+	b = strconv.AppendUint(b, uint64(tx.Xid), 10)
+	b = append(b, `,"commit_lsn":"`...)
+	b = append(b, tx.CommitLSN.String()...)
+	b = append(b, `","end_lsn":"`...)
+	b = append(b, tx.EndLSN.String()...)
+	b = append(b, `","commit_time":"`...)
+	b = tx.CommitTime.UTC().AppendFormat(b, commitTimeLayout)
+	b = append(b, '"')
+	if tx.Origin != "" {
+		b = append(b, `,"origin":`...)
+		b = appendString(b, tx.Origin)
+	}
+	b = append(b, `,"part":`...)
+	b = strconv.AppendUint(b, uint64(tx.Part), 10)
+	b = append(b, `,"final":`...)
+	b = strconv.AppendBool(b, tx.Final)
+	b = append(b, `,"changes":[`...)
+	for i := range tx.Changes {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendChangeJSON(b, &tx.Changes[i])
+	}
+	return append(b, "]}"...)
+}
+
+// AppendChangeJSON appends one change in the contract's JSON form.
+func AppendChangeJSON(b []byte, c *Change) []byte {
+	b = append(b, `{"op":"`...)
+	b = append(b, c.Op.String()...)
+	b = append(b, '"')
+	switch c.Op {
+	case OpTruncate:
+		b = append(b, `,"tables":[`...)
+		for i, t := range c.Tables {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, t)
+		}
+		b = append(b, `],"cascade":`...)
+		b = strconv.AppendBool(b, c.Cascade)
+		b = append(b, `,"restart_identity":`...)
+		b = strconv.AppendBool(b, c.RestartIdentity)
+		return append(b, '}')
+	case OpMessage:
+		b = append(b, `,"prefix":`...)
+		b = appendString(b, c.Prefix)
+		b = append(b, `,"content":`...)
+		if utf8.Valid(c.Content) {
+			b = appendString(b, string(c.Content))
+			b = append(b, `,"content_encoding":"utf8"`...)
+		} else {
+			b = append(b, '"')
+			b = base64.StdEncoding.AppendEncode(b, c.Content)
+			b = append(b, `","content_encoding":"base64"`...)
+		}
+		b = append(b, `,"transactional":`...)
+		b = strconv.AppendBool(b, c.Transactional)
+		return append(b, '}')
+	}
+	b = append(b, `,"schema":`...)
+	b = appendString(b, c.Schema)
+	b = append(b, `,"table":`...)
+	b = appendString(b, c.Table)
+	b = append(b, `,"new":`...)
+	b = appendTuple(b, c.Columns, c.New, false)
+	b = append(b, `,"old":`...)
+	b = appendTuple(b, c.Columns, c.Old, c.OldKind == OldKey)
+	toast := false
+	for i, v := range c.New {
+		if v.Kind != ValueUnchangedTOAST || i >= len(c.Columns) {
+			continue
+		}
+		if !toast {
+			b = append(b, `,"unchanged_toast":[`...)
+			toast = true
+		} else {
+			b = append(b, ',')
+		}
+		b = appendString(b, c.Columns[i].Name)
+	}
+	if toast {
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func appendTuple(b []byte, cols []Column, vals []Value, keyOnly bool) []byte {
+	if vals == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '{')
+	first := true
+	for i, v := range vals {
+		if i >= len(cols) || v.Kind == ValueUnchangedTOAST || (keyOnly && !cols[i].Key) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, cols[i].Name)
+		b = append(b, ':')
+		b = AppendValueJSON(b, cols[i].TypeOID, v)
+	}
+	return append(b, '}')
+}
+
+// AppendValueJSON renders one value by its type: integer types as JSON
+// numbers, bool as true/false, json/jsonb embedded, NULL as null, binary
+// values as base64 strings and every other type as PostgreSQL's text form.
+func AppendValueJSON(b []byte, typeOID uint32, v Value) []byte {
+	switch v.Kind {
+	case ValueNull, ValueUnchangedTOAST:
+		return append(b, "null"...)
+	case ValueBinary:
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, v.Data)
+		return append(b, '"')
+	}
+	switch typeOID {
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID:
+		if _, err := strconv.ParseInt(string(v.Data), 10, 64); err == nil {
+			return append(b, v.Data...)
+		}
+		if _, err := strconv.ParseUint(string(v.Data), 10, 64); err == nil {
+			return append(b, v.Data...)
+		}
+	case pgtype.BoolOID:
+		switch string(v.Data) {
+		case "t":
+			return append(b, "true"...)
+		case "f":
+			return append(b, "false"...)
+		}
+	case pgtype.JSONOID, pgtype.JSONBOID:
+		if json.Valid(v.Data) {
+			return append(b, v.Data...)
+		}
+	}
+	return appendString(b, string(v.Data))
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
+// as encoding/json does.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// FormatCommitTime renders a commit time as the contract does.
+func FormatCommitTime(t time.Time) string { return t.UTC().Format(commitTimeLayout) }

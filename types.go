@@ -1,0 +1,127 @@
+package pgq
+
+import (
+	"fmt"
+	"time"
+)
+
+// Op is the kind of a change.
+type Op uint8
+
+// The change kinds pgoutput reports. Zero is not a valid Op.
+const (
+	OpInsert Op = 1 + iota
+	OpUpdate
+	OpDelete
+	OpTruncate
+	OpMessage
+)
+
+var opNames = [...]string{OpInsert: "insert", OpUpdate: "update", OpDelete: "delete", OpTruncate: "truncate", OpMessage: "message"}
+
+// String returns the contract name of the op ("insert", ...).
+func (o Op) String() string {
+	if int(o) < len(opNames) && opNames[o] != "" {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// ParseOp parses a contract op name.
+func ParseOp(s string) (Op, error) {
+	for i, n := range opNames {
+		if n != "" && n == s {
+			return Op(i), nil
+		}
+	}
+	return 0, fmt.Errorf("pgq: unknown op %q (want insert, update, delete, truncate or message)", s)
+}
+
+// ValueKind mirrors pgoutput's TupleData column kinds.
+type ValueKind byte
+
+// Value kinds, with pgoutput's own byte values.
+const (
+	ValueNull           ValueKind = 'n'
+	ValueUnchangedTOAST ValueKind = 'u'
+	ValueText           ValueKind = 't'
+	ValueBinary         ValueKind = 'b'
+)
+
+// Value is one column value exactly as PostgreSQL sent it.
+type Value struct {
+	Kind ValueKind
+	// Data is PostgreSQL's text form (ValueText) or binary form
+	// (ValueBinary); empty for the other kinds.
+	Data []byte
+}
+
+// Column describes one column of a relation at the time of the change.
+type Column struct {
+	Name    string
+	TypeOID uint32
+	// Key is true when the column is part of the replica identity.
+	Key bool
+}
+
+// OldKind says what Change.Old holds.
+type OldKind byte
+
+// Old image kinds, with pgoutput's own byte values.
+const (
+	OldNone OldKind = 0
+	// OldKey: only the replica-identity key columns are meaningful.
+	OldKey OldKind = 'K'
+	// OldFull: the whole old row (REPLICA IDENTITY FULL).
+	OldFull OldKind = 'O'
+)
+
+// Change is one change inside a committed transaction.
+type Change struct {
+	Op     Op
+	Schema string
+	Table  string
+
+	// Columns, New and Old are set for insert, update and delete. New and Old
+	// are nil when absent and otherwise have one Value per column.
+	Columns []Column
+	New     []Value
+	Old     []Value
+	OldKind OldKind
+
+	// Truncate: the truncated tables as "schema.table".
+	Tables          []string
+	Cascade         bool
+	RestartIdentity bool
+
+	// Message (pg_logical_emit_message).
+	Prefix        string
+	Content       []byte
+	Transactional bool
+}
+
+// Transaction is one journal record: a committed transaction, or one part
+// of a transaction too large for a single record.
+type Transaction struct {
+	// Offset is the journal position of the record. Readers set it; it is
+	// not part of the encoded record.
+	Offset     Offset
+	Xid        uint32
+	CommitLSN  LSN
+	EndLSN     LSN
+	CommitTime time.Time // UTC, microsecond precision
+	Origin     string
+	// Part is the 0-based part number; Final is true on the last part. A
+	// transaction that fits one record has Part 0 and Final true.
+	Part    uint32
+	Final   bool
+	Changes []Change
+}
+
+// PGEpoch is PostgreSQL's timestamp epoch (2000-01-01 UTC).
+var PGEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TimeFromPG converts a PostgreSQL timestamp (µs since 2000-01-01) to UTC.
+func TimeFromPG(us int64) time.Time {
+	return PGEpoch.Add(time.Duration(us) * time.Microsecond)
+}
