@@ -1,0 +1,719 @@
+package pgq
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Record framing. A journal record is
+//
+//	version (1 byte, RecordVersion) | CRC32C of body (4 bytes, little endian) | body
+//
+// and the body is one msgpack array of 9 elements:
+//
+//	[0] xid           uint
+//	[1] commit LSN    uint
+//	[2] end LSN       uint
+//	[3] commit time   int (microseconds since the Unix epoch, UTC)
+//	[4] origin        str
+//	[5] part          uint
+//	[6] final         bool
+//	[7] relations     array of [schema str, table str, columns array]
+//	                  where columns is flat: name str, type OID uint, key bool, ...
+//	[8] changes       array of changes, each an array whose first element is the op:
+//	    insert/update/delete (and any unknown op):
+//	        [op, relation index uint, old kind uint, new values|nil, old values|nil]
+//	    truncate: [op, tables array of str, flags uint (1 cascade, 2 restart identity)]
+//	    message:  [op, prefix str, content bin, transactional bool]
+//
+// A value is nil (NULL), false (unchanged TOAST), str (text form), bin
+// (binary form), or [kind uint, data bin] for any other kind. Each relation
+// (schema, table and column list) is stored once per record and referenced by
+// index, so a transaction touching one table stores its column names once.
+// The record offset is not encoded: it is the journal position.
+const RecordVersion = 1
+
+// RecordHeaderSize is the size of the version byte and the checksum that
+// precede the msgpack body.
+const RecordHeaderSize = 5
+
+// Sentinel errors of DecodeRecord and CheckRecord; returned errors wrap them.
+var (
+	ErrBadVersion    = errors.New("pgq: unknown record version")
+	ErrChecksum      = errors.New("pgq: record checksum mismatch")
+	ErrCorruptRecord = errors.New("pgq: corrupt record")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// relRef is one entry of the relation table built while encoding.
+type relRef struct {
+	schema, table string
+	cols          []Column
+}
+
+// recordEncoder is pooled scratch space so that encoding does not allocate.
+type recordEncoder struct {
+	rels []relRef
+	idx  []uint32 // relation index per change
+}
+
+var encoderPool = sync.Pool{New: func() any { return new(recordEncoder) }}
+
+// AppendRecord appends the framed record of tx (version, CRC32C, msgpack
+// body) to b and returns the extended slice. tx.Offset is not encoded.
+func AppendRecord(b []byte, tx *Transaction) []byte {
+	start := len(b)
+	b = append(b, RecordVersion, 0, 0, 0, 0)
+	b = appendBody(b, tx)
+	binary.LittleEndian.PutUint32(b[start+1:], crc32.Checksum(b[start+RecordHeaderSize:], castagnoli))
+	return b
+}
+
+func isRowOp(op Op) bool { return op != OpTruncate && op != OpMessage }
+
+func sameColumns(a, b []Column) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func appendBody(b []byte, tx *Transaction) []byte {
+	e := encoderPool.Get().(*recordEncoder)
+	e.rels = e.rels[:0]
+	e.idx = e.idx[:0]
+	last := -1
+	for i := range tx.Changes {
+		c := &tx.Changes[i]
+		if !isRowOp(c.Op) {
+			e.idx = append(e.idx, 0)
+			continue
+		}
+		found := -1
+		if last >= 0 {
+			r := &e.rels[last]
+			if r.schema == c.Schema && r.table == c.Table && sameColumns(r.cols, c.Columns) {
+				found = last
+			}
+		}
+		if found < 0 {
+			for k := range e.rels {
+				r := &e.rels[k]
+				if r.schema == c.Schema && r.table == c.Table && sameColumns(r.cols, c.Columns) {
+					found = k
+					break
+				}
+			}
+		}
+		if found < 0 {
+			found = len(e.rels)
+			e.rels = append(e.rels, relRef{c.Schema, c.Table, c.Columns})
+		}
+		last = found
+		e.idx = append(e.idx, uint32(found))
+	}
+
+	b = appendArrayHdr(b, 9)
+	b = appendUint(b, uint64(tx.Xid))
+	b = appendUint(b, uint64(tx.CommitLSN))
+	b = appendUint(b, uint64(tx.EndLSN))
+	b = appendInt(b, tx.CommitTime.UnixMicro())
+	b = appendStr(b, tx.Origin)
+	b = appendUint(b, uint64(tx.Part))
+	b = appendBool(b, tx.Final)
+
+	b = appendArrayHdr(b, len(e.rels))
+	for k := range e.rels {
+		r := &e.rels[k]
+		b = appendArrayHdr(b, 3)
+		b = appendStr(b, r.schema)
+		b = appendStr(b, r.table)
+		b = appendArrayHdr(b, 3*len(r.cols))
+		for _, col := range r.cols {
+			b = appendStr(b, col.Name)
+			b = appendUint(b, uint64(col.TypeOID))
+			b = appendBool(b, col.Key)
+		}
+	}
+
+	b = appendArrayHdr(b, len(tx.Changes))
+	for i := range tx.Changes {
+		c := &tx.Changes[i]
+		switch c.Op {
+		case OpTruncate:
+			b = appendArrayHdr(b, 3)
+			b = appendUint(b, uint64(c.Op))
+			b = appendArrayHdr(b, len(c.Tables))
+			for _, t := range c.Tables {
+				b = appendStr(b, t)
+			}
+			var flags uint64
+			if c.Cascade {
+				flags |= 1
+			}
+			if c.RestartIdentity {
+				flags |= 2
+			}
+			b = appendUint(b, flags)
+		case OpMessage:
+			b = appendArrayHdr(b, 4)
+			b = appendUint(b, uint64(c.Op))
+			b = appendStr(b, c.Prefix)
+			b = appendBin(b, c.Content)
+			b = appendBool(b, c.Transactional)
+		default:
+			b = appendArrayHdr(b, 5)
+			b = appendUint(b, uint64(c.Op))
+			b = appendUint(b, uint64(e.idx[i]))
+			b = appendUint(b, uint64(c.OldKind))
+			b = appendValues(b, c.New)
+			b = appendValues(b, c.Old)
+		}
+	}
+	// Drop references to the caller's data before pooling.
+	clear(e.rels)
+	encoderPool.Put(e)
+	return b
+}
+
+func appendValues(b []byte, vs []Value) []byte {
+	if vs == nil {
+		return append(b, 0xc0)
+	}
+	b = appendArrayHdr(b, len(vs))
+	for i := range vs {
+		v := &vs[i]
+		switch v.Kind {
+		case ValueNull:
+			b = append(b, 0xc0)
+		case ValueUnchangedTOAST:
+			b = append(b, 0xc2)
+		case ValueText:
+			b = appendStrBytes(b, v.Data)
+		case ValueBinary:
+			b = appendBin(b, v.Data)
+		default:
+			b = appendArrayHdr(b, 2)
+			b = appendUint(b, uint64(v.Kind))
+			b = appendBin(b, v.Data)
+		}
+	}
+	return b
+}
+
+// msgpack appenders.
+
+func appendArrayHdr(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xdc, byte(n>>8), byte(n))
+	default:
+		return append(b, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+}
+
+func appendUint(b []byte, v uint64) []byte {
+	switch {
+	case v < 128:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return append(b, 0xcd, byte(v>>8), byte(v))
+	case v <= math.MaxUint32:
+		return append(b, 0xce, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	default:
+		b = append(b, 0xcf)
+		return binary.BigEndian.AppendUint64(b, v)
+	}
+}
+
+func appendInt(b []byte, v int64) []byte {
+	switch {
+	case v >= 0:
+		return appendUint(b, uint64(v))
+	case v >= -32:
+		return append(b, byte(v))
+	case v >= math.MinInt8:
+		return append(b, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return append(b, 0xd1, byte(v>>8), byte(v))
+	case v >= math.MinInt32:
+		return append(b, 0xd2, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	default:
+		b = append(b, 0xd3)
+		return binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 0xc3)
+	}
+	return append(b, 0xc2)
+}
+
+func appendStrHdr(b []byte, n int) []byte {
+	switch {
+	case n < 32:
+		return append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		return append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xda, byte(n>>8), byte(n))
+	default:
+		return append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+}
+
+func appendStr(b []byte, s string) []byte {
+	return append(appendStrHdr(b, len(s)), s...)
+}
+
+func appendStrBytes(b []byte, s []byte) []byte {
+	return append(appendStrHdr(b, len(s)), s...)
+}
+
+func appendBin(b []byte, s []byte) []byte {
+	n := len(s)
+	switch {
+	case n <= math.MaxUint8:
+		b = append(b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, 0xc5, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xc6, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
+// CheckRecord verifies the version byte and the checksum of a framed record
+// without decoding the body. It does not allocate.
+func CheckRecord(data []byte) error {
+	if len(data) < RecordHeaderSize {
+		return fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptRecord, len(data), RecordHeaderSize)
+	}
+	if data[0] != RecordVersion {
+		return fmt.Errorf("%w: %d", ErrBadVersion, data[0])
+	}
+	want := binary.LittleEndian.Uint32(data[1:5])
+	if got := crc32.Checksum(data[RecordHeaderSize:], castagnoli); got != want {
+		return fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
+	}
+	return nil
+}
+
+// DecodeRecord decodes a framed record produced by AppendRecord into tx,
+// overwriting every field except Offset. It never panics; on bad input it
+// returns an error wrapping ErrBadVersion, ErrChecksum or ErrCorruptRecord.
+//
+// DecodeRecord copies data once: the decoded byte slices (values, message
+// content) share that copy, and changes of the same relation share one
+// Columns slice. Callers must treat them as read-only.
+func DecodeRecord(data []byte, tx *Transaction) error {
+	if err := CheckRecord(data); err != nil {
+		return err
+	}
+	body := append([]byte(nil), data[RecordHeaderSize:]...)
+	return decodeBody(body, tx)
+}
+
+func decodeBody(body []byte, tx *Transaction) error {
+	d := reader{b: body}
+	var t Transaction
+	t.Offset = tx.Offset
+	d.decodeTx(&t)
+	if d.err == nil && d.p != len(d.b) {
+		d.fail("%d trailing bytes", len(d.b)-d.p)
+	}
+	if d.err != nil {
+		return d.err
+	}
+	*tx = t
+	return nil
+}
+
+// EncodeMsgpack writes tx as the msgpack record body (see RecordVersion),
+// without the version byte and checksum. It implements msgpack.CustomEncoder.
+func (tx *Transaction) EncodeMsgpack(enc *msgpack.Encoder) error {
+	buf := appendBody(nil, tx)
+	_, err := enc.Writer().Write(buf)
+	return err
+}
+
+// DecodeMsgpack reads a body written by EncodeMsgpack. It implements
+// msgpack.CustomDecoder.
+func (tx *Transaction) DecodeMsgpack(dec *msgpack.Decoder) error {
+	raw, err := dec.DecodeRaw()
+	if err != nil {
+		return fmt.Errorf("pgq: decode transaction: %w", err)
+	}
+	return decodeBody(raw, tx)
+}
+
+var (
+	_ msgpack.CustomEncoder = (*Transaction)(nil)
+	_ msgpack.CustomDecoder = (*Transaction)(nil)
+)
+
+// reader is a bounds-checked msgpack reader over one body. After the first
+// error every method returns zero values and d.err keeps the first error.
+type reader struct {
+	b    []byte
+	p    int
+	err  error
+	slab []Value // values are carved from here to save allocations
+}
+
+func (d *reader) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: at body byte %d: %s", ErrCorruptRecord, d.p, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *reader) take(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(d.b)-d.p {
+		d.fail("need %d bytes, have %d", n, len(d.b)-d.p)
+		return nil
+	}
+	s := d.b[d.p : d.p+n : d.p+n]
+	d.p += n
+	return s
+}
+
+func (d *reader) byte1() byte {
+	s := d.take(1)
+	if s == nil {
+		return 0
+	}
+	return s[0]
+}
+
+func (d *reader) peek() (byte, bool) {
+	if d.err != nil || d.p >= len(d.b) {
+		return 0, false
+	}
+	return d.b[d.p], true
+}
+
+func (d *reader) be(n int) uint64 {
+	s := d.take(n)
+	var v uint64
+	for _, c := range s {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
+
+// arrayLen reads an array header and checks that n elements can fit in the
+// remaining bytes (each takes at least one byte).
+func (d *reader) arrayLen() int {
+	c := d.byte1()
+	var n uint64
+	switch {
+	case d.err != nil:
+		return 0
+	case c&0xf0 == 0x90:
+		n = uint64(c & 0x0f)
+	case c == 0xdc:
+		n = d.be(2)
+	case c == 0xdd:
+		n = d.be(4)
+	default:
+		d.fail("want array, got 0x%02x", c)
+		return 0
+	}
+	if n > uint64(len(d.b)-d.p) {
+		d.fail("array of %d elements in %d bytes", n, len(d.b)-d.p)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *reader) expectArray(n int, what string) {
+	if got := d.arrayLen(); d.err == nil && got != n {
+		d.fail("%s: want %d elements, got %d", what, n, got)
+	}
+}
+
+func (d *reader) int64() int64 {
+	c := d.byte1()
+	switch {
+	case d.err != nil:
+		return 0
+	case c < 0x80:
+		return int64(c)
+	case c >= 0xe0:
+		return int64(int8(c))
+	}
+	switch c {
+	case 0xcc:
+		return int64(d.be(1))
+	case 0xcd:
+		return int64(d.be(2))
+	case 0xce:
+		return int64(d.be(4))
+	case 0xcf:
+		v := d.be(8)
+		if v > math.MaxInt64 {
+			d.fail("integer %d overflows int64", v)
+			return 0
+		}
+		return int64(v)
+	case 0xd0:
+		return int64(int8(d.be(1)))
+	case 0xd1:
+		return int64(int16(d.be(2)))
+	case 0xd2:
+		return int64(int32(d.be(4)))
+	case 0xd3:
+		return int64(d.be(8))
+	}
+	d.fail("want integer, got 0x%02x", c)
+	return 0
+}
+
+func (d *reader) uint(max uint64, what string) uint64 {
+	c, _ := d.peek()
+	var v uint64
+	switch {
+	case c == 0xcf:
+		d.p++
+		v = d.be(8)
+	default:
+		i := d.int64()
+		if d.err != nil {
+			return 0
+		}
+		if i < 0 {
+			d.fail("%s: negative %d", what, i)
+			return 0
+		}
+		v = uint64(i)
+	}
+	if d.err == nil && v > max {
+		d.fail("%s: %d out of range", what, v)
+		return 0
+	}
+	return v
+}
+
+func (d *reader) bool() bool {
+	switch c := d.byte1(); {
+	case d.err != nil:
+		return false
+	case c == 0xc3:
+		return true
+	case c == 0xc2:
+		return false
+	default:
+		d.fail("want bool, got 0x%02x", c)
+		return false
+	}
+}
+
+// bytes reads a str or bin (the two are interchangeable here) and returns
+// a sub-slice of the body.
+func (d *reader) bytes() []byte {
+	c := d.byte1()
+	var n uint64
+	switch {
+	case d.err != nil:
+		return nil
+	case c&0xe0 == 0xa0:
+		n = uint64(c & 0x1f)
+	case c == 0xd9 || c == 0xc4:
+		n = d.be(1)
+	case c == 0xda || c == 0xc5:
+		n = d.be(2)
+	case c == 0xdb || c == 0xc6:
+		n = d.be(4)
+	default:
+		d.fail("want str or bin, got 0x%02x", c)
+		return nil
+	}
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)-d.p) {
+		d.fail("string of %d bytes in %d bytes", n, len(d.b)-d.p)
+		return nil
+	}
+	return d.take(int(n))
+}
+
+func (d *reader) str() string { return string(d.bytes()) }
+
+func (d *reader) isNil() bool {
+	if c, ok := d.peek(); ok && c == 0xc0 {
+		d.p++
+		return true
+	}
+	return false
+}
+
+func (d *reader) decodeTx(t *Transaction) {
+	d.expectArray(9, "record")
+	t.Xid = uint32(d.uint(math.MaxUint32, "xid"))
+	t.CommitLSN = LSN(d.uint(math.MaxUint64, "commit LSN"))
+	t.EndLSN = LSN(d.uint(math.MaxUint64, "end LSN"))
+	t.CommitTime = time.UnixMicro(d.int64()).UTC()
+	t.Origin = d.str()
+	t.Part = uint32(d.uint(math.MaxUint32, "part"))
+	t.Final = d.bool()
+
+	nrel := d.arrayLen()
+	var rels []relRef
+	if nrel > 0 {
+		rels = make([]relRef, nrel)
+	}
+	for k := 0; k < nrel && d.err == nil; k++ {
+		d.expectArray(3, "relation")
+		rels[k].schema = d.str()
+		rels[k].table = d.str()
+		n := d.arrayLen()
+		if n%3 != 0 {
+			d.fail("relation columns: %d elements, not a multiple of 3", n)
+			return
+		}
+		if n > 0 {
+			cols := make([]Column, n/3)
+			for i := range cols {
+				cols[i].Name = d.str()
+				cols[i].TypeOID = uint32(d.uint(math.MaxUint32, "type OID"))
+				cols[i].Key = d.bool()
+			}
+			rels[k].cols = cols
+		}
+	}
+
+	nch := d.arrayLen()
+	if d.err != nil {
+		return
+	}
+	if nch > 0 {
+		t.Changes = make([]Change, nch)
+	}
+	for i := 0; i < nch && d.err == nil; i++ {
+		c := &t.Changes[i]
+		n := d.arrayLen()
+		c.Op = Op(d.uint(math.MaxUint8, "op"))
+		if d.err != nil {
+			return
+		}
+		if c.Op == 0 {
+			d.fail("change %d: op 0", i)
+			return
+		}
+		switch c.Op {
+		case OpTruncate:
+			if n != 3 {
+				d.fail("truncate: want 3 elements, got %d", n)
+				return
+			}
+			nt := d.arrayLen()
+			if nt > 0 {
+				c.Tables = make([]string, nt)
+				for k := range c.Tables {
+					c.Tables[k] = d.str()
+				}
+			}
+			flags := d.uint(3, "truncate flags")
+			c.Cascade = flags&1 != 0
+			c.RestartIdentity = flags&2 != 0
+		case OpMessage:
+			if n != 4 {
+				d.fail("message: want 4 elements, got %d", n)
+				return
+			}
+			c.Prefix = d.str()
+			c.Content = d.bytes()
+			c.Transactional = d.bool()
+		default:
+			if n != 5 {
+				d.fail("%s: want 5 elements, got %d", c.Op, n)
+				return
+			}
+			ri := d.uint(math.MaxUint32, "relation index")
+			if d.err == nil && ri >= uint64(len(rels)) {
+				d.fail("change %d: relation %d of %d", i, ri, len(rels))
+				return
+			}
+			c.OldKind = OldKind(d.uint(math.MaxUint8, "old kind"))
+			c.New = d.values()
+			c.Old = d.values()
+			if d.err == nil {
+				r := &rels[ri]
+				c.Schema, c.Table, c.Columns = r.schema, r.table, r.cols
+			}
+		}
+	}
+}
+
+func (d *reader) values() []Value {
+	if d.isNil() {
+		return nil
+	}
+	n := d.arrayLen()
+	if d.err != nil {
+		return nil
+	}
+	if n == 0 {
+		return []Value{}
+	}
+	if n > len(d.slab) {
+		// Each value takes at least one byte, so the rest of the body
+		// bounds how many more values this record can hold.
+		d.slab = make([]Value, max(n, min(256, len(d.b)-d.p)))
+	}
+	vs := d.slab[:n:n]
+	d.slab = d.slab[n:]
+	for i := range vs {
+		c, ok := d.peek()
+		if !ok {
+			d.fail("value: unexpected end")
+			return nil
+		}
+		switch {
+		case c == 0xc0:
+			d.p++
+			vs[i] = Value{Kind: ValueNull}
+		case c == 0xc2:
+			d.p++
+			vs[i] = Value{Kind: ValueUnchangedTOAST}
+		case c&0xe0 == 0xa0 || c == 0xd9 || c == 0xda || c == 0xdb:
+			vs[i] = Value{Kind: ValueText, Data: d.bytes()}
+		case c == 0xc4 || c == 0xc5 || c == 0xc6:
+			vs[i] = Value{Kind: ValueBinary, Data: d.bytes()}
+		default:
+			d.expectArray(2, "value")
+			k := ValueKind(d.uint(math.MaxUint8, "value kind"))
+			vs[i] = Value{Kind: k, Data: d.bytes()}
+		}
+		if d.err != nil {
+			return nil
+		}
+	}
+	return vs
+}
