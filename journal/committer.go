@@ -1,0 +1,290 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// CommitterOptions configure a Committer.
+type CommitterOptions struct {
+	// MaxPendingBytes bounds the bytes submitted but not yet durable
+	// (queued plus being written); Submit blocks above it. Zero means 64 MiB.
+	MaxPendingBytes int
+	// MaxBatch bounds the transactions written by one Append. Zero means 4096.
+	MaxBatch int
+}
+
+// Committer is the group-commit front of a Journal. Producers Submit
+// transactions; one Run goroutine appends everything queued as one batch
+// (one write, one fsync), publishes the durable position, and loops. There
+// are no timers: a batch is written as soon as something is queued, and
+// while its fsync runs the next batch accumulates, so batches grow with load.
+type Committer struct {
+	j    *Journal
+	opts CommitterOptions
+
+	// mu guards every field below.
+	mu         sync.Mutex
+	queue      []*pgq.Transaction
+	sizes      []int
+	pending    int           // bytes queued or being written
+	submitted  uint64        // transactions accepted by Submit
+	durable    uint64        // transactions made durable by Run
+	durableOff pgq.Offset    // offset of the last durable transaction
+	durableLSN pgq.LSN       // its EndLSN
+	durableCh  chan struct{} // closed and replaced after each durable batch, and on stop
+	spaceCh    chan struct{} // closed and replaced when pending bytes drop, and on stop
+	err        error         // Run's failure, or errCommitterStopped once it returned
+	running    bool
+	closing    bool
+	done       chan struct{} // closed when Run returns
+	onAppend   func(batch []*pgq.Transaction)
+
+	wake    chan struct{} // buffered(1): something was queued
+	closeCh chan struct{} // closed by Close
+}
+
+var errCommitterStopped = errors.New("journal: committer stopped")
+
+// NewCommitter returns a Committer writing to j. Start Run in a goroutine.
+func NewCommitter(j *Journal, opts CommitterOptions) *Committer {
+	if opts.MaxPendingBytes <= 0 {
+		opts.MaxPendingBytes = 64 << 20
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 4096
+	}
+	off, lsn := j.LastOffset(), j.LastEndLSN()
+	return &Committer{
+		j:          j,
+		opts:       opts,
+		durableOff: off,
+		durableLSN: lsn,
+		durableCh:  make(chan struct{}),
+		spaceCh:    make(chan struct{}),
+		done:       make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		closeCh:    make(chan struct{}),
+	}
+}
+
+// SetOnAppend sets a hook called by Run after each durable batch, before
+// waiters are released. The hook must not call Submit or Flush.
+func (c *Committer) SetOnAppend(fn func(batch []*pgq.Transaction)) {
+	c.mu.Lock()
+	c.onAppend = fn
+	c.mu.Unlock()
+}
+
+// Run writes batches until ctx is done or Close is called, then flushes
+// what is queued and returns: nil after Close, ctx.Err() after ctx ends, or
+// the first Append error (after which Submit and Flush return it too).
+func (c *Committer) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.running || c.err != nil || c.closing {
+		c.mu.Unlock()
+		return errors.New("journal: committer: Run called twice or after Close")
+	}
+	c.running = true
+	c.mu.Unlock()
+	defer close(c.done)
+
+	var stopErr error
+	for stopErr == nil {
+		select {
+		case <-c.wake:
+		case <-c.closeCh:
+			stopErr = errCommitterStopped
+		case <-ctx.Done():
+			stopErr = ctx.Err()
+		}
+		if err := c.drain(stopErr != nil); err != nil {
+			c.stop(err)
+			return err
+		}
+	}
+	c.stop(errCommitterStopped)
+	if errors.Is(stopErr, errCommitterStopped) {
+		return nil
+	}
+	return stopErr
+}
+
+// drain appends queued batches; with all it loops until the queue is empty,
+// otherwise it writes at most one batch (the next wake-up brings the rest).
+func (c *Committer) drain(all bool) error {
+	for {
+		c.mu.Lock()
+		n := min(len(c.queue), c.opts.MaxBatch)
+		if n == 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		batch := append([]*pgq.Transaction(nil), c.queue[:n]...)
+		bytes := 0
+		for _, s := range c.sizes[:n] {
+			bytes += s
+		}
+		rest := copy(c.queue, c.queue[n:])
+		clear(c.queue[rest:])
+		c.queue = c.queue[:rest]
+		c.sizes = c.sizes[:copy(c.sizes, c.sizes[n:])]
+		if rest > 0 {
+			c.signal()
+		}
+		onAppend := c.onAppend
+		c.mu.Unlock()
+
+		if err := c.j.Append(batch); err != nil {
+			return fmt.Errorf("journal: committer: %w", err)
+		}
+		if onAppend != nil {
+			onAppend(batch)
+		}
+		last := batch[len(batch)-1]
+		c.mu.Lock()
+		c.durable += uint64(n)
+		c.durableOff, c.durableLSN = last.Offset, last.EndLSN
+		c.pending -= bytes
+		close(c.durableCh)
+		c.durableCh = make(chan struct{})
+		close(c.spaceCh)
+		c.spaceCh = make(chan struct{})
+		c.mu.Unlock()
+		if !all {
+			return nil
+		}
+	}
+}
+
+func (c *Committer) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop records why Run ended and releases every waiter.
+func (c *Committer) stop(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	close(c.durableCh)
+	c.durableCh = make(chan struct{})
+	close(c.spaceCh)
+	c.spaceCh = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// Submit queues tx for the next batch. size is the caller's estimate of its
+// encoded bytes, used for the MaxPendingBytes bound: Submit blocks while the
+// pending bytes are above it (a transaction is always admitted when nothing
+// is pending). It returns Run's error once Run has failed or stopped.
+func (c *Committer) Submit(ctx context.Context, tx *pgq.Transaction, size int) error {
+	size = max(size, 0)
+	for {
+		c.mu.Lock()
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return fmt.Errorf("journal: submit: %w", err)
+		}
+		if c.closing {
+			c.mu.Unlock()
+			return fmt.Errorf("journal: submit: %w", errCommitterStopped)
+		}
+		if c.pending == 0 || c.pending+size <= c.opts.MaxPendingBytes {
+			c.queue = append(c.queue, tx)
+			c.sizes = append(c.sizes, size)
+			c.pending += size
+			c.submitted++
+			c.mu.Unlock()
+			c.signal()
+			return nil
+		}
+		space := c.spaceCh
+		c.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return fmt.Errorf("journal: submit: %w", ctx.Err())
+		}
+	}
+}
+
+// Durable returns the offset of the last fsynced transaction and its EndLSN.
+func (c *Committer) Durable() (pgq.Offset, pgq.LSN) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.durableOff, c.durableLSN
+}
+
+// DurableChanged returns a channel closed after the next durable batch (or
+// when Run stops).
+func (c *Committer) DurableChanged() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.durableCh
+}
+
+// Flush waits until everything submitted before the call is durable.
+func (c *Committer) Flush(ctx context.Context) error {
+	c.mu.Lock()
+	target := c.submitted
+	for c.durable < target {
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return fmt.Errorf("journal: flush: %w", err)
+		}
+		ch := c.durableCh
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("journal: flush: %w", ctx.Err())
+		}
+		c.mu.Lock()
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// Close flushes what is queued and stops Run (waiting for it to return).
+// Without a running Run it flushes on the caller's goroutine. It does not
+// close the Journal.
+func (c *Committer) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closing = true
+	running := c.running
+	c.mu.Unlock()
+	close(c.closeCh)
+	if running {
+		<-c.done
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		if err != nil && !errors.Is(err, errCommitterStopped) {
+			return err
+		}
+		return nil
+	}
+	err := c.drain(true)
+	if err == nil {
+		err = errCommitterStopped
+	}
+	c.stop(err)
+	if errors.Is(err, errCommitterStopped) {
+		return nil
+	}
+	return err
+}
