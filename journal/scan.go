@@ -1,0 +1,75 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// Scan calls fn for every record at or after from (0: the first), in
+// order, reading the segment files directly: no lock, no repair, so it
+// works beside a running pgq. An incomplete entry at the very end of the
+// last segment (a write in flight) ends the scan quietly; any other bad
+// entry returns a *CorruptError naming its offset. fn may stop the scan by
+// returning an error, which Scan returns.
+func Scan(dir string, from pgq.Offset, fn func(tx *pgq.Transaction) error) error {
+	segs, err := listSegments(dir)
+	if err != nil {
+		return fmt.Errorf("journal: scan %s: %w", dir, err)
+	}
+	for i, seg := range segs {
+		if i+1 < len(segs) && segs[i+1].FirstOffset <= from {
+			continue
+		}
+		data, err := os.ReadFile(seg.Path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // removed by retention meanwhile
+			}
+			return fmt.Errorf("journal: scan %s: %w", dir, err)
+		}
+		off := seg.FirstOffset
+		var fnErr error
+		s := scanEntries(data, func(p []byte) error {
+			if off < from {
+				off++
+				return nil
+			}
+			tx := &pgq.Transaction{}
+			if err := pgq.DecodeRecord(p, tx); err != nil {
+				return err
+			}
+			tx.Offset = off
+			off++
+			if err := fn(tx); err != nil {
+				fnErr = err
+				return errStop
+			}
+			return nil
+		})
+		if fnErr != nil {
+			return fnErr
+		}
+		if s.err != nil {
+			last := i == len(segs)-1
+			if last && isIncompleteTail(data[s.good:]) {
+				return nil
+			}
+			return fmt.Errorf("journal: scan %s: %w", dir, &CorruptError{Offset: off,
+				Err: fmt.Errorf("%s: %w", filepath.Base(seg.Path), s.err)})
+		}
+	}
+	return nil
+}
+
+var errStop = errors.New("stop")
+
+// isIncompleteTail reports whether rest is an entry cut short: a length
+// prefix that claims more bytes than remain, or a partial prefix.
+func isIncompleteTail(rest []byte) bool {
+	s := scanEntries(rest, func([]byte) error { return nil })
+	return s.count == 0 && s.err != nil
+}
