@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -17,7 +18,12 @@ import (
 
 // Streaming needs a tiny logical_decoding_work_mem so modest transactions
 // are sent in progress.
+// Fuzz worker processes only decode bytes: they start no cluster.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	os.Exit(pgtest.Main(m, pgtest.Options{Settings: []string{"logical_decoding_work_mem = '64kB'"}}))
 }
 
