@@ -286,8 +286,9 @@ func (j *Journal) LastEndLSN() pgq.LSN {
 	return j.lastEndLSN
 }
 
-// Changed returns a channel that is closed by the next successful Append.
-// A long-poll reader takes the channel, checks LastOffset, then waits on it.
+// Changed returns a channel that is closed by the next successful Append
+// (or by Close). A long-poll reader takes the channel, checks LastOffset,
+// then waits on it.
 func (j *Journal) Changed() <-chan struct{} {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -423,6 +424,7 @@ func (j *Journal) Close() error {
 		return fmt.Errorf("journal: close %s: %w", j.dir, ErrClosed)
 	}
 	j.closed = true
+	close(j.changed) // wake long-poll readers; they will see ErrClosed
 	j.mu.Unlock()
 	j.readMu.Lock()
 	err := j.w.Close()

@@ -422,7 +422,6 @@ func TestTruncateFront(t *testing.T) {
 
 func TestChanged(t *testing.T) {
 	j := openT(t, t.TempDir(), 0)
-	defer j.Close()
 	ch := j.Changed()
 	select {
 	case <-ch:
@@ -455,6 +454,15 @@ func TestChanged(t *testing.T) {
 	}
 	if got.Load() != 3 {
 		t.Fatalf("waiter saw %d", got.Load())
+	}
+	ch = j.Changed()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake Changed waiters")
 	}
 }
 
