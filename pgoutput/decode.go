@@ -97,8 +97,12 @@ type StreamAbort struct {
 }
 
 // Row is an Insert, Update, Delete, Truncate or logical decoding Message,
-// resolved against the relation cache. Xid is set only inside a stream.
-// MessageLSN is set for logical decoding messages.
+// resolved against the relation cache. Xid is set only inside a stream,
+// where it is the xid of the (sub)transaction that made the change (not
+// necessarily StreamStart's top-level xid): a StreamAbort whose SubXid
+// differs from Xid discards the rows carrying that SubXid. MessageLSN is
+// set for logical decoding messages. Change.Columns is the cached
+// relation's slice, shared by every row of that relation: do not modify it.
 type Row struct {
 	Xid        uint32
 	MessageLSN pgq.LSN
