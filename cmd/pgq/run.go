@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/sidecar"
+)
+
+// RunCmd is `pgq run`.
+type RunCmd struct {
+	PGURL             string        `name:"pg-url" required:"" env:"PGQ_PG_URL" help:"PostgreSQL URL (sslmode/sslrootcert honoured)."`
+	Slot              string        `required:"" env:"PGQ_SLOT" help:"Logical replication slot (pgoutput)."`
+	Publication       string        `required:"" env:"PGQ_PUBLICATION" help:"Publication to stream."`
+	DataDir           string        `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"path" help:"Directory for the journal and index."`
+	CreateSlot        bool          `name:"create-slot" help:"Create the slot when missing."`
+	CreatePublication string        `name:"create-publication" placeholder:"all|schema.table,..." help:"Create the publication when missing."`
+	Listen            string        `default:"127.0.0.1:5480" env:"PGQ_LISTEN" help:"HTTP address for /healthz, /v1/status, /metrics and the API."`
+	ReconnectMin      time.Duration `name:"reconnect-min" default:"500ms" help:"First reconnect delay."`
+	ReconnectMax      time.Duration `name:"reconnect-max" default:"30s" help:"Longest reconnect delay."`
+	StatusInterval    time.Duration `name:"status-interval" default:"10s" help:"Longest time between standby status updates."`
+	SegmentSize       int           `name:"segment-size" default:"67108864" help:"Journal segment size in bytes."`
+}
+
+// Run runs the sidecar until SIGINT/SIGTERM.
+func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	s, err := sidecar.Open(ctx, sidecar.Options{
+		DataDir:     c.DataDir,
+		Listen:      c.Listen,
+		SegmentSize: c.SegmentSize,
+		Logger:      logger,
+		Ingest: ingest.Options{
+			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
+			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication,
+			ReconnectMin: c.ReconnectMin, ReconnectMax: c.ReconnectMax, StatusInterval: c.StatusInterval,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	logger.Info("pgq running", "listen", s.Addr(), "data_dir", c.DataDir)
+	return s.Run(ctx)
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/pgq-dev/pgq/ingest"
+)
+
+// SlotCmd is `pgq slot`.
+type SlotCmd struct {
+	Info SlotInfoCmd `cmd:"" help:"Show the slot and its lag (JSON)."`
+	Drop SlotDropCmd `cmd:"" help:"Drop the slot (stop pgq first, or --force)."`
+}
+
+type slotFlags struct {
+	PGURL string `name:"pg-url" required:"" env:"PGQ_PG_URL" help:"PostgreSQL URL."`
+	Slot  string `required:"" env:"PGQ_SLOT" help:"Replication slot."`
+}
+
+// SlotInfoCmd is `pgq slot info`.
+type SlotInfoCmd struct{ slotFlags }
+
+// Run prints the slot's state.
+func (c *SlotInfoCmd) Run(ctx context.Context) error {
+	info, err := ingest.SlotLag(ctx, c.PGURL, c.Slot)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	return enc.Encode(info)
+}
+
+// SlotDropCmd is `pgq slot drop`.
+type SlotDropCmd struct {
+	slotFlags
+	Force bool `help:"Terminate the connection using the slot first."`
+}
+
+// Run drops the slot.
+func (c *SlotDropCmd) Run(ctx context.Context) error {
+	if err := ingest.DropSlot(ctx, c.PGURL, c.Slot, c.Force); err != nil {
+		return err
+	}
+	fmt.Printf("dropped slot %s\n", c.Slot)
+	return nil
+}

@@ -1,0 +1,487 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/feedback"
+	"github.com/pgq-dev/pgq/pgoutput"
+)
+
+// Status is the ingest part of `GET /v1/status`.
+type Status struct {
+	Running            bool       `json:"running"`
+	LastError          *string    `json:"last_error"`
+	Slot               string     `json:"slot"`
+	Publication        string     `json:"publication"`
+	ProtoVersion       int        `json:"proto_version"`
+	Streaming          bool       `json:"streaming"`
+	LastReceivedLSN    pgq.LSN    `json:"last_received_lsn"`
+	ServerWALEnd       pgq.LSN    `json:"server_wal_end"`
+	ConfirmedLSN       pgq.LSN    `json:"confirmed_lsn"`
+	JournalFirstOffset pgq.Offset `json:"journal_first_offset"`
+	JournalLastOffset  pgq.Offset `json:"journal_last_offset"`
+	JournalLastEndLSN  pgq.LSN    `json:"journal_last_end_lsn"`
+	RecordsWritten     uint64     `json:"records_written"`
+	Reconnects         uint64     `json:"reconnects"`
+}
+
+// Ingester reads one slot and appends committed transactions to the
+// journal. Run owns the replication connection; the committer goroutine
+// reports durability through onDurable.
+type Ingester struct {
+	o       Options
+	tracker *feedback.Tracker
+
+	// conn is the live replication connection's socket, published so the
+	// committer can wake a blocked receive (SetReadDeadline is safe from
+	// any goroutine); nil between sessions.
+	conn atomic.Pointer[net.Conn]
+
+	// lastSubmitted is the end LSN of the newest transaction handed to the
+	// committer (or found in the journal at start). Only Run's goroutine
+	// touches it; it outlives sessions so a reconnect never re-submits a
+	// transaction still queued for fsync.
+	lastSubmitted pgq.LSN
+
+	recordsWritten atomic.Uint64
+	reconnects     atomic.Uint64
+
+	mu sync.Mutex // guards the fields below
+	// running, lastErr, proto and streaming describe the session.
+	running   bool
+	lastErr   string
+	proto     int
+	streaming bool
+	// received, walEnd and confirmed are LSNs for status.
+	received, walEnd, confirmed pgq.LSN
+}
+
+// New validates o and prepares an Ingester. It installs itself as the
+// committer's OnAppend hook, calling onDurable (may be nil) after its own
+// bookkeeping for every durable batch.
+func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	last := o.Journal.LastEndLSN()
+	in := &Ingester{o: o, tracker: feedback.NewTracker(last), lastSubmitted: last}
+	o.Committer.SetOnAppend(func(batch []*pgq.Transaction) {
+		if len(batch) == 0 {
+			return
+		}
+		last := batch[len(batch)-1]
+		in.tracker.Durable(last.EndLSN)
+		changes := 0
+		for _, tx := range batch {
+			changes += len(tx.Changes)
+		}
+		in.recordsWritten.Add(uint64(len(batch)))
+		in.o.Metrics.RecordsWritten.Add(float64(len(batch)))
+		in.o.Metrics.ChangesWritten.Add(float64(changes))
+		in.o.Metrics.BatchSize.Observe(float64(len(batch)))
+		in.o.Metrics.JournalLastOff.Set(float64(last.Offset))
+		if onDurable != nil {
+			onDurable(batch)
+		}
+		in.wake()
+	})
+	return in, nil
+}
+
+// wake interrupts a blocked receive so the loop sends feedback now.
+func (in *Ingester) wake() {
+	if c := in.conn.Load(); c != nil {
+		_ = (*c).SetReadDeadline(time.Now())
+	}
+}
+
+// Status returns a snapshot for /v1/status.
+func (in *Ingester) Status() Status {
+	in.mu.Lock()
+	s := Status{
+		Running:         in.running,
+		Slot:            in.o.Slot,
+		Publication:     in.o.Publication,
+		ProtoVersion:    in.proto,
+		Streaming:       in.streaming,
+		LastReceivedLSN: in.received,
+		ServerWALEnd:    in.walEnd,
+		ConfirmedLSN:    in.confirmed,
+	}
+	if in.lastErr != "" {
+		e := in.lastErr
+		s.LastError = &e
+	}
+	in.mu.Unlock()
+	s.JournalFirstOffset = in.o.Journal.FirstOffset()
+	s.JournalLastOffset = in.o.Journal.LastOffset()
+	s.JournalLastEndLSN = in.o.Journal.LastEndLSN()
+	s.RecordsWritten = in.recordsWritten.Load()
+	s.Reconnects = in.reconnects.Load()
+	return s
+}
+
+func (in *Ingester) setErr(err error) {
+	in.mu.Lock()
+	if err == nil {
+		in.lastErr = ""
+	} else {
+		in.lastErr = err.Error()
+	}
+	in.mu.Unlock()
+}
+
+// Run streams until ctx is cancelled (returns nil after a clean stop: the
+// in-flight group commit finished and the final confirmation sent) or a
+// fatal error. Transient errors reconnect with exponential backoff.
+func (in *Ingester) Run(ctx context.Context) error {
+	in.mu.Lock()
+	in.running = true
+	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		in.running = false
+		in.mu.Unlock()
+	}()
+	backoff := in.o.ReconnectMin
+	first := true
+	for {
+		err := in.session(ctx, first)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("ingest: replication stream ended")
+		}
+		in.setErr(err)
+		// On the first start every preflight problem is fatal (one clear
+		// line, non-zero exit); later, only configuration errors are.
+		if IsFatal(err) {
+			return err
+		}
+		first = false
+		if errors.Is(err, errStartedStreaming) {
+			backoff = in.o.ReconnectMin
+		}
+		in.o.Logger.Warn("replication interrupted; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, in.o.ReconnectMax)
+		in.reconnects.Add(1)
+		in.o.Metrics.Reconnects.Inc()
+	}
+}
+
+// errStartedStreaming wraps errors that happened after streaming began, so
+// the backoff restarts from its minimum.
+var errStartedStreaming = errors.New("after streaming started")
+
+type streamErr struct{ err error }
+
+func (e *streamErr) Error() string { return e.err.Error() }
+func (e *streamErr) Unwrap() []error {
+	return []error{e.err, errStartedStreaming}
+}
+
+// session runs one replication connection.
+func (in *Ingester) session(ctx context.Context, first bool) error {
+	info, err := preflight(ctx, &in.o, first)
+	if err != nil {
+		return err
+	}
+	cfg, err := pgconn.ParseConfig(in.o.PGURL)
+	if err != nil {
+		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("ingest: replication connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	proto := 1
+	args := []string{"proto_version '1'"}
+	if info.VersionNum >= 140000 {
+		proto = 2
+		args = []string{"proto_version '2'"}
+	}
+	args = append(args, fmt.Sprintf("publication_names '%s'", escapeLiteral(in.o.Publication)), "messages 'true'")
+	in.mu.Lock()
+	in.proto, in.streaming = proto, false
+	in.mu.Unlock()
+
+	start := in.lastSubmitted
+	if err := pglogrepl.StartReplication(ctx, conn, in.o.Slot, pglogrepl.LSN(start),
+		pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication, PluginArgs: args}); err != nil {
+		return classifyServerErr(fmt.Errorf("ingest: start replication on slot %q: %w", in.o.Slot, err))
+	}
+	in.setErr(nil)
+	in.o.Logger.Info("streaming", "slot", in.o.Slot, "publication", in.o.Publication, "start_lsn", start, "proto_version", proto)
+
+	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder()}
+	in.tracker.Reset()
+	netConn := conn.Conn()
+	in.conn.Store(&netConn)
+	defer in.conn.Store(nil)
+	stop := context.AfterFunc(ctx, in.wake)
+	defer stop()
+	err = s.loop(ctx)
+	if err != nil && ctx.Err() == nil {
+		return &streamErr{err: err}
+	}
+	return s.finish(ctx)
+}
+
+// escapeLiteral doubles single quotes for a pgoutput option literal.
+func escapeLiteral(s string) string {
+	return string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte("''")))
+}
+
+// classifyServerErr turns errors that mean the configuration broke (slot
+// or publication dropped, privilege revoked) into fatal errors.
+func classifyServerErr(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case "42704": // undefined_object: slot or publication dropped
+		if bytes.Contains([]byte(pgErr.Message), []byte("publication")) {
+			return fatalf(ErrPubMissing, "%s", pgErr.Message)
+		}
+		return fatalf(ErrSlotMissing, "%s", pgErr.Message)
+	case "55006": // object_in_use
+		return fmt.Errorf("%w", err)
+	case "42501":
+		return fatalf(ErrPrivilege, "%s", pgErr.Message)
+	}
+	return err
+}
+
+// session is one replication connection's state. Only the Run goroutine
+// touches it.
+type session struct {
+	in   *Ingester
+	conn *pgconn.PgConn
+	dec  *pgoutput.Decoder
+	// cur is the transaction being received (nil between transactions).
+	cur      *pgq.Transaction
+	curSize  int
+	lastSent pgq.LSN
+	nextSend time.Time
+}
+
+func (s *session) loop(ctx context.Context) error {
+	in := s.in
+	netConn := s.conn.Conn()
+	s.nextSend = time.Now()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Arm the deadline before reading durability, so a wake from the
+		// committer between the two is never lost.
+		_ = netConn.SetReadDeadline(s.nextSend)
+		if err := s.maybeSendStatus(false); err != nil {
+			return err
+		}
+		msg, err := s.conn.ReceiveMessage(context.Background())
+		if err != nil {
+			if isTimeout(err) {
+				continue
+			}
+			return fmt.Errorf("ingest: receive: %w", err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := s.handleCopyData(ctx, msg.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return classifyServerErr(pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return errors.New("ingest: server ended the replication stream")
+		default:
+			in.o.Logger.Debug("ignoring replication message", "type", fmt.Sprintf("%T", msg))
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// maybeSendStatus sends a standby status update when the confirmable LSN
+// moved, when forced (the server asked for a reply), or when the status
+// interval elapsed.
+func (s *session) maybeSendStatus(force bool) error {
+	c := s.in.tracker.Confirmable()
+	now := time.Now()
+	if !force && c == s.lastSent && now.Before(s.nextSend) {
+		return nil
+	}
+	lsn := pglogrepl.LSN(c)
+	if err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn, ClientTime: now,
+	}); err != nil {
+		return fmt.Errorf("ingest: send status update: %w", err)
+	}
+	s.lastSent = c
+	s.nextSend = now.Add(s.in.o.StatusInterval)
+	s.in.mu.Lock()
+	s.in.confirmed = c
+	s.in.mu.Unlock()
+	s.in.o.Metrics.ConfirmedLSN.Set(float64(c))
+	return nil
+}
+
+func (s *session) handleCopyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return errors.New("ingest: empty CopyData")
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("ingest: keepalive: %w", err)
+		}
+		s.in.tracker.ServerWALEnd(pgq.LSN(ka.ServerWALEnd))
+		s.in.mu.Lock()
+		s.in.walEnd = pgq.LSN(ka.ServerWALEnd)
+		s.in.mu.Unlock()
+		s.in.o.Metrics.ServerWALEnd.Set(float64(ka.ServerWALEnd))
+		if ka.ReplyRequested {
+			return s.maybeSendStatus(true)
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("ingest: XLogData: %w", err)
+		}
+		s.in.mu.Lock()
+		s.in.received = pgq.LSN(xld.WALStart)
+		s.in.mu.Unlock()
+		s.in.o.Metrics.BytesReceived.Add(float64(len(xld.WALData)))
+		// WALData aliases the receive buffer; the decoder keeps slices of
+		// what we pass, so hand it a copy.
+		payload := bytes.Clone(xld.WALData)
+		msg, err := s.dec.Decode(payload)
+		if err != nil {
+			return fmt.Errorf("ingest: decode at %s: %w", pgq.LSN(xld.WALStart), err)
+		}
+		return s.handleMessage(ctx, msg, xld, len(payload))
+	default:
+		return fmt.Errorf("ingest: unknown CopyData message %q", data[0])
+	}
+}
+
+func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld pglogrepl.XLogData, size int) error {
+	switch m := msg.(type) {
+	case *pgoutput.Begin:
+		s.in.tracker.Begin()
+		s.cur = &pgq.Transaction{Xid: m.Xid, CommitLSN: m.FinalLSN, CommitTime: m.CommitTime}
+		s.curSize = 0
+	case *pgoutput.Origin:
+		if s.cur != nil {
+			s.cur.Origin = m.Name
+		}
+	case *pgoutput.Relation, *pgoutput.TypeMsg:
+		// The decoder caches relations; records carry names and types.
+	case *pgoutput.Row:
+		if s.cur == nil {
+			if m.Change.Op == pgq.OpMessage && !m.Change.Transactional {
+				return s.submitStandaloneMessage(ctx, m, xld)
+			}
+			return fmt.Errorf("ingest: %s change at %s outside a transaction", m.Change.Op, pgq.LSN(xld.WALStart))
+		}
+		s.cur.Changes = append(s.cur.Changes, m.Change)
+		s.curSize += size
+	case *pgoutput.Commit:
+		if s.cur == nil {
+			return fmt.Errorf("ingest: commit at %s without begin", m.CommitLSN)
+		}
+		tx := s.cur
+		s.cur = nil
+		tx.CommitLSN, tx.EndLSN, tx.CommitTime = m.CommitLSN, m.EndLSN, m.CommitTime
+		tx.Final = true
+		return s.submit(ctx, tx, s.curSize)
+	default:
+		return fmt.Errorf("ingest: unexpected %T outside a streamed transaction", msg)
+	}
+	return nil
+}
+
+// submitStandaloneMessage journals a non-transactional logical message as
+// its own record. Its end LSN is the message LSN + 1: the smallest position
+// past it, so confirming it keeps PostgreSQL from re-sending it.
+func (s *session) submitStandaloneMessage(ctx context.Context, m *pgoutput.Row, xld pglogrepl.XLogData) error {
+	lsn := m.MessageLSN
+	if lsn == 0 {
+		lsn = pgq.LSN(xld.WALStart)
+	}
+	tx := &pgq.Transaction{
+		Xid: m.Xid, CommitLSN: lsn, EndLSN: lsn + 1, CommitTime: xld.ServerTime.UTC().Truncate(time.Microsecond),
+		Final: true, Changes: []pgq.Change{m.Change},
+	}
+	s.in.tracker.Begin()
+	return s.submit(ctx, tx, len(m.Change.Content))
+}
+
+// submit hands a completed transaction to the group committer, or skips it
+// when it is empty or a re-send.
+func (s *session) submit(ctx context.Context, tx *pgq.Transaction, size int) error {
+	switch {
+	case tx.EndLSN <= s.in.lastSubmitted: // a re-send: already journaled
+		s.in.tracker.Skipped(tx.EndLSN)
+		s.in.o.Metrics.TxSkipped.WithLabelValues("duplicate").Inc()
+		return nil
+	case len(tx.Changes) == 0:
+		s.in.tracker.Skipped(tx.EndLSN)
+		s.in.o.Metrics.TxSkipped.WithLabelValues("empty").Inc()
+		return nil
+	}
+	s.in.lastSubmitted = tx.EndLSN
+	// Submitted before Submit: the committer may make it durable at once.
+	s.in.tracker.Submitted(tx.EndLSN)
+	if err := s.in.o.Committer.Submit(ctx, tx, size); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return &FatalError{Err: fmt.Errorf("ingest: journal: %w", err)}
+	}
+	return nil
+}
+
+// finish runs on a clean stop: wait for the in-flight group commit, then
+// send the final confirmation.
+func (s *session) finish(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.in.o.Committer.Flush(fctx); err != nil {
+		return fmt.Errorf("ingest: final flush: %w", err)
+	}
+	_ = s.conn.Conn().SetReadDeadline(time.Time{})
+	if err := s.maybeSendStatus(true); err != nil {
+		return err
+	}
+	s.in.o.Logger.Info("stopped", "confirmed_lsn", s.lastSent)
+	return nil
+}

@@ -1,0 +1,49 @@
+package ingest
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are ingest's Prometheus collectors.
+type Metrics struct {
+	RecordsWritten  prometheus.Counter
+	ChangesWritten  prometheus.Counter
+	BytesReceived   prometheus.Counter
+	TxSkipped       *prometheus.CounterVec
+	Reconnects      prometheus.Counter
+	BatchSize       prometheus.Histogram
+	ConfirmedLSN    prometheus.Gauge
+	ServerWALEnd    prometheus.Gauge
+	ReceivedLSN     prometheus.Gauge
+	JournalLastOff  prometheus.Gauge
+	JournalFirstOff prometheus.Gauge
+}
+
+// NewMetrics creates the collectors and registers them with reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		RecordsWritten:  prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_records_written_total", Help: "Journal records fsynced."}),
+		ChangesWritten:  prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_changes_written_total", Help: "Changes in fsynced journal records."}),
+		BytesReceived:   prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_pgoutput_bytes_received_total", Help: "pgoutput payload bytes received from the walsender."}),
+		TxSkipped:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pgq_transactions_skipped_total", Help: "Transactions that produced no record.", ConstLabels: nil}, []string{"reason"}),
+		Reconnects:      prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_reconnects_total", Help: "Replication reconnects."}),
+		BatchSize:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pgq_group_commit_records", Help: "Records per fsynced group commit.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
+		ConfirmedLSN:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_confirmed_lsn", Help: "LSN last confirmed to PostgreSQL (as a number)."}),
+		ServerWALEnd:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_server_wal_end_lsn", Help: "Server WAL end from the latest keepalive (as a number)."}),
+		ReceivedLSN:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_received_lsn", Help: "WAL end of the latest received data (as a number)."}),
+		JournalLastOff:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_journal_last_offset", Help: "Last journal offset."}),
+		JournalFirstOff: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_journal_first_offset", Help: "First journal offset."}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.RecordsWritten, m.ChangesWritten, m.BytesReceived, m.TxSkipped, m.Reconnects,
+			m.BatchSize, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("ingest: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,80 @@
+package ingest
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pgq-dev/pgq/journal"
+)
+
+// Options configures an Ingester. Zero values get the defaults noted.
+type Options struct {
+	// PGURL is a libpq-style URL or DSN; sslmode and sslrootcert are
+	// honoured (verify-full included). Required.
+	PGURL string
+	// Slot is the logical replication slot (pgoutput). Required.
+	Slot string
+	// Publication is the pgoutput publication. Required.
+	Publication string
+	// CreateSlot creates the slot when it is missing.
+	CreateSlot bool
+	// CreatePublication, when not empty, creates a missing publication:
+	// "all" for FOR ALL TABLES, or "schema.table,schema.table".
+	CreatePublication string
+	// ReconnectMin and ReconnectMax bound the exponential reconnect
+	// backoff. Zero → 500ms and 30s.
+	ReconnectMin, ReconnectMax time.Duration
+	// StatusInterval is the longest time between standby status updates.
+	// Zero → 10s (as pg_recvlogical).
+	StatusInterval time.Duration
+	// Journal receives the records (required); Committer group-commits
+	// into it (required, and its Run must be running).
+	Journal   *journal.Journal
+	Committer *journal.Committer
+	// Logger; zero → slog.Default().
+	Logger *slog.Logger
+	// Metrics; zero → metrics registered nowhere.
+	Metrics *Metrics
+}
+
+// Validate checks required fields and fills defaults.
+func (o *Options) Validate() error {
+	switch {
+	case o.PGURL == "":
+		return fmt.Errorf("%w: a PostgreSQL URL is required (--pg-url or PGQ_PG_URL)", ErrConfig)
+	case o.Slot == "":
+		return fmt.Errorf("%w: a slot name is required (--slot or PGQ_SLOT)", ErrConfig)
+	case o.Publication == "":
+		return fmt.Errorf("%w: a publication name is required (--publication or PGQ_PUBLICATION)", ErrConfig)
+	case o.Journal == nil || o.Committer == nil:
+		return fmt.Errorf("%w: ingest needs a journal and its committer", ErrConfig)
+	}
+	if err := ValidateSlotName(o.Slot); err != nil {
+		return err
+	}
+	if o.CreatePublication != "" && o.CreatePublication != "all" {
+		if _, err := ParseTableList(o.CreatePublication); err != nil {
+			return err
+		}
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = 500 * time.Millisecond
+	}
+	if o.ReconnectMax <= 0 {
+		o.ReconnectMax = 30 * time.Second
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		return fmt.Errorf("%w: --reconnect-max (%s) is below --reconnect-min (%s)", ErrConfig, o.ReconnectMax, o.ReconnectMin)
+	}
+	if o.StatusInterval <= 0 {
+		o.StatusInterval = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics, _ = NewMetrics(nil) // registering nowhere cannot fail
+	}
+	return nil
+}

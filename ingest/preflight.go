@@ -1,0 +1,228 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Sentinel errors callers tell apart. Every one of them is fatal: ingest
+// stops instead of reconnecting.
+var (
+	ErrConfig        = errors.New("configuration error")
+	ErrUnreachable   = errors.New("server unreachable")
+	ErrWALLevel      = errors.New("wal_level is not logical")
+	ErrSlotMissing   = errors.New("replication slot does not exist")
+	ErrSlotPlugin    = errors.New("replication slot uses another plugin")
+	ErrSlotInUse     = errors.New("replication slot is in use")
+	ErrPubMissing    = errors.New("publication does not exist")
+	ErrPrivilege     = errors.New("insufficient privilege")
+	ErrLockedDataDir = errors.New("data directory is locked")
+)
+
+// FatalError marks an error ingest must not retry.
+type FatalError struct{ Err error }
+
+func (e *FatalError) Error() string { return e.Err.Error() }
+func (e *FatalError) Unwrap() error { return e.Err }
+
+func fatalf(sentinel error, format string, args ...any) error {
+	return &FatalError{Err: fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))}
+}
+
+// IsFatal reports whether err must stop ingest.
+func IsFatal(err error) bool {
+	var f *FatalError
+	return errors.As(err, &f)
+}
+
+var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// ValidateSlotName enforces PostgreSQL's rule for replication slot names:
+// lower-case letters, digits and underscores, at most 63 characters. pgq
+// relies on it because START_REPLICATION cannot take the name as a
+// parameter.
+func ValidateSlotName(name string) error {
+	if !slotNameRE.MatchString(name) {
+		return fmt.Errorf("%w: invalid slot name %q: use 1-63 lower-case letters, digits or underscores", ErrConfig, name)
+	}
+	return nil
+}
+
+// ServerInfo is what preflight learned about the server.
+type ServerInfo struct {
+	VersionNum int // e.g. 150004
+	Database   string
+}
+
+// preflight checks the server and the slot and publication before
+// streaming, creating them when asked. It returns a FatalError for every
+// configuration problem and a plain error for transient ones.
+func preflight(ctx context.Context, o *Options, firstStart bool) (ServerInfo, error) {
+	var info ServerInfo
+	conn, err := pgx.Connect(ctx, o.PGURL)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000" || pgErr.Code == "3D000") {
+			return info, fatalf(ErrUnreachable, "cannot connect: %s", pgErr.Message)
+		}
+		if firstStart {
+			return info, fatalf(ErrUnreachable, "cannot connect to PostgreSQL: %v", unwrapConnectErr(err))
+		}
+		return info, fmt.Errorf("ingest: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	var level, version string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level'), current_setting('server_version_num'), current_database()").Scan(&level, &version, &info.Database); err != nil {
+		return info, fmt.Errorf("ingest: read server settings: %w", err)
+	}
+	info.VersionNum, _ = strconv.Atoi(version)
+	if level != "logical" {
+		return info, fatalf(ErrWALLevel, "wal_level is %q; set wal_level = logical and restart PostgreSQL", level)
+	}
+	var canReplicate bool
+	if err := conn.QueryRow(ctx, "SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&canReplicate); err != nil {
+		return info, fmt.Errorf("ingest: read role: %w", err)
+	}
+	if !canReplicate {
+		return info, fatalf(ErrPrivilege, "role lacks REPLICATION (ALTER ROLE ... REPLICATION)")
+	}
+
+	if err := checkPublication(ctx, conn, o, firstStart); err != nil {
+		return info, err
+	}
+	if err := checkSlot(ctx, conn, o, info, firstStart); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+func unwrapConnectErr(err error) error {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		if u := errors.Unwrap(ce); u != nil {
+			return u
+		}
+	}
+	return err
+}
+
+func checkPublication(ctx context.Context, conn *pgx.Conn, o *Options, firstStart bool) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", o.Publication).Scan(&exists); err != nil {
+		return fmt.Errorf("ingest: read publication: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if o.CreatePublication == "" || !firstStart {
+		return fatalf(ErrPubMissing, "publication %q does not exist (create it, or pass --create-publication all|schema.table,...)", o.Publication)
+	}
+	sql := "CREATE PUBLICATION " + pgx.Identifier{o.Publication}.Sanitize()
+	if o.CreatePublication == "all" {
+		sql += " FOR ALL TABLES"
+	} else {
+		tables, err := ParseTableList(o.CreatePublication)
+		if err != nil {
+			return &FatalError{Err: err}
+		}
+		parts := make([]string, len(tables))
+		for i, t := range tables {
+			parts[i] = t.Sanitize()
+		}
+		sql += " FOR TABLE " + strings.Join(parts, ", ")
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+			return fatalf(ErrPrivilege, "cannot create publication %q: %s", o.Publication, pgErr.Message)
+		}
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created concurrently
+			return nil
+		}
+		return &FatalError{Err: fmt.Errorf("%w: create publication %q: %v", ErrConfig, o.Publication, err)}
+	}
+	o.Logger.Info("created publication", "publication", o.Publication, "tables", o.CreatePublication)
+	return nil
+}
+
+// ParseTableList parses "schema.table,schema.table" (a bare name means
+// schema public) into identifiers.
+func ParseTableList(list string) ([]pgx.Identifier, error) {
+	var out []pgx.Identifier
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		schema, table, ok := strings.Cut(item, ".")
+		if !ok {
+			schema, table = "public", item
+		}
+		if schema == "" || table == "" || strings.Contains(table, ".") {
+			return nil, fmt.Errorf("%w: invalid table %q in --create-publication: want schema.table", ErrConfig, item)
+		}
+		out = append(out, pgx.Identifier{schema, table})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: --create-publication needs \"all\" or a list of schema.table", ErrConfig)
+	}
+	return out, nil
+}
+
+func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info ServerInfo, firstStart bool) error {
+	var (
+		plugin, slotType string
+		database         *string
+		active           bool
+		activePID        *int32
+	)
+	err := conn.QueryRow(ctx, "SELECT coalesce(plugin, ''), slot_type, database, active, active_pid FROM pg_replication_slots WHERE slot_name = $1", o.Slot).
+		Scan(&plugin, &slotType, &database, &active, &activePID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if !o.CreateSlot || !firstStart {
+			return fatalf(ErrSlotMissing, "replication slot %q does not exist (create it, or pass --create-slot)", o.Slot)
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", o.Slot); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42710" {
+				return checkSlot(ctx, conn, o, info, false)
+			}
+			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+				return fatalf(ErrPrivilege, "cannot create slot %q: %s", o.Slot, pgErr.Message)
+			}
+			return &FatalError{Err: fmt.Errorf("%w: create slot %q: %v", ErrConfig, o.Slot, err)}
+		}
+		o.Logger.Info("created replication slot", "slot", o.Slot)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ingest: read slot: %w", err)
+	}
+	if slotType != "logical" || plugin != "pgoutput" {
+		return fatalf(ErrSlotPlugin, "slot %q is a %s slot with plugin %q; pgq needs a logical pgoutput slot", o.Slot, slotType, plugin)
+	}
+	if database != nil && *database != info.Database {
+		return fatalf(ErrConfig, "slot %q belongs to database %q, but the URL connects to %q", o.Slot, *database, info.Database)
+	}
+	if active {
+		pid := int32(0)
+		if activePID != nil {
+			pid = *activePID
+		}
+		// After a reconnect the old walsender can linger until it notices
+		// the dead connection: that case is retried, not fatal.
+		if !firstStart {
+			return fmt.Errorf("ingest: slot %q still active (pid %d)", o.Slot, pid)
+		}
+		return fatalf(ErrSlotInUse, "slot %q is in use by another connection (pid %d)", o.Slot, pid)
+	}
+	return nil
+}

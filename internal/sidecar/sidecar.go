@@ -1,0 +1,208 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/journal"
+)
+
+// Options configures a sidecar. Zero values get the defaults noted.
+type Options struct {
+	// DataDir holds journal/ and index/. Required.
+	DataDir string
+	// Listen is the HTTP address; zero → 127.0.0.1:5480. "127.0.0.1:0"
+	// picks a free port (see Addr).
+	Listen string
+	// Ingest is passed to ingest.New; its Journal, Committer, Logger and
+	// Metrics are filled in here.
+	Ingest ingest.Options
+	// SegmentSize of journal segments; zero → the journal default.
+	SegmentSize int
+	// NoSync turns off fsync (benchmarks of the no-durability ceiling
+	// only).
+	NoSync bool
+	// Logger; zero → slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if o.DataDir == "" {
+		return fmt.Errorf("%w: a data directory is required (--data-dir or PGQ_DATA_DIR)", ingest.ErrConfig)
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:5480"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Sidecar is a running pgq.
+type Sidecar struct {
+	o         Options
+	Journal   *journal.Journal
+	Index     *index.Index
+	Committer *journal.Committer
+	Ingester  *ingest.Ingester
+	Registry  *prometheus.Registry
+	Mux       *http.ServeMux
+
+	listener net.Listener
+	server   *http.Server
+}
+
+// Open acquires the data dir and prepares every part, without streaming.
+// Errors are one clear line.
+func Open(ctx context.Context, o Options) (*Sidecar, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
+	}
+	s := &Sidecar{o: o, Registry: prometheus.NewRegistry(), Mux: http.NewServeMux()}
+	j, err := journal.Open(journal.Options{Dir: filepath.Join(o.DataDir, "journal"), SegmentSize: o.SegmentSize, NoSync: o.NoSync, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.Journal = j
+	ix, err := index.Open(index.Options{Dir: filepath.Join(o.DataDir, "index"), Logger: o.Logger})
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	s.Index = ix
+	if err := ix.CatchUp(ctx, j, RecordSize); err != nil {
+		s.closeStores()
+		return nil, fmt.Errorf("index: catch up with journal: %w", err)
+	}
+	s.Committer = journal.NewCommitter(j, journal.CommitterOptions{})
+
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := ingest.NewMetrics(s.Registry)
+	if err != nil {
+		s.closeStores()
+		return nil, err
+	}
+	io := o.Ingest
+	io.Journal, io.Committer, io.Logger, io.Metrics = j, s.Committer, o.Logger, metrics
+	in, err := ingest.New(io, s.indexBatch)
+	if err != nil {
+		s.closeStores()
+		return nil, err
+	}
+	s.Ingester = in
+
+	l, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		s.closeStores()
+		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
+	}
+	s.listener = l
+	s.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	s.Mux.HandleFunc("GET /v1/status", s.handleStatus)
+	s.Mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+	s.server = &http.Server{Handler: s.Mux, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// RecordSize is the journal size estimate of a record, used for lag bytes.
+func RecordSize(tx *pgq.Transaction) int { return len(pgq.AppendRecord(nil, tx)) }
+
+func (s *Sidecar) indexBatch(batch []*pgq.Transaction) {
+	entries := make([]index.Entry, len(batch))
+	for i, tx := range batch {
+		entries[i] = index.EntryOf(tx, RecordSize(tx))
+	}
+	if err := s.Index.Add(entries); err != nil {
+		// The index is derived: the next start rebuilds what is missing.
+		s.o.Logger.Error("index add failed", "error", err)
+	}
+}
+
+// Addr is the HTTP listener's address.
+func (s *Sidecar) Addr() string { return s.listener.Addr().String() }
+
+// StatusExtra lets other parts add fields to /v1/status.
+var StatusExtra []func(s *Sidecar, m map[string]any)
+
+func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st := s.Ingester.Status()
+	raw, _ := json.Marshal(st)
+	m := map[string]any{}
+	_ = json.Unmarshal(raw, &m)
+	for _, f := range StatusExtra {
+		f(s, m)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(m)
+}
+
+// Run serves HTTP, runs the committer and streams until ctx is cancelled
+// (nil) or ingest fails fatally. Everything is stopped and closed on return.
+func (s *Sidecar) Run(ctx context.Context) error {
+	cctx, cancelCommitter := context.WithCancel(context.WithoutCancel(ctx))
+	committerDone := make(chan error, 1)
+	go func() { committerDone <- s.Committer.Run(cctx) }()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.server.Serve(s.listener) }()
+
+	ictx, cancelIngest := context.WithCancel(ctx)
+	ingestDone := make(chan error, 1)
+	go func() { ingestDone <- s.Ingester.Run(ictx) }()
+
+	var err error
+	select {
+	case err = <-ingestDone:
+	case err = <-committerDone:
+		cancelIngest()
+		<-ingestDone
+		if err == nil {
+			err = errors.New("journal committer stopped")
+		}
+		err = fmt.Errorf("journal: %w", err)
+	}
+	cancelIngest()
+	if cerr := s.Committer.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	cancelCommitter()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.server.Shutdown(shutCtx)
+	s.closeStores()
+	return err
+}
+
+func (s *Sidecar) closeStores() {
+	if s.listener != nil && s.server == nil {
+		s.listener.Close()
+	}
+	if s.Index != nil {
+		s.Index.Close()
+	}
+	if s.Journal != nil {
+		s.Journal.Close()
+	}
+}
