@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -59,14 +58,6 @@ type relRef struct {
 	cols          []Column
 }
 
-// recordEncoder is pooled scratch space so that encoding does not allocate.
-type recordEncoder struct {
-	rels []relRef
-	idx  []uint32 // relation index per change
-}
-
-var encoderPool = sync.Pool{New: func() any { return new(recordEncoder) }}
-
 // AppendRecord appends the framed record of tx (version, CRC32C, msgpack
 // body) to b and returns the extended slice. tx.Offset is not encoded.
 func AppendRecord(b []byte, tx *Transaction) []byte {
@@ -94,39 +85,40 @@ func sameColumns(a, b []Column) bool {
 	return true
 }
 
+// findRel returns the index of c's relation in rels, trying hint first,
+// or -1.
+func findRel(rels []relRef, hint int, c *Change) int {
+	if hint >= 0 && hint < len(rels) {
+		r := &rels[hint]
+		if r.schema == c.Schema && r.table == c.Table && sameColumns(r.cols, c.Columns) {
+			return hint
+		}
+	}
+	for k := range rels {
+		r := &rels[k]
+		if r.schema == c.Schema && r.table == c.Table && sameColumns(r.cols, c.Columns) {
+			return k
+		}
+	}
+	return -1
+}
+
 func appendBody(b []byte, tx *Transaction) []byte {
-	e := encoderPool.Get().(*recordEncoder)
-	e.rels = e.rels[:0]
-	e.idx = e.idx[:0]
+	// The relation table lives on the stack for records touching up to 8
+	// relations, so encoding does not allocate.
+	var relsBuf [8]relRef
+	rels := relsBuf[:0]
 	last := -1
 	for i := range tx.Changes {
 		c := &tx.Changes[i]
 		if !isRowOp(c.Op) {
-			e.idx = append(e.idx, 0)
 			continue
 		}
-		found := -1
-		if last >= 0 {
-			r := &e.rels[last]
-			if r.schema == c.Schema && r.table == c.Table && sameColumns(r.cols, c.Columns) {
-				found = last
-			}
+		last = findRel(rels, last, c)
+		if last < 0 {
+			last = len(rels)
+			rels = append(rels, relRef{c.Schema, c.Table, c.Columns})
 		}
-		if found < 0 {
-			for k := range e.rels {
-				r := &e.rels[k]
-				if r.schema == c.Schema && r.table == c.Table && sameColumns(r.cols, c.Columns) {
-					found = k
-					break
-				}
-			}
-		}
-		if found < 0 {
-			found = len(e.rels)
-			e.rels = append(e.rels, relRef{c.Schema, c.Table, c.Columns})
-		}
-		last = found
-		e.idx = append(e.idx, uint32(found))
 	}
 
 	b = appendArrayHdr(b, 9)
@@ -138,9 +130,9 @@ func appendBody(b []byte, tx *Transaction) []byte {
 	b = appendUint(b, uint64(tx.Part))
 	b = appendBool(b, tx.Final)
 
-	b = appendArrayHdr(b, len(e.rels))
-	for k := range e.rels {
-		r := &e.rels[k]
+	b = appendArrayHdr(b, len(rels))
+	for k := range rels {
+		r := &rels[k]
 		b = appendArrayHdr(b, 3)
 		b = appendStr(b, r.schema)
 		b = appendStr(b, r.table)
@@ -153,6 +145,7 @@ func appendBody(b []byte, tx *Transaction) []byte {
 	}
 
 	b = appendArrayHdr(b, len(tx.Changes))
+	last = -1
 	for i := range tx.Changes {
 		c := &tx.Changes[i]
 		switch c.Op {
@@ -180,15 +173,13 @@ func appendBody(b []byte, tx *Transaction) []byte {
 		default:
 			b = appendArrayHdr(b, 5)
 			b = appendUint(b, uint64(c.Op))
-			b = appendUint(b, uint64(e.idx[i]))
+			last = findRel(rels, last, c)
+			b = appendUint(b, uint64(last))
 			b = appendUint(b, uint64(c.OldKind))
 			b = appendValues(b, c.New)
 			b = appendValues(b, c.Old)
 		}
 	}
-	// Drop references to the caller's data before pooling.
-	clear(e.rels)
-	encoderPool.Put(e)
 	return b
 }
 
