@@ -1,0 +1,14 @@
+package ingest_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/pgq-dev/pgq/internal/pgtest"
+)
+
+// One cluster for the package; logical_decoding_work_mem is low so large
+// transactions are streamed (protocol v2) in tests.
+func TestMain(m *testing.M) {
+	os.Exit(pgtest.Main(m, pgtest.Options{Settings: []string{"logical_decoding_work_mem = '64kB'"}}))
+}
