@@ -39,11 +39,28 @@
 // offset, bytes cut). Only the tail is repaired: earlier segments were
 // fsynced before the tail was created, so damage there is real corruption,
 // reported as ErrCorrupt by Read and by Verify, which never repairs. After
-// opening, Open decodes the last record (its EndLSN is LastEndLSN).
+// opening, Open decodes the last record, cuts an unfinished multi-part
+// transaction off the tail (see below), and the EndLSN of the last record
+// left is LastEndLSN.
 //
 // Nothing past the last fsync was ever reported durable, so cutting an
 // unsynced tail never loses a transaction whose LSN was confirmed to
 // PostgreSQL: the server re-sends it.
+//
+// # Multi-part transactions
+//
+// A transaction too large for one record (ingest's record size limit) is
+// stored as consecutive records, its parts: each carries the transaction's
+// xid, commit LSN, end LSN and commit time, Part 0..n-1, and Final is true
+// on the last only. The writer submits all parts of a transaction back to
+// back, so no other record sits between two of them; a Committer batch may
+// end between two parts. LastEndLSN counts final records only, and ingest
+// reports a transaction durable (and confirms it to PostgreSQL) only once
+// its final part is fsynced. A crash between parts leaves non-final parts
+// at the tail: Open cuts them off (tidwall/wal TruncateBack to just before
+// part 0, logged at warning level), and the unconfirmed transaction, which
+// PostgreSQL sends again, is journaled again completely. The offsets of the
+// cut parts are reused.
 //
 // # Concurrency
 //

@@ -171,6 +171,9 @@ func open(dir string, opts Options, logger *slog.Logger, lk *flock.Flock) (*Jour
 		var tx *pgq.Transaction
 		tx, err = j.Read(j.last)
 		if err == nil {
+			tx, err = j.cutUnfinished(tx)
+		}
+		if err == nil && tx != nil {
 			j.lastEndLSN = tx.EndLSN
 		}
 	}
@@ -249,7 +252,9 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 		j.first = last + 1
 	}
 	j.last = last + pgq.Offset(len(batch))
-	j.lastEndLSN = batch[len(batch)-1].EndLSN
+	if end := lastFinalEndLSN(batch); end != 0 {
+		j.lastEndLSN = end
+	}
 	close(j.changed)
 	j.changed = make(chan struct{})
 	j.mu.Unlock()
@@ -279,7 +284,8 @@ func (j *Journal) LastOffset() pgq.Offset {
 	return j.last
 }
 
-// LastEndLSN returns the EndLSN of the last record, 0 when empty.
+// LastEndLSN returns the EndLSN of the last final record (the last
+// transaction journaled completely), 0 when there is none.
 func (j *Journal) LastEndLSN() pgq.LSN {
 	j.mu.Lock()
 	defer j.mu.Unlock()
