@@ -252,3 +252,5 @@ func lsnLess(t *testing.T, a, b string) bool {
 	}
 	return la < lb
 }
+
+var interrupt = os.Interrupt

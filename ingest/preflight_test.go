@@ -1,0 +1,113 @@
+package ingest_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq/internal/pgtest"
+)
+
+// lastLine is the final stderr line: pgq's one-line error.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func runExpectFailure(t *testing.T, want string, args ...string) {
+	t.Helper()
+	p := startPgq(t, args...)
+	code, stderr := p.wait(t, 30*time.Second)
+	line := lastLine(stderr)
+	if code == 0 {
+		t.Fatalf("exit code 0, want failure; stderr:\n%s", stderr)
+	}
+	if !strings.HasPrefix(line, "pgq: ") || !strings.Contains(line, want) {
+		t.Fatalf("error line %q does not say %q (exit %d)", line, want, code)
+	}
+}
+
+func TestPreflightErrors(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t,
+		`CREATE TABLE pf (id int PRIMARY KEY)`,
+		`CREATE PUBLICATION pf_pub FOR TABLE pf`,
+		`SELECT pg_create_logical_replication_slot('pf_other', 'test_decoding')`,
+		`SELECT pg_create_logical_replication_slot('pf_ok', 'pgoutput')`,
+		`CREATE ROLE pf_norepl LOGIN`,
+	)
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := func(url, slot, pub string, extra ...string) []string {
+		return append([]string{"run", "--pg-url", url, "--slot", slot, "--publication", pub, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, extra...)
+	}
+	noRepl := strings.Replace(db.URL, "postgres@", "pf_norepl@", 1)
+	noUser := strings.Replace(db.URL, "postgres@", "pf_nobody@", 1)
+	cases := []struct {
+		name, want string
+		args       []string
+	}{
+		{"unreachable", "server unreachable", base(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", port), "pf_ok", "pf_pub")},
+		{"unknown role", "server unreachable", base(noUser, "pf_ok", "pf_pub")},
+		{"no replication privilege", "insufficient privilege", base(noRepl, "pf_ok", "pf_pub")},
+		{"slot missing", `replication slot "pf_missing" does not exist`, base(db.URL, "pf_missing", "pf_pub")},
+		{"slot of another plugin", `plugin "test_decoding"`, base(db.URL, "pf_other", "pf_pub")},
+		{"publication missing", `publication "pf_nopub" does not exist`, base(db.URL, "pf_ok", "pf_nopub")},
+		{"invalid slot name", "invalid slot name", base(db.URL, "Bad-Slot;drop", "pf_pub")},
+		{"bad create-publication list", "invalid table", base(db.URL, "pf_ok", "pf_new", "--create-publication", "a.b.c")},
+		{"missing flag", "--slot", []string{"run", "--pg-url", db.URL, "--publication", "p", "--data-dir", t.TempDir()}},
+		{"bad duration", "reconnect-min", base(db.URL, "pf_ok", "pf_pub", "--reconnect-min", "soon")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { runExpectFailure(t, tc.want, tc.args...) })
+	}
+
+	t.Run("slot in use and data dir locked", func(t *testing.T) {
+		dir := t.TempDir()
+		a := startPgq(t, "run", "--pg-url", db.URL, "--slot", "pf_ok", "--publication", "pf_pub", "--data-dir", dir, "--listen", "127.0.0.1:0")
+		waitFor(t, 20*time.Second, "slot active", func() bool {
+			var n int
+			db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pf_ok' AND active", &n)
+			return n == 1
+		})
+		runExpectFailure(t, "in use by another connection", base(db.URL, "pf_ok", "pf_pub")...)
+		runExpectFailure(t, "locked", "run", "--pg-url", db.URL, "--slot", "pf_ok", "--publication", "pf_pub", "--data-dir", dir, "--listen", "127.0.0.1:0")
+		_ = a.cmd.Process.Signal(interrupt)
+		if code, stderr := a.wait(t, 20*time.Second); code != 0 {
+			t.Fatalf("first pgq exit %d: %s", code, stderr)
+		}
+	})
+
+	t.Run("create slot and publication", func(t *testing.T) {
+		dir := t.TempDir()
+		a := startPgq(t, "run", "--pg-url", db.URL, "--slot", "pf_new", "--publication", "pf_new_pub", "--data-dir", dir,
+			"--listen", "127.0.0.1:0", "--create-slot", "--create-publication", "public.pf")
+		waitFor(t, 20*time.Second, "slot active", func() bool {
+			var n int
+			db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pf_new' AND active AND plugin = 'pgoutput'", &n)
+			return n == 1
+		})
+		var tables string
+		db.QueryRow(t, "SELECT string_agg(schemaname || '.' || tablename, ',') FROM pg_publication_tables WHERE pubname = 'pf_new_pub'", &tables)
+		if tables != "public.pf" {
+			t.Fatalf("publication tables = %q", tables)
+		}
+		_ = a.cmd.Process.Signal(interrupt)
+		a.wait(t, 20*time.Second)
+	})
+}
+
+// TestWrongWALLevel needs its own cluster with wal_level = replica.
+func TestWrongWALLevel(t *testing.T) {
+	c, err := pgtest.Start(pgtest.Options{Settings: []string{"wal_level = replica"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	runExpectFailure(t, "wal_level is \"replica\"", "run", "--pg-url", c.URL("postgres"), "--slot", "s", "--publication", "p",
+		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--create-slot")
+}
