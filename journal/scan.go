@@ -16,20 +16,34 @@ import (
 // entry returns a *CorruptError naming its offset. fn may stop the scan by
 // returning an error, which Scan returns.
 func Scan(dir string, from pgq.Offset, fn func(tx *pgq.Transaction) error) error {
-	segs, err := listSegments(dir)
-	if err != nil {
+	if err := scan(dir, from, false, fn); err != nil {
 		return fmt.Errorf("journal: scan %s: %w", dir, err)
 	}
+	return nil
+}
+
+// scan is Scan; with strict, an incomplete last entry is corruption too,
+// and so is a gap between segments.
+func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction) error) error {
+	segs, err := listSegments(dir)
+	if err != nil {
+		return err
+	}
+	var next pgq.Offset
 	for i, seg := range segs {
+		if strict && i > 0 && seg.FirstOffset != next {
+			return &CorruptError{Offset: next,
+				Err: fmt.Errorf("segment %s starts at %d, want %d", filepath.Base(seg.Path), seg.FirstOffset, next)}
+		}
 		if i+1 < len(segs) && segs[i+1].FirstOffset <= from {
 			continue
 		}
 		data, err := os.ReadFile(seg.Path)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
+			if !strict && errors.Is(err, os.ErrNotExist) {
 				continue // removed by retention meanwhile
 			}
-			return fmt.Errorf("journal: scan %s: %w", dir, err)
+			return err
 		}
 		off := seg.FirstOffset
 		var fnErr error
@@ -54,13 +68,12 @@ func Scan(dir string, from pgq.Offset, fn func(tx *pgq.Transaction) error) error
 			return fnErr
 		}
 		if s.err != nil {
-			last := i == len(segs)-1
-			if last && isIncompleteTail(data[s.good:]) {
+			if !strict && i == len(segs)-1 && isIncompleteTail(data[s.good:]) {
 				return nil
 			}
-			return fmt.Errorf("journal: scan %s: %w", dir, &CorruptError{Offset: off,
-				Err: fmt.Errorf("%s: %w", filepath.Base(seg.Path), s.err)})
+			return &CorruptError{Offset: off, Err: fmt.Errorf("%s: %w", filepath.Base(seg.Path), s.err)}
 		}
+		next = off
 	}
 	return nil
 }
