@@ -1,0 +1,134 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, pgtest.Options{})) }
+
+func start(t *testing.T, db *pgtest.DB, dir string) (*Sidecar, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Open(ctx, Options{DataDir: dir, Listen: "127.0.0.1:0", Ingest: ingest.Options{
+		PGURL: db.URL, Slot: "sc", Publication: "sc", CreateSlot: true, CreatePublication: "all",
+	}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return s, func() error { cancel(); return <-done }
+}
+
+func waitRecords(t *testing.T, s *Sidecar, n pgq.Offset) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Journal.LastOffset() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("journal has %d records, want %d", s.Journal.LastOffset(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestIndexRebuiltAndHTTP: the index follows the journal while running, is
+// rebuilt from the journal when its directory is lost, and the status,
+// health and metrics endpoints answer.
+func TestIndexRebuiltAndHTTP(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE ix (id int PRIMARY KEY)`)
+	dir := t.TempDir()
+	s, stop := start(t, db, dir)
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := 1; i <= 5; i++ {
+		db.Exec(t, `INSERT INTO ix VALUES (`+string(rune('0'+i))+`)`)
+	}
+	waitRecords(t, s, 5)
+	for s.Index.LastOffset() < 5 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	third, err := s.Journal.Read(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, err := s.Index.SeekLSN(third.CommitLSN); err != nil || off != 3 {
+		t.Fatalf("SeekLSN(record 3) = %d, %v", off, err)
+	}
+
+	base := "http://" + s.Addr()
+	body := get(t, base+"/healthz")
+	if strings.TrimSpace(body) != "ok" {
+		t.Fatalf("/healthz = %q", body)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(get(t, base+"/v1/status")), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"running", "last_error", "last_received_lsn", "server_wal_end", "confirmed_lsn",
+		"journal_first_offset", "journal_last_offset", "journal_last_end_lsn", "records_written", "reconnects"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("/v1/status lacks %q", k)
+		}
+	}
+	if st["journal_last_offset"] != 5.0 || st["records_written"] != 5.0 || st["running"] != true {
+		t.Errorf("/v1/status = %v", st)
+	}
+	if _, err := pgq.ParseLSN(st["confirmed_lsn"].(string)); err != nil {
+		t.Errorf("confirmed_lsn not X/Y: %v", st["confirmed_lsn"])
+	}
+	if m := get(t, base+"/metrics"); !strings.Contains(m, "pgq_records_written_total 5") {
+		t.Errorf("/metrics lacks pgq_records_written_total 5")
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// Lose the index: the next start rebuilds it from the journal.
+	if err := os.RemoveAll(filepath.Join(dir, "index")); err != nil {
+		t.Fatal(err)
+	}
+	s2, stop2 := start(t, db, dir)
+	defer stop2()
+	if got := s2.Index.LastOffset(); got != 5 {
+		t.Fatalf("rebuilt index last offset %d, want 5", got)
+	}
+	if off, err := s2.Index.SeekTime(third.CommitTime); err != nil || off != 3 {
+		t.Fatalf("SeekTime after rebuild = %d, %v", off, err)
+	}
+	if _, err := s2.Index.SeekLSN(third.EndLSN + 1<<40); !errors.Is(err, index.ErrNotFound) {
+		t.Fatalf("SeekLSN past the end: %v", err)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
