@@ -39,7 +39,7 @@ INSERT INTO orders (customer, total, meta) VALUES ('ada', 12.50, '{"items": 2}')
 BEGIN;
 UPDATE orders SET paid = true WHERE customer = 'ada';
 DELETE FROM orders WHERE customer = 'grace';
-SELECT pg_logical_emit_message(true, 'demo', 'hello from a transaction');
+SELECT pg_logical_emit_message(true, 'demo', 'hello from a transaction') \gset
 COMMIT;
 SQL
 
