@@ -26,6 +26,8 @@ type CLI struct {
 	Run     RunCmd           `cmd:"" help:"Stream a replication slot into the journal and serve the API."`
 	Journal JournalCmd       `cmd:"" help:"Inspect the journal."`
 	Slot    SlotCmd          `cmd:"" help:"Inspect or drop the replication slot."`
+	Groups  GroupsCmd        `cmd:"" help:"Manage consumer groups of a running pgq."`
+	Consume ConsumeCmd       `cmd:"" help:"Print a consumer group's transactions as NDJSON (as journal dump) and commit them."`
 	Version kong.VersionFlag `help:"Print the version." env:"-"`
 }
 

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pgq-dev/pgq/consumers"
+)
+
+// APIFlags address a running sidecar.
+type APIFlags struct {
+	Addr      string `default:"127.0.0.1:5480" env:"PGQ_ADDR" help:"Address of the pgq sidecar's HTTP API."`
+	AuthToken string `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Bearer token of the API."`
+}
+
+func (f APIFlags) client() (*consumers.Client, error) {
+	return consumers.Dial(f.Addr, consumers.ClientOptions{Token: f.AuthToken})
+}
+
+// GroupsCmd is `pgq groups`.
+type GroupsCmd struct {
+	Create GroupsCreateCmd `cmd:"" help:"Create a consumer group."`
+	List   GroupsListCmd   `cmd:"" help:"List consumer groups with their lag."`
+	Info   GroupsInfoCmd   `cmd:"" help:"Show one consumer group."`
+	Delete GroupsDeleteCmd `cmd:"" help:"Delete a consumer group."`
+	Reset  GroupsResetCmd  `cmd:"" help:"Move a consumer group to a position."`
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// GroupsCreateCmd is `pgq groups create`.
+type GroupsCreateCmd struct {
+	APIFlags
+	Name   string `arg:"" help:"Group name."`
+	From   string `default:"latest" help:"Start position: earliest, latest, offset:N, lsn:X/Y or time:RFC3339."`
+	Tables string `help:"Only these tables (comma-separated schema.table, globs allowed)."`
+	Ops    string `help:"Only these ops (comma-separated insert,update,delete,truncate,message)."`
+}
+
+// Run creates the group.
+func (c *GroupsCreateCmd) Run(ctx context.Context) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	gi, err := cl.CreateGroup(ctx, consumers.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops)})
+	if err != nil {
+		return err
+	}
+	return printJSON(gi)
+}
+
+// GroupsListCmd is `pgq groups list`.
+type GroupsListCmd struct {
+	APIFlags
+}
+
+// Run lists the groups, one per line.
+func (c *GroupsListCmd) Run(ctx context.Context) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	gs, err := cl.Groups(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-24s %12s %10s %12s %10s %s\n", "GROUP", "COMMITTED", "LAG", "LAG_BYTES", "LAG_SEC", "MEMBER")
+	for _, g := range gs {
+		fmt.Printf("%-24s %12d %10d %12d %10.1f %s\n", g.Name, g.Committed, g.Lag.Records, g.Lag.Bytes, g.Lag.Seconds, g.Member)
+	}
+	return nil
+}
+
+// GroupsInfoCmd is `pgq groups info`.
+type GroupsInfoCmd struct {
+	APIFlags
+	Name string `arg:"" help:"Group name."`
+}
+
+// Run prints the group as JSON.
+func (c *GroupsInfoCmd) Run(ctx context.Context) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	gi, err := cl.Group(ctx, c.Name)
+	if err != nil {
+		return err
+	}
+	return printJSON(gi)
+}
+
+// GroupsDeleteCmd is `pgq groups delete`.
+type GroupsDeleteCmd struct {
+	APIFlags
+	Name string `arg:"" help:"Group name."`
+}
+
+// Run deletes the group.
+func (c *GroupsDeleteCmd) Run(ctx context.Context) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	return cl.DeleteGroup(ctx, c.Name)
+}
+
+// GroupsResetCmd is `pgq groups reset`.
+type GroupsResetCmd struct {
+	APIFlags
+	Name   string `arg:"" help:"Group name."`
+	To     string `required:"" help:"Position: earliest, latest, offset:N, lsn:X/Y or time:RFC3339."`
+	DryRun bool   `name:"dry-run" help:"Only report where the group would land."`
+}
+
+// Run resets the group and prints where it landed.
+func (c *GroupsResetCmd) Run(ctx context.Context) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	rr, err := cl.ResetGroup(ctx, c.Name, c.To, c.DryRun)
+	if err != nil {
+		return err
+	}
+	return printJSON(rr)
+}

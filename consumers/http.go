@@ -1,0 +1,362 @@
+package consumers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// MaxRequestBytes is the largest request body the API reads.
+const MaxRequestBytes = 1 << 20
+
+// MediaMsgpack is the media type of msgpack responses.
+const MediaMsgpack = "application/msgpack"
+
+// Duration is a time.Duration written as a Go duration string ("2s",
+// "1m30s") in JSON and msgpack.
+type Duration time.Duration
+
+// MarshalText renders the duration as "2s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"2s\")", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Request bodies of the HTTP API.
+type (
+	// ResetBody is the body of POST /v1/groups/{name}/reset.
+	ResetBody struct {
+		To     string `json:"to"`
+		DryRun bool   `json:"dry_run,omitempty"`
+	}
+	// FetchBody is the body of POST /v1/groups/{name}/fetch.
+	FetchBody struct {
+		Member   string   `json:"member"`
+		Max      int      `json:"max,omitempty"`
+		MaxBytes int64    `json:"max_bytes,omitempty"`
+		Wait     Duration `json:"wait,omitempty"`
+		FailFast bool     `json:"fail_fast,omitempty"`
+		LeaseTTL Duration `json:"lease_ttl,omitempty"`
+	}
+	// CommitBody is the body of POST /v1/groups/{name}/commit.
+	CommitBody struct {
+		Member   string     `json:"member"`
+		Offset   pgq.Offset `json:"offset"`
+		LeaseTTL Duration   `json:"lease_ttl,omitempty"`
+	}
+	// MemberBody is the body of heartbeat and release.
+	MemberBody struct {
+		Member   string   `json:"member"`
+		LeaseTTL Duration `json:"lease_ttl,omitempty"`
+	}
+)
+
+// Response bodies that are not Manager types.
+type (
+	listResponse struct {
+		Groups []GroupInfo `json:"groups" msgpack:"groups"`
+	}
+	leaseResponse struct {
+		LeaseExpires time.Time `json:"lease_expires" msgpack:"lease_expires"`
+	}
+	okResponse struct {
+		OK bool `json:"ok" msgpack:"ok"`
+	}
+	errorBody struct {
+		Error Error `json:"error" msgpack:"error"`
+	}
+	// wireFetch is the msgpack form of a fetch response.
+	wireFetch struct {
+		Transactions []wireTx  `msgpack:"transactions"`
+		NextOffset   uint64    `msgpack:"next_offset"`
+		Committed    uint64    `msgpack:"committed_offset"`
+		LastOffset   uint64    `msgpack:"last_offset"`
+		LeaseExpires time.Time `msgpack:"lease_expires"`
+	}
+	// wireTx is [offset, record body]: pgq.Transaction's msgpack form
+	// does not carry the offset.
+	wireTx struct {
+		_msgpack struct{} `msgpack:",as_array"`
+		Offset   uint64
+		Tx       *pgq.Transaction
+	}
+)
+
+// Handler serves the consumer-group API of a Manager.
+type Handler struct {
+	m   *Manager
+	log *slog.Logger
+}
+
+// NewHandler returns the API handler; Register mounts it.
+func NewHandler(m *Manager) *Handler { return &Handler{m: m, log: m.o.Logger} }
+
+// Register adds the /v1/groups routes to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/groups", h.create)
+	mux.HandleFunc("GET /v1/groups", h.list)
+	mux.HandleFunc("GET /v1/groups/{name}", h.get)
+	mux.HandleFunc("DELETE /v1/groups/{name}", h.delete)
+	mux.HandleFunc("POST /v1/groups/{name}/reset", h.reset)
+	mux.HandleFunc("POST /v1/groups/{name}/fetch", h.fetch)
+	mux.HandleFunc("POST /v1/groups/{name}/commit", h.commit)
+	mux.HandleFunc("POST /v1/groups/{name}/heartbeat", h.heartbeat)
+	mux.HandleFunc("POST /v1/groups/{name}/release", h.release)
+	mux.HandleFunc("/v1/groups/", func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, errf(ErrNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// WriteError writes err as {"error":{"code","message"}} with its status.
+func WriteError(w http.ResponseWriter, err error) {
+	code, status := classify(err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		code, status = CodeUnavailable, http.StatusServiceUnavailable
+	}
+	b, _ := json.Marshal(errorBody{Error: Error{Code: code, Message: err.Error()}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func wantsMsgpack(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), MediaMsgpack)
+}
+
+func (h *Handler) reply(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var (
+		b   []byte
+		err error
+		ct  string
+	)
+	if wantsMsgpack(r) {
+		b, err = msgpack.Marshal(v)
+		ct = MediaMsgpack
+	} else {
+		b, err = json.Marshal(v)
+		b = append(b, '\n')
+		ct = "application/json"
+	}
+	if err != nil {
+		WriteError(w, fmt.Errorf("%w: encode response: %v", ErrInternal, err))
+		return
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// decode reads a JSON body strictly: at most MaxRequestBytes, no unknown
+// fields, exactly one value.
+func decode(w http.ResponseWriter, r *http.Request, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return errf(ErrBadRequest, "Content-Type %q: request bodies are JSON", ct)
+	}
+	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return errf(ErrTooLarge, "request body over %d bytes", MaxRequestBytes)
+		case errors.Is(err, io.EOF):
+			return errf(ErrBadRequest, "empty request body: want a JSON object")
+		}
+		return errf(ErrBadRequest, "invalid JSON body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errf(ErrTooLarge, "request body over %d bytes", MaxRequestBytes)
+		}
+		return errf(ErrBadRequest, "invalid JSON body: trailing data after the object")
+	}
+	return nil
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	if err := decode(w, r, &req); err != nil {
+		WriteError(w, err)
+		return
+	}
+	gi, err := h.m.Create(r.Context(), req)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	h.reply(w, r, http.StatusCreated, gi)
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, r, http.StatusOK, listResponse{Groups: h.m.List(r.Context())})
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	gi, err := h.m.Info(r.Context(), r.PathValue("name"))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	h.reply(w, r, http.StatusOK, gi)
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
+	if err := h.m.Delete(r.Context(), r.PathValue("name")); err != nil {
+		WriteError(w, err)
+		return
+	}
+	h.reply(w, r, http.StatusOK, okResponse{OK: true})
+}
+
+func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
+	var req ResetBody
+	if err := decode(w, r, &req); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if req.To == "" {
+		WriteError(w, errf(ErrBadPosition, `"to" is required`))
+		return
+	}
+	res, err := h.m.Reset(r.Context(), r.PathValue("name"), req.To, req.DryRun)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	h.reply(w, r, http.StatusOK, res)
+}
+
+func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
+	var req FetchBody
+	if err := decode(w, r, &req); err != nil {
+		WriteError(w, err)
+		return
+	}
+	res, err := h.m.Fetch(r.Context(), r.PathValue("name"), FetchRequest{
+		Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait),
+		FailFast: req.FailFast, LeaseTTL: time.Duration(req.LeaseTTL),
+	})
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if wantsMsgpack(r) {
+		wf := wireFetch{NextOffset: uint64(res.NextOffset), Committed: uint64(res.Committed), LastOffset: uint64(res.LastOffset), LeaseExpires: res.LeaseExpires, Transactions: make([]wireTx, len(res.Transactions))}
+		for i, tx := range res.Transactions {
+			wf.Transactions[i] = wireTx{Offset: uint64(tx.Offset), Tx: tx}
+		}
+		h.reply(w, r, http.StatusOK, &wf)
+		return
+	}
+	// JSON: each transaction exactly as a `pgq journal dump` line.
+	var b bytes.Buffer
+	buf := make([]byte, 0, 4096)
+	b.WriteString(`{"transactions":[`)
+	for i, tx := range res.Transactions {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		buf = pgq.AppendJSON(buf[:0], tx)
+		b.Write(buf)
+	}
+	b.WriteString(`],"next_offset":`)
+	b.WriteString(strconv.FormatUint(uint64(res.NextOffset), 10))
+	b.WriteString(`,"committed_offset":`)
+	b.WriteString(strconv.FormatUint(uint64(res.Committed), 10))
+	b.WriteString(`,"last_offset":`)
+	b.WriteString(strconv.FormatUint(uint64(res.LastOffset), 10))
+	b.WriteString(`,"lease_expires":"`)
+	b.WriteString(res.LeaseExpires.UTC().Format(time.RFC3339Nano))
+	b.WriteString("\"}\n")
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b.Bytes())
+}
+
+func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
+	var req CommitBody
+	if err := decode(w, r, &req); err != nil {
+		WriteError(w, err)
+		return
+	}
+	res, err := h.m.Commit(r.Context(), r.PathValue("name"), req.Member, req.Offset, time.Duration(req.LeaseTTL))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	h.reply(w, r, http.StatusOK, res)
+}
+
+func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req MemberBody
+	if err := decode(w, r, &req); err != nil {
+		WriteError(w, err)
+		return
+	}
+	exp, err := h.m.Heartbeat(r.Context(), r.PathValue("name"), req.Member, time.Duration(req.LeaseTTL))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	h.reply(w, r, http.StatusOK, leaseResponse{LeaseExpires: exp})
+}
+
+func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
+	var req MemberBody
+	if err := decode(w, r, &req); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if err := h.m.Release(r.Context(), r.PathValue("name"), req.Member); err != nil {
+		WriteError(w, err)
+		return
+	}
+	h.reply(w, r, http.StatusOK, okResponse{OK: true})
+}
+
+// RequireBearer wraps next so that every request except GET /healthz needs
+// "Authorization: Bearer <token>" (compared in constant time). An empty
+// token disables the check.
+func RequireBearer(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="pgq"`)
+			WriteError(w, errf(ErrUnauthorized, "missing or wrong bearer token"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

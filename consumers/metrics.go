@@ -1,0 +1,74 @@
+package consumers
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// collector exports per-group gauges computed at scrape time.
+type collector struct {
+	m                               *Manager
+	records, bytes, seconds, cursor *prometheus.Desc
+	outOfRange                      *prometheus.Desc
+}
+
+// Collector returns a Prometheus collector of the groups' lag:
+// pgq_group_lag_records, pgq_group_lag_bytes, pgq_group_lag_seconds,
+// pgq_group_committed_offset and pgq_group_out_of_range, labelled by group.
+func (m *Manager) Collector() prometheus.Collector {
+	l := []string{"group"}
+	return &collector{
+		m:          m,
+		records:    prometheus.NewDesc("pgq_group_lag_records", "Journal records after the group's committed offset.", l, nil),
+		bytes:      prometheus.NewDesc("pgq_group_lag_bytes", "Encoded bytes of the journal records after the group's committed offset.", l, nil),
+		seconds:    prometheus.NewDesc("pgq_group_lag_seconds", "Now minus the commit time of the group's next undelivered record (0 when caught up).", l, nil),
+		cursor:     prometheus.NewDesc("pgq_group_committed_offset", "The group's committed offset.", l, nil),
+		outOfRange: prometheus.NewDesc("pgq_group_out_of_range", "1 when the group's cursor is below the journal start.", l, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.records
+	ch <- c.bytes
+	ch <- c.seconds
+	ch <- c.cursor
+	ch <- c.outOfRange
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, gi := range c.m.List(context.Background()) {
+		oor := 0.0
+		if gi.Lag.OutOfRange {
+			oor = 1
+		}
+		for _, v := range []struct {
+			d *prometheus.Desc
+			v float64
+		}{
+			{c.records, float64(gi.Lag.Records)},
+			{c.bytes, float64(gi.Lag.Bytes)},
+			{c.seconds, gi.Lag.Seconds},
+			{c.cursor, float64(gi.Committed)},
+			{c.outOfRange, oor},
+		} {
+			if mt, err := prometheus.NewConstMetric(v.d, prometheus.GaugeValue, v.v, gi.Name); err == nil {
+				ch <- mt
+			}
+		}
+	}
+}
+
+// Status returns the "groups" object of /v1/status: group name → its
+// committed offset and lag.
+func (m *Manager) Status() map[string]any {
+	out := map[string]any{}
+	for _, gi := range m.List(context.Background()) {
+		out[gi.Name] = map[string]any{
+			"committed_offset": gi.Committed,
+			"member":           gi.Member,
+			"lag":              gi.Lag,
+		}
+	}
+	return out
+}

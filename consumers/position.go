@@ -1,0 +1,194 @@
+package consumers
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// PositionKind is the kind of a start position.
+type PositionKind uint8
+
+// Position kinds.
+const (
+	PosEarliest PositionKind = iota + 1 // the first record still in the journal
+	PosLatest                           // only records appended from now on
+	PosOffset                           // offset:N, the record at offset N
+	PosLSN                              // lsn:X/Y, the first record whose commit LSN >= X/Y
+	PosTime                             // time:RFC3339, the first record whose commit time >= T
+)
+
+// Position is where a group starts (create) or is moved to (reset): the
+// first offset it will deliver. The zero Position is invalid.
+type Position struct {
+	Kind   PositionKind
+	Offset pgq.Offset
+	LSN    pgq.LSN
+	Time   time.Time
+}
+
+// ParsePosition parses "earliest", "latest", "offset:N", "lsn:X/Y" or
+// "time:RFC3339" (RFC 3339 with optional fractional seconds).
+func ParsePosition(s string) (Position, error) {
+	switch s {
+	case "earliest":
+		return Position{Kind: PosEarliest}, nil
+	case "latest":
+		return Position{Kind: PosLatest}, nil
+	}
+	kind, arg, ok := strings.Cut(s, ":")
+	if !ok {
+		return Position{}, errf(ErrBadPosition, "%q: want earliest, latest, offset:N, lsn:X/Y or time:RFC3339", s)
+	}
+	switch kind {
+	case "offset":
+		n, err := strconv.ParseUint(arg, 10, 64)
+		if err != nil || n == 0 {
+			return Position{}, errf(ErrBadPosition, "%q: offset must be an integer >= 1", s)
+		}
+		return Position{Kind: PosOffset, Offset: pgq.Offset(n)}, nil
+	case "lsn":
+		l, err := pgq.ParseLSN(arg)
+		if err != nil {
+			return Position{}, errf(ErrBadPosition, "%q: %v", s, err)
+		}
+		return Position{Kind: PosLSN, LSN: l}, nil
+	case "time":
+		t, err := time.Parse(time.RFC3339Nano, arg)
+		if err != nil {
+			return Position{}, errf(ErrBadPosition, "%q: want RFC 3339 time such as 2024-05-01T12:00:00Z", s)
+		}
+		return Position{Kind: PosTime, Time: t.UTC()}, nil
+	}
+	return Position{}, errf(ErrBadPosition, "%q: unknown kind %q (want earliest, latest, offset, lsn or time)", s, kind)
+}
+
+// String renders the position in the form ParsePosition reads.
+func (p Position) String() string {
+	switch p.Kind {
+	case PosEarliest:
+		return "earliest"
+	case PosLatest:
+		return "latest"
+	case PosOffset:
+		return fmt.Sprintf("offset:%d", p.Offset)
+	case PosLSN:
+		return "lsn:" + p.LSN.String()
+	case PosTime:
+		return "time:" + p.Time.UTC().Format(time.RFC3339Nano)
+	}
+	return "invalid"
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// ValidateName checks a group name: 1 to 128 of [A-Za-z0-9_.-].
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return errf(ErrInvalidName, "%q: want 1 to 128 of A-Z a-z 0-9 _ . -", name)
+	}
+	return nil
+}
+
+// Filter selects changes. The zero Filter selects everything.
+type Filter struct {
+	// Tables are "schema.table" patterns (path.Match globs such as
+	// "public.*"). Empty: every table. A truncate matches when one of its
+	// tables does; a logical message (no table) matches only when Tables
+	// is empty.
+	Tables []string `json:"tables,omitempty" msgpack:"tables,omitempty"`
+	// Ops are op names (insert, update, delete, truncate, message). Empty:
+	// every op.
+	Ops []string `json:"ops,omitempty" msgpack:"ops,omitempty"`
+}
+
+// Validate checks the patterns and op names.
+func (f Filter) Validate() error {
+	for _, t := range f.Tables {
+		if _, err := path.Match(t, ""); err != nil || t == "" || !strings.Contains(t, ".") {
+			return errf(ErrBadRequest, "table pattern %q: want schema.table (globs allowed)", t)
+		}
+	}
+	for _, o := range f.Ops {
+		if _, err := pgq.ParseOp(o); err != nil {
+			return errf(ErrBadRequest, "%v", err)
+		}
+	}
+	return nil
+}
+
+// IsZero reports whether f selects everything.
+func (f Filter) IsZero() bool { return len(f.Tables) == 0 && len(f.Ops) == 0 }
+
+func (f Filter) tableMatch(qualified string) bool {
+	for _, p := range f.Tables {
+		if ok, _ := path.Match(p, qualified); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Match reports whether the change passes the filter.
+func (f Filter) Match(c *pgq.Change) bool {
+	if len(f.Ops) > 0 {
+		ok := false
+		for _, o := range f.Ops {
+			if o == c.Op.String() {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if len(f.Tables) == 0 {
+		return true
+	}
+	switch c.Op {
+	case pgq.OpMessage:
+		return false
+	case pgq.OpTruncate:
+		for _, t := range c.Tables {
+			if f.tableMatch(t) {
+				return true
+			}
+		}
+		return false
+	}
+	return f.tableMatch(c.Schema + "." + c.Table)
+}
+
+// Apply returns tx with only the changes that pass the filter (tx itself
+// when all pass), or nil when none does.
+func (f Filter) Apply(tx *pgq.Transaction) *pgq.Transaction {
+	if f.IsZero() {
+		return tx
+	}
+	n := 0
+	for i := range tx.Changes {
+		if f.Match(&tx.Changes[i]) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil
+	case len(tx.Changes):
+		return tx
+	}
+	out := *tx
+	out.Changes = make([]pgq.Change, 0, n)
+	for i := range tx.Changes {
+		if f.Match(&tx.Changes[i]) {
+			out.Changes = append(out.Changes, tx.Changes[i])
+		}
+	}
+	return &out
+}
