@@ -1,0 +1,71 @@
+// Command pgqbench runs pgq's benchmarks (`make bench`): it starts a
+// throwaway PostgreSQL, measures pgq (bin/pgq) against pg_recvlogical and
+// the design targets, prints one table and writes it as JSON.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/pgq-dev/pgq/benchmarks"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "pgqbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var cfg benchmarks.Config
+	flag.BoolVar(&cfg.Full, "full", false, "bigger run (minutes); the default short run takes under 5 minutes on 2 cores")
+	flag.StringVar(&cfg.PGQBin, "pgq", "bin/pgq", "pgq binary (make build)")
+	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "also drain the workload with an in-process pgq and write its CPU profile here")
+	out := flag.String("out", "benchmarks/results/latest.json", "JSON results file")
+	keep := flag.Bool("keep", false, "keep the work directory (pgq data dirs and logs)")
+	flag.Parse()
+
+	bin, err := filepath.Abs(cfg.PGQBin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("pgq binary: %w (run make build)", err)
+	}
+	cfg.PGQBin = bin
+	cfg.WorkDir, err = os.MkdirTemp("", "pgqbench-")
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Fprintln(os.Stderr, "pgqbench: work directory", cfg.WorkDir)
+	} else {
+		defer os.RemoveAll(cfg.WorkDir)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := benchmarks.Run(ctx, cfg)
+	if rep != nil {
+		if werr := benchmarks.WriteTable(os.Stdout, rep.Rows); werr != nil {
+			return werr
+		}
+		if werr := benchmarks.WriteJSON(*out, rep); werr != nil {
+			return werr
+		}
+		fmt.Printf("\n%s mode, %s; results in %s\n", rep.Mode, rep.Duration, *out)
+		if failed := benchmarks.Failed(rep.Rows); len(failed) > 0 {
+			fmt.Printf("missed targets: %s\n", strings.Join(failed, ", "))
+		}
+	}
+	return err
+}

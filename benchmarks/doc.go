@@ -1,0 +1,10 @@
+// Package benchmarks measures pgq against PostgreSQL's own limit and against
+// the targets of the design: ingest throughput next to pg_recvlogical on the
+// same WAL range, slot lag under load with a stalled consumer group,
+// end-to-end latency, consumer replay throughput and footprint (journal bytes
+// per change, RSS). Run is driven by cmd/pgqbench (`make bench`); README.md
+// explains the method and how to read the table.
+//
+// Nothing here runs under `go test`: a run needs a throwaway PostgreSQL
+// cluster and minutes of wall time.
+package benchmarks

@@ -1,0 +1,391 @@
+package benchmarks
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/pgtest"
+)
+
+// Config selects the run size and the tools.
+type Config struct {
+	// Full selects the big run (minutes); the default short run fits in
+	// under five minutes on two cores.
+	Full bool
+	// PGQBin is the pgq binary (`make build` puts it in bin/pgq).
+	PGQBin string
+	// WorkDir holds pgq data directories, pg_recvlogical output and logs.
+	WorkDir string
+	// CPUProfile, when set, adds an in-process ingest drain profiled with
+	// runtime/pprof and writes the CPU profile there.
+	CPUProfile string
+	// Logger reports progress.
+	Logger *slog.Logger
+}
+
+// sizes of one run.
+type sizes struct {
+	clients     int           // pgbench clients
+	txPerClient int           // small transactions per client (ingest)
+	bulkRows    int           // rows of the one bulk transaction
+	loadFor     time.Duration // lag and RSS sampling under full-speed load
+	latencyFor  time.Duration // 1,000 tx/s steady for the latency row
+	replay      int           // changes replayed for consumer throughput
+}
+
+func (c Config) sizes() sizes {
+	if c.Full {
+		return sizes{clients: 2, txPerClient: 100_000, bulkRows: 1_000_000, loadFor: 60 * time.Second, latencyFor: 60 * time.Second, replay: 1_000_000}
+	}
+	return sizes{clients: 2, txPerClient: 10_000, bulkRows: 100_000, loadFor: 10 * time.Second, latencyFor: 10 * time.Second, replay: 1_000_000}
+}
+
+// changesPerSmallTx is what smallTxScript writes per transaction.
+const changesPerSmallTx = 3
+
+// smallTxScript is the pgbench script of the many small transactions: two
+// inserts and one update, each a change.
+const smallTxScript = `\set a random(1, 1000)
+BEGIN;
+INSERT INTO bench_events (account, amount, note) VALUES (:a, :a * 0.01, 'small transaction payload');
+INSERT INTO bench_events (account, amount, note) VALUES (:a + 1, :a * 0.02, 'small transaction payload');
+UPDATE bench_accounts SET balance = balance + 1 WHERE id = :a;
+END;
+`
+
+// latencyScript writes one row per transaction; created is clock_timestamp()
+// by default, the commit time within a few microseconds.
+const latencyScript = `\set a random(1, 1000)
+INSERT INTO bench_events (account, amount, note) VALUES (:a, 1.00, 'latency');
+`
+
+const publication = "pgqbench"
+
+var schemaSQL = []string{
+	`CREATE TABLE bench_events (id bigserial PRIMARY KEY, account int NOT NULL, amount numeric(12,2), note text, created timestamptz NOT NULL DEFAULT clock_timestamp())`,
+	`CREATE TABLE bench_accounts (id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0)`,
+	`INSERT INTO bench_accounts (id) SELECT g FROM generate_series(1, 1001) g`,
+	`CREATE PUBLICATION ` + publication + ` FOR TABLE bench_events, bench_accounts`,
+}
+
+// env is one benchmark cluster and database.
+type env struct {
+	cfg     Config
+	sz      sizes
+	log     *slog.Logger
+	cluster *pgtest.Cluster
+	db      string
+	url     string
+	conn    *pgx.Conn
+}
+
+func startEnv(ctx context.Context, cfg Config) (*env, error) {
+	c, err := pgtest.Start(pgtest.Options{Settings: []string{
+		// The bulk transaction exceeds this, so streaming 'on' really
+		// streams it and proto 1 makes the server spill it.
+		"logical_decoding_work_mem = '4MB'",
+		// Nothing but the workload writes WAL in the measured ranges.
+		"autovacuum = off",
+		"max_wal_size = '2GB'",
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	e := &env{cfg: cfg, sz: cfg.sizes(), log: cfg.Logger, cluster: c}
+	e.db, err = c.CreateDB(ctx)
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("create database: %w", err)
+	}
+	e.url = c.URL(e.db)
+	if err := c.Exec(ctx, e.db, schemaSQL...); err != nil {
+		e.close()
+		return nil, fmt.Errorf("create schema: %w", err)
+	}
+	e.conn, err = c.Connect(ctx, e.db)
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	if e.conn != nil {
+		_ = e.conn.Close(context.Background())
+	}
+	e.cluster.Stop()
+}
+
+func (e *env) serverVersion(ctx context.Context) string {
+	var v string
+	if err := e.conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return ""
+	}
+	return v
+}
+
+func (e *env) currentLSN(ctx context.Context) (pgq.LSN, error) {
+	var s string
+	if err := e.conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
+		return 0, fmt.Errorf("pg_current_wal_lsn: %w", err)
+	}
+	return pgq.ParseLSN(s)
+}
+
+// pgbench runs pgbench with script and extra arguments; it returns the
+// wall time.
+func (e *env) pgbench(ctx context.Context, script string, args ...string) (time.Duration, error) {
+	f := filepath.Join(e.cfg.WorkDir, fmt.Sprintf("script-%d.sql", time.Now().UnixNano()))
+	if err := os.WriteFile(f, []byte(script), 0o644); err != nil {
+		return 0, fmt.Errorf("pgbench script: %w", err)
+	}
+	defer os.Remove(f)
+	all := append([]string{"-n", "-f", f, "-h", "127.0.0.1", "-p", strconv.Itoa(e.cluster.Port), "-U", "postgres"}, args...)
+	all = append(all, e.db)
+	cmd := exec.CommandContext(ctx, filepath.Join(e.cluster.BinDir, "pgbench"), all...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench %s: %w: %s", strings.Join(args, " "), err, lastLines(out, 5))
+	}
+	return time.Since(start), nil
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// copySlot copies the template slot (same plugin, same confirmed position).
+func (e *env) copySlot(ctx context.Context, from, to string) error {
+	if _, err := e.conn.Exec(ctx, "SELECT pg_copy_logical_replication_slot($1, $2)", from, to); err != nil {
+		return fmt.Errorf("copy slot %s to %s: %w", from, to, err)
+	}
+	return nil
+}
+
+func (e *env) dropSlot(ctx context.Context, slot string) {
+	_, _ = e.conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", slot)
+}
+
+// pgqProc is a running `pgq run`.
+type pgqProc struct {
+	cmd     *exec.Cmd
+	addr    string
+	dataDir string
+	started time.Time
+	done    chan error
+	client  *http.Client
+}
+
+// startPGQ starts bin/pgq on slot with a fresh data directory.
+func (e *env) startPGQ(ctx context.Context, name, slot string, extra ...string) (*pgqProc, error) {
+	port, err := pgtest.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(e.cfg.WorkDir, name)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("pgq data dir: %w", err)
+	}
+	logf, err := os.Create(filepath.Join(e.cfg.WorkDir, name+".log"))
+	if err != nil {
+		return nil, fmt.Errorf("pgq log: %w", err)
+	}
+	defer logf.Close() // the child has its own descriptor
+	p := &pgqProc{addr: fmt.Sprintf("127.0.0.1:%d", port), dataDir: dir, done: make(chan error, 1),
+		client: &http.Client{Timeout: 10 * time.Second}}
+	args := append([]string{"run", "--pg-url", e.url, "--slot", slot, "--publication", publication,
+		"--data-dir", dir, "--listen", p.addr}, extra...)
+	p.cmd = exec.Command(e.cfg.PGQBin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start pgq: %w", err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	return p, nil
+}
+
+// stop sends SIGTERM and waits for a clean exit (SIGKILL after 30 s).
+func (p *pgqProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			return fmt.Errorf("pgq exit: %w", err)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return errors.New("pgq did not stop within 30s after SIGTERM")
+	}
+}
+
+// pgqStatus is the part of /v1/status the benchmarks read.
+type pgqStatus struct {
+	Running           bool    `json:"running"`
+	LastError         *string `json:"last_error"`
+	ProtoVersion      int     `json:"proto_version"`
+	Streaming         bool    `json:"streaming"`
+	ConfirmedLSN      pgq.LSN `json:"confirmed_lsn"`
+	JournalLastEndLSN pgq.LSN `json:"journal_last_end_lsn"`
+	RecordsWritten    uint64  `json:"records_written"`
+}
+
+func (p *pgqProc) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
+	}
+	return b, nil
+}
+
+func (p *pgqProc) status(ctx context.Context) (pgqStatus, error) {
+	var st pgqStatus
+	b, err := p.get(ctx, "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("decode /v1/status: %w", err)
+	}
+	return st, nil
+}
+
+// metric returns the value of an unlabelled Prometheus sample.
+func (p *pgqProc) metric(ctx context.Context, name string) (float64, error) {
+	b, err := p.get(ctx, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not exported", name)
+}
+
+// waitJournaled polls /v1/status until the journal holds every transaction
+// committed before target, and returns when that was first seen.
+func (p *pgqProc) waitJournaled(ctx context.Context, target pgq.LSN, timeout time.Duration) (time.Time, pgqStatus, error) {
+	deadline := time.Now().Add(timeout)
+	var last pgqStatus
+	var lastErr error
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return time.Time{}, last, fmt.Errorf("pgq exited early: %v", err)
+		case <-ctx.Done():
+			return time.Time{}, last, ctx.Err()
+		default:
+		}
+		st, err := p.status(ctx)
+		now := time.Now()
+		if err == nil {
+			last = st
+			if st.JournalLastEndLSN >= target {
+				return now, st, nil
+			}
+		} else {
+			lastErr = err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Time{}, last, fmt.Errorf("pgq did not journal up to %s within %s (journal end %s, last error %v)", target, timeout, last.JournalLastEndLSN, lastErr)
+}
+
+// createGroup creates a consumer group over the HTTP API.
+func (p *pgqProc) createGroup(ctx context.Context, name string) error {
+	body := fmt.Sprintf(`{"name":%q,"from":"earliest"}`, name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.addr+"/v1/groups", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("create group: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("create group: %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	return nil
+}
+
+// rssBytes reads VmRSS of pid from /proc.
+func rssBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmRSS %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// dirBytes sums the regular files below dir whose name passes keep.
+func dirBytes(dir string, keep func(name string) bool) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() && keep(d.Name()) {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n, err
+}

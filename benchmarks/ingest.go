@@ -1,0 +1,280 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/journal"
+)
+
+const templateSlot = "pgqbench_template"
+
+// workload is the WAL range every ingest drain decodes.
+type workload struct {
+	changes  int     // changes in the range (small transactions + bulk rows)
+	txs      int     // committed transactions
+	lastTx   pgq.LSN // insert position just before the last commit record
+	endpos   pgq.LSN // flushed WAL end after the last commit (pg_recvlogical --endpos)
+	duration time.Duration
+}
+
+// runWorkload creates the template slot, then writes the many small
+// transactions (pgbench) and one bulk transaction.
+func (e *env) runWorkload(ctx context.Context) (workload, error) {
+	var w workload
+	if _, err := e.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", templateSlot); err != nil {
+		return w, fmt.Errorf("create template slot: %w", err)
+	}
+	start := time.Now()
+	if _, err := e.pgbench(ctx, smallTxScript, "-c", fmt.Sprint(e.sz.clients), "-j", fmt.Sprint(e.sz.clients), "-t", fmt.Sprint(e.sz.txPerClient)); err != nil {
+		return w, err
+	}
+	tx, err := e.conn.Begin(ctx)
+	if err != nil {
+		return w, fmt.Errorf("bulk transaction: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	// A synchronous commit flushes the WAL, so --endpos below is reachable
+	// at once (the cluster runs with synchronous_commit = off).
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+		return w, fmt.Errorf("bulk transaction: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO bench_events (account, amount, note)
+		SELECT g % 1000, g * 0.01, 'bulk row ' || g FROM generate_series(1, $1::int) g`, e.sz.bulkRows); err != nil {
+		return w, fmt.Errorf("bulk insert: %w", err)
+	}
+	var s string
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+		return w, fmt.Errorf("bulk transaction: %w", err)
+	}
+	if w.lastTx, err = pgq.ParseLSN(s); err != nil {
+		return w, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return w, fmt.Errorf("bulk commit: %w", err)
+	}
+	w.duration = time.Since(start)
+	if w.endpos, err = e.currentLSN(ctx); err != nil {
+		return w, err
+	}
+	w.txs = e.sz.clients*e.sz.txPerClient + 1
+	w.changes = e.sz.clients*e.sz.txPerClient*changesPerSmallTx + e.sz.bulkRows
+	return w, nil
+}
+
+// recvDrain is one pg_recvlogical drain.
+type recvDrain struct {
+	elapsed  time.Duration
+	outBytes int64
+}
+
+// drainRecvLogical copies the template into slot and reads it with
+// pg_recvlogical up to w.endpos.
+func (e *env) drainRecvLogical(ctx context.Context, slot string, streaming bool, w workload) (recvDrain, error) {
+	var d recvDrain
+	if err := e.copySlot(ctx, templateSlot, slot); err != nil {
+		return d, err
+	}
+	defer e.dropSlot(ctx, slot)
+	out := filepath.Join(e.cfg.WorkDir, slot+".out")
+	args := []string{"-d", e.url, "--slot", slot, "--start", "--no-loop", "--endpos", w.endpos.String(), "-f", out,
+		"-o", "publication_names=" + publication}
+	if streaming {
+		args = append(args, "-o", "proto_version=2", "-o", "streaming=on")
+	} else {
+		args = append(args, "-o", "proto_version=1")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, filepath.Join(e.cluster.BinDir, "pg_recvlogical"), args...)
+	start := time.Now()
+	b, err := cmd.CombinedOutput()
+	d.elapsed = time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("pg_recvlogical: %w: %s", err, lastLines(b, 5))
+	}
+	fi, err := os.Stat(out)
+	if err != nil {
+		return d, fmt.Errorf("pg_recvlogical output: %w", err)
+	}
+	d.outBytes = fi.Size()
+	_ = os.Remove(out)
+	return d, nil
+}
+
+// pgqDrain is one pgq drain.
+type pgqDrain struct {
+	elapsed       time.Duration
+	status        pgqStatus
+	changes       float64 // pgq_changes_written_total
+	pgoutputBytes float64 // pgq_pgoutput_bytes_received_total
+	journalBytes  int64
+	journalDir    string
+}
+
+// drainPGQ copies the template into slot and runs bin/pgq on it until the
+// last workload transaction is journaled (fsynced).
+func (e *env) drainPGQ(ctx context.Context, name, slot string, w workload) (pgqDrain, error) {
+	var d pgqDrain
+	if err := e.copySlot(ctx, templateSlot, slot); err != nil {
+		return d, err
+	}
+	p, err := e.startPGQ(ctx, name, slot)
+	if err != nil {
+		return d, err
+	}
+	at, st, werr := p.waitJournaled(ctx, w.lastTx, 10*time.Minute)
+	d.elapsed, d.status = at.Sub(p.started), st
+	if werr == nil {
+		d.changes, werr = p.metric(ctx, "pgq_changes_written_total")
+	}
+	if werr == nil {
+		d.pgoutputBytes, werr = p.metric(ctx, "pgq_pgoutput_bytes_received_total")
+	}
+	serr := p.stop()
+	e.dropSlot(ctx, slot)
+	if err := errors.Join(werr, serr); err != nil {
+		return d, fmt.Errorf("pgq drain (log %s.log): %w", name, err)
+	}
+	d.journalDir = filepath.Join(p.dataDir, "journal")
+	d.journalBytes, err = dirBytes(d.journalDir, func(n string) bool { return n != journal.LockFile })
+	if err != nil {
+		return d, fmt.Errorf("journal size: %w", err)
+	}
+	return d, nil
+}
+
+// ingestRows runs item 1 (ingest vs pg_recvlogical, streaming off and on),
+// item 5's bytes per change and item 4's in-process replay.
+func (e *env) ingestRows(ctx context.Context) ([]Row, error) {
+	e.log.Info("workload: small transactions + one bulk transaction", "small_tx", e.sz.clients*e.sz.txPerClient, "bulk_rows", e.sz.bulkRows)
+	w, err := e.runWorkload(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("workload written", "changes", w.changes, "took", w.duration.Round(time.Millisecond), "endpos", w.endpos)
+	defer e.dropSlot(ctx, templateSlot)
+
+	var rows []Row
+	var first pgqDrain
+	var recvOff recvDrain
+	for i, streaming := range []bool{false, true} {
+		mode := map[bool]string{false: "off", true: "on"}[streaming]
+		ref, err := e.drainRecvLogical(ctx, "pgqbench_recv_"+mode, streaming, w)
+		if err != nil {
+			return rows, err
+		}
+		e.log.Info("pg_recvlogical drained", "streaming", mode, "took", ref.elapsed.Round(time.Millisecond), "bytes", ref.outBytes)
+		got, err := e.drainPGQ(ctx, "pgq-ingest-"+mode, "pgqbench_pgq_"+mode, w)
+		if err != nil {
+			return rows, err
+		}
+		e.log.Info("pgq drained", "streaming", mode, "took", got.elapsed.Round(time.Millisecond), "changes", got.changes)
+		if i == 0 {
+			first, recvOff = got, ref
+		}
+		pq := float64(w.changes) / got.elapsed.Seconds()
+		rf := float64(w.changes) / ref.elapsed.Seconds()
+		r := Row{Metric: "ingest throughput, pg_recvlogical streaming " + mode, Unit: "changes/s",
+			PGQ: f64(pq), Reference: f64(rf), RefName: refName(streaming), Ratio: f64(pq / rf), Target: "≥ 0.95× ref, fsync per group commit"}
+		r.check(pq/rf >= 0.95)
+		r.Note = fmt.Sprintf("%d changes in %d tx; pgq %.2fs (proto %d, streaming %v) vs ref %.2fs; both include connect",
+			w.changes, w.txs, got.elapsed.Seconds(), got.status.ProtoVersion, got.status.Streaming, ref.elapsed.Seconds())
+		if int(got.changes) != w.changes {
+			r.Status = Fail
+			r.Note = joinNotes(r.Note, fmt.Sprintf("pgq journaled %d changes, want %d", int(got.changes), w.changes))
+		}
+		rows = append(rows, r)
+	}
+
+	// Footprint: journal bytes per change against pgoutput for the same
+	// data (pg_recvlogical proto 1 output: payloads plus one newline per
+	// message).
+	jb := float64(first.journalBytes) / float64(w.changes)
+	pb := float64(recvOff.outBytes) / float64(w.changes)
+	fr := Row{Metric: "journal bytes per change", Unit: "B", PGQ: f64(jb), Reference: f64(pb), RefName: "pgoutput",
+		Ratio: f64(jb / pb), Target: "≤ 1.0× pgoutput"}
+	fr.check(jb/pb <= 1.0)
+	fr.Note = fmt.Sprintf("journal %d B; pg_recvlogical proto-1 output %d B; payload bytes pgq received %.0f B", first.journalBytes, recvOff.outBytes, first.pgoutputBytes)
+	rows = append(rows, fr)
+
+	rows = append(rows, e.readerRow(first.journalDir, w.changes))
+
+	if e.cfg.CPUProfile != "" {
+		r, err := e.profiledDrain(ctx, w)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func refName(streaming bool) string {
+	if streaming {
+		return "pg_recvlogical v2 streaming"
+	}
+	return "pg_recvlogical v1"
+}
+
+// readerRow replays the journal in-process with journal.Reader (item 4).
+// It repeats passes over the drained journal until at least sz.replay
+// changes were read, so the figure covers the same change count in short
+// and full mode.
+func (e *env) readerRow(dir string, perPass int) Row {
+	const metric = "consumer replay, journal.Reader in-process"
+	const target = "≥ 1,000,000 changes/s"
+	j, err := journal.Open(journal.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return notMeasured(metric, target, "open journal: "+err.Error())
+	}
+	defer j.Close()
+	var changes, records int
+	start := time.Now()
+	passes := 0
+	for changes < e.sz.replay {
+		passes++
+		r := j.NewReader(0)
+		for {
+			tx, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return notMeasured(metric, target, "read journal: "+err.Error())
+			}
+			records++
+			changes += len(tx.Changes)
+		}
+		if passes == 1 && changes == 0 {
+			return notMeasured(metric, target, "journal is empty")
+		}
+	}
+	el := time.Since(start)
+	v := float64(changes) / el.Seconds()
+	row := Row{Metric: metric, Unit: "changes/s", PGQ: f64(v), Target: target}
+	row.check(v >= 1e6)
+	row.Note = fmt.Sprintf("%d changes (%d records, %d passes over a %d-change journal) in %.2fs, decoded to pgq.Transaction", changes, records, passes, perPass, el.Seconds())
+	return row
+}
+
+// trimErr shortens an error for a table note.
+func trimErr(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}

@@ -1,0 +1,73 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"time"
+
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/sidecar"
+)
+
+// profiledDrain drains a copy of the template slot with an in-process
+// sidecar while runtime/pprof records a CPU profile to Config.CPUProfile.
+// The figure is informational: the profiler and the benchmark share the
+// process.
+func (e *env) profiledDrain(ctx context.Context, w workload) (Row, error) {
+	const slot = "pgqbench_prof"
+	if err := e.copySlot(ctx, templateSlot, slot); err != nil {
+		return Row{}, err
+	}
+	defer e.dropSlot(ctx, slot)
+	dir := filepath.Join(e.cfg.WorkDir, "pgq-profile")
+	s, err := sidecar.Open(ctx, sidecar.Options{DataDir: dir, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
+		Ingest: ingest.Options{PGURL: e.url, Slot: slot, Publication: publication}})
+	if err != nil {
+		return Row{}, fmt.Errorf("in-process sidecar: %w", err)
+	}
+	f, err := os.Create(e.cfg.CPUProfile)
+	if err != nil {
+		return Row{}, fmt.Errorf("cpu profile: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return Row{}, fmt.Errorf("cpu profile: %w", err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- s.Run(rctx) }()
+	var runErr error
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for s.Journal.LastEndLSN() < w.lastTx {
+		select {
+		case runErr = <-done:
+			done <- runErr
+			break wait
+		case <-ctx.Done():
+			runErr = ctx.Err()
+			break wait
+		case <-tick.C:
+		}
+	}
+	el := time.Since(start)
+	reached := s.Journal.LastEndLSN() >= w.lastTx
+	pprof.StopCPUProfile()
+	cancel()
+	if err := errors.Join(runErr, <-done); err != nil {
+		return Row{}, fmt.Errorf("in-process sidecar: %w", err)
+	}
+	if !reached {
+		return Row{}, fmt.Errorf("in-process sidecar stopped before the end of the workload")
+	}
+	v := float64(w.changes) / el.Seconds()
+	return Row{Metric: "ingest throughput, in-process sidecar under pprof", Unit: "changes/s", PGQ: f64(v), Target: "-", Status: Info,
+		Note: fmt.Sprintf("%d changes in %.2fs; CPU profile written (go tool pprof)", w.changes, el.Seconds())}, nil
+}

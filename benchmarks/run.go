@@ -1,0 +1,39 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// Run starts a throwaway cluster, runs every measurement and returns the
+// report. A measurement that cannot be taken becomes a NOT MEASURED row with
+// the reason; only a broken environment (no cluster, no workload) is an
+// error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	rep := &Report{Started: time.Now().UTC(), Mode: "short", Host: HostInfo{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}}
+	if cfg.Full {
+		rep.Mode = "full"
+	}
+	e, err := startEnv(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	rep.Host.ServerVersion = e.serverVersion(ctx)
+
+	rows, err := e.ingestRows(ctx)
+	rep.Rows = append(rep.Rows, rows...)
+	if err != nil {
+		return rep, fmt.Errorf("ingest: %w", err)
+	}
+	rows, err = e.lagRows(ctx)
+	rep.Rows = append(rep.Rows, rows...)
+	if err != nil {
+		return rep, fmt.Errorf("lag: %w", err)
+	}
+	rep.Rows = append(rep.Rows, e.consumerRows(ctx)...)
+	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+	return rep, nil
+}
