@@ -75,6 +75,15 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if o.SpillDir != "" {
+		n, err := cleanSpillDir(o.SpillDir)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			o.Logger.Info("removed leftover spill files", "dir", o.SpillDir, "files", n)
+		}
+	}
 	last := o.Journal.LastEndLSN()
 	in := &Ingester{o: o, tracker: feedback.NewTracker(last), lastSubmitted: last}
 	o.Committer.SetOnAppend(func(batch []*pgq.Transaction) {
@@ -82,7 +91,14 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 			return
 		}
 		last := batch[len(batch)-1]
-		in.tracker.Durable(last.EndLSN)
+		// A transaction is durable once its final part is: a batch ending
+		// in a non-final part reports only up to the last final one.
+		for i := len(batch) - 1; i >= 0; i-- {
+			if batch[i].Final {
+				in.tracker.Durable(batch[i].EndLSN)
+				break
+			}
+		}
 		changes := 0
 		for _, tx := range batch {
 			changes += len(tx.Changes)
@@ -215,15 +231,19 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
-	proto := 1
+	proto, streaming := 1, false
 	args := []string{"proto_version '1'"}
 	if info.VersionNum >= 140000 {
 		proto = 2
 		args = []string{"proto_version '2'"}
+		if in.o.SpillDir != "" {
+			streaming = true
+			args = append(args, "streaming 'on'")
+		}
 	}
 	args = append(args, fmt.Sprintf("publication_names '%s'", escapeLiteral(in.o.Publication)), "messages 'true'")
 	in.mu.Lock()
-	in.proto, in.streaming = proto, false
+	in.proto, in.streaming = proto, streaming
 	in.mu.Unlock()
 
 	start := in.lastSubmitted
@@ -232,9 +252,11 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		return classifyServerErr(fmt.Errorf("ingest: start replication on slot %q: %w", in.o.Slot, err))
 	}
 	in.setErr(nil)
-	in.o.Logger.Info("streaming", "slot", in.o.Slot, "publication", in.o.Publication, "start_lsn", start, "proto_version", proto)
+	in.o.Logger.Info("streaming", "slot", in.o.Slot, "publication", in.o.Publication, "start_lsn", start,
+		"proto_version", proto, "streaming_in_progress", streaming)
 
 	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder()}
+	defer s.discardStreams()
 	in.tracker.Reset()
 	netConn := conn.Conn()
 	in.conn.Store(&netConn)
@@ -281,8 +303,13 @@ type session struct {
 	conn *pgconn.PgConn
 	dec  *pgoutput.Decoder
 	// cur is the transaction being received (nil between transactions).
-	cur      *pgq.Transaction
-	curSize  int
+	cur     *pgq.Transaction
+	curSize int
+	// curSpill holds cur's changes once they outgrow MaxRecordBytes (with
+	// a spill directory); cur.Changes is then empty.
+	curSpill *spillTx
+	// streams are the streamed in-progress transactions.
+	streams  streamState
 	lastSent pgq.LSN
 	nextSend time.Time
 }
@@ -394,11 +421,20 @@ func (s *session) handleCopyData(ctx context.Context, data []byte) error {
 }
 
 func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld pglogrepl.XLogData, size int) error {
+	if handled, err := s.handleStream(ctx, msg, size); handled || err != nil {
+		return err
+	}
 	switch m := msg.(type) {
 	case *pgoutput.Begin:
 		s.in.tracker.Begin()
 		s.cur = &pgq.Transaction{Xid: m.Xid, CommitLSN: m.FinalLSN, CommitTime: m.CommitTime}
 		s.curSize = 0
+		if s.curSpill != nil { // a Begin without Commit: the server restarted the transaction
+			if err := s.curSpill.discard(); err != nil {
+				return err
+			}
+			s.curSpill = nil
+		}
 	case *pgoutput.Origin:
 		if s.cur != nil {
 			s.cur.Origin = m.Name
@@ -412,8 +448,21 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 			}
 			return fmt.Errorf("ingest: %s change at %s outside a transaction", m.Change.Op, pgq.LSN(xld.WALStart))
 		}
-		s.cur.Changes = append(s.cur.Changes, m.Change)
 		s.curSize += size
+		if s.curSpill != nil {
+			return s.curSpill.add(s.cur.Xid, &m.Change)
+		}
+		s.cur.Changes = append(s.cur.Changes, m.Change)
+		if s.curSize > s.in.o.MaxRecordBytes && s.in.o.SpillDir != "" {
+			// Too large to keep assembling in memory: spill it.
+			s.curSpill = newSpillTx(s.in.o.SpillDir, s.cur.Xid, s.chunkBytes())
+			for i := range s.cur.Changes {
+				if err := s.curSpill.add(s.cur.Xid, &s.cur.Changes[i]); err != nil {
+					return err
+				}
+			}
+			s.cur.Changes = nil
+		}
 	case *pgoutput.Commit:
 		if s.cur == nil {
 			return fmt.Errorf("ingest: commit at %s without begin", m.CommitLSN)
@@ -422,6 +471,22 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 		s.cur = nil
 		tx.CommitLSN, tx.EndLSN, tx.CommitTime = m.CommitLSN, m.EndLSN, m.CommitTime
 		tx.Final = true
+		if t := s.curSpill; t != nil {
+			s.curSpill = nil
+			err := s.journalSpill(ctx, t, *tx)
+			if derr := t.discard(); err == nil {
+				err = derr
+			}
+			return err
+		}
+		if s.curSize > s.in.o.MaxRecordBytes && tx.EndLSN > s.in.lastSubmitted {
+			w := partWriter{s: s, hdr: *tx}
+			w.hdr.Changes, w.hdr.Final = nil, false
+			if err := w.addAll(ctx, tx.Changes); err != nil {
+				return err
+			}
+			return w.finish(ctx)
+		}
 		return s.submit(ctx, tx, s.curSize)
 	default:
 		return fmt.Errorf("ingest: unexpected %T outside a streamed transaction", msg)

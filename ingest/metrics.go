@@ -19,6 +19,8 @@ type Metrics struct {
 	ReceivedLSN     prometheus.Gauge
 	JournalLastOff  prometheus.Gauge
 	JournalFirstOff prometheus.Gauge
+	StreamsStarted  prometheus.Counter
+	SpilledBytes    prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -36,10 +38,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		ReceivedLSN:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_received_lsn", Help: "WAL end of the latest received data (as a number)."}),
 		JournalLastOff:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_journal_last_offset", Help: "Last journal offset."}),
 		JournalFirstOff: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_journal_first_offset", Help: "First journal offset."}),
+		StreamsStarted:  prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_streamed_transactions_total", Help: "In-progress transactions the server started streaming (protocol v2)."}),
+		SpilledBytes:    prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_spilled_bytes_total", Help: "Spill file bytes of journaled transactions."}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.RecordsWritten, m.ChangesWritten, m.BytesReceived, m.TxSkipped, m.Reconnects,
-			m.BatchSize, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff} {
+			m.BatchSize, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff, m.StreamsStarted, m.SpilledBytes} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("ingest: register metrics: %w", err)
 			}

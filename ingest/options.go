@@ -8,6 +8,10 @@ import (
 	"github.com/pgq-dev/pgq/journal"
 )
 
+// DefaultMaxRecordBytes is the record size limit when
+// Options.MaxRecordBytes is zero.
+const DefaultMaxRecordBytes = 8 << 20
+
 // Options configures an Ingester. Zero values get the defaults noted.
 type Options struct {
 	// PGURL is a libpq-style URL or DSN; sslmode and sslrootcert are
@@ -32,6 +36,17 @@ type Options struct {
 	// into it (required, and its Run must be running).
 	Journal   *journal.Journal
 	Committer *journal.Committer
+	// SpillDir is where in-progress transactions are spilled: the changes
+	// of a transaction PostgreSQL streams before its commit (protocol v2,
+	// PostgreSQL 14+), and of any transaction whose changes exceed
+	// MaxRecordBytes before its commit. The sidecar uses DataDir/spill.
+	// Leftover spill files (*.spill) are removed by New. Empty: streaming
+	// is not requested and every transaction is assembled in memory.
+	SpillDir string
+	// MaxRecordBytes bounds the (estimated) size of a journal record: a
+	// larger transaction is journaled as several consecutive records
+	// (parts). Zero → DefaultMaxRecordBytes.
+	MaxRecordBytes int
 	// Logger; zero → slog.Default().
 	Logger *slog.Logger
 	// Metrics; zero → metrics registered nowhere.
@@ -66,6 +81,12 @@ func (o *Options) Validate() error {
 	}
 	if o.ReconnectMax < o.ReconnectMin {
 		return fmt.Errorf("%w: --reconnect-max (%s) is below --reconnect-min (%s)", ErrConfig, o.ReconnectMax, o.ReconnectMin)
+	}
+	switch {
+	case o.MaxRecordBytes < 0:
+		return fmt.Errorf("%w: the record size limit (%d) is negative", ErrConfig, o.MaxRecordBytes)
+	case o.MaxRecordBytes == 0:
+		o.MaxRecordBytes = DefaultMaxRecordBytes
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = 10 * time.Second
