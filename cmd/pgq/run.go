@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/sidecar"
 )
@@ -23,6 +24,10 @@ type RunCmd struct {
 	StatusInterval    time.Duration `name:"status-interval" default:"10s" help:"Longest time between standby status updates."`
 	SegmentSize       int           `name:"segment-size" default:"67108864" help:"Journal segment size in bytes."`
 	MaxRecordBytes    int           `name:"max-record-bytes" default:"8388608" help:"Record size limit: a larger transaction is journaled as several records (parts)."`
+	AuthToken         string        `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
+	RetainMinAge      time.Duration `name:"retain-min-age" help:"Keep journal records younger than this even when every group committed them."`
+	RetainMaxAge      time.Duration `name:"retain-max-age" help:"Drop journal records older than this, even if a group still needs them (0: no cap)."`
+	RetainMaxBytes    int64         `name:"retain-max-bytes" help:"Drop the oldest segments while the journal is larger than this, regardless of groups (0: no cap)."`
 }
 
 // Run runs the sidecar until SIGINT/SIGTERM.
@@ -32,6 +37,8 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		Listen:      c.Listen,
 		SegmentSize: c.SegmentSize,
 		Logger:      logger,
+		AuthToken:   c.AuthToken,
+		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge, MaxAge: c.RetainMaxAge, MaxBytes: c.RetainMaxBytes},
 		Ingest: ingest.Options{
 			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
 			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication,

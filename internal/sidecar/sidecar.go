@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/journal"
@@ -40,6 +41,15 @@ type Options struct {
 	NoSync bool
 	// Logger; zero → slog.Default().
 	Logger *slog.Logger
+	// AuthToken, when set, is required as "Authorization: Bearer <token>"
+	// on every HTTP call except /healthz.
+	AuthToken string
+	// Retention of the journal (see consumers.Manager.Retain); the zero
+	// value keeps what some group still needs.
+	Retention consumers.RetentionOptions
+	// Consumers configures the consumer-group manager; its Journal, Index
+	// and Logger are filled in here.
+	Consumers consumers.ManagerOptions
 }
 
 // Validate checks the options and fills defaults.
@@ -53,6 +63,9 @@ func (o *Options) Validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if err := o.Retention.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ingest.ErrConfig, err)
+	}
 	return nil
 }
 
@@ -65,6 +78,11 @@ type Sidecar struct {
 	Ingester  *ingest.Ingester
 	Registry  *prometheus.Registry
 	Mux       *http.ServeMux
+	Consumers *consumers.Manager
+
+	// statusHooks add fields to /v1/status (see AddStatus); written only
+	// before Run.
+	statusHooks []func(m map[string]any)
 
 	listener net.Listener
 	server   *http.Server
@@ -96,6 +114,14 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		return nil, fmt.Errorf("index: catch up with journal: %w", err)
 	}
 	s.Committer = journal.NewCommitter(j, journal.CommitterOptions{})
+	co := o.Consumers
+	co.Journal, co.Index, co.Logger = j, ix, o.Logger
+	cm, err := consumers.NewManager(co)
+	if err != nil {
+		s.closeStores()
+		return nil, err
+	}
+	s.Consumers = cm
 
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := ingest.NewMetrics(s.Registry)
@@ -127,7 +153,13 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 	})
 	s.Mux.HandleFunc("GET /v1/status", s.handleStatus)
 	s.Mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
-	s.server = &http.Server{Handler: s.Mux, ReadHeaderTimeout: 10 * time.Second}
+	consumers.NewHandler(cm).Register(s.Mux)
+	if err := s.Registry.Register(cm.Collector()); err != nil {
+		s.closeStores()
+		return nil, err
+	}
+	s.AddStatus(func(m map[string]any) { m["groups"] = cm.Status() })
+	s.server = &http.Server{Handler: consumers.RequireBearer(o.AuthToken, s.Mux), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
@@ -151,6 +183,9 @@ func (s *Sidecar) Addr() string { return s.listener.Addr().String() }
 // StatusExtra lets other parts add fields to /v1/status.
 var StatusExtra []func(s *Sidecar, m map[string]any)
 
+// AddStatus adds a hook that fills fields of /v1/status. Call it before Run.
+func (s *Sidecar) AddStatus(f func(m map[string]any)) { s.statusHooks = append(s.statusHooks, f) }
+
 func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.Ingester.Status()
 	raw, _ := json.Marshal(st)
@@ -158,6 +193,9 @@ func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(raw, &m)
 	for _, f := range StatusExtra {
 		f(s, m)
+	}
+	for _, f := range s.statusHooks {
+		f(m)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(m)
@@ -171,6 +209,13 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	go func() { committerDone <- s.Committer.Run(cctx) }()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.server.Serve(s.listener) }()
+
+	rctx, cancelRetention := context.WithCancel(ctx)
+	retentionDone := make(chan struct{})
+	go func() {
+		defer close(retentionDone)
+		_ = s.Consumers.RunRetention(rctx, s.o.Retention) // options were validated by Open
+	}()
 
 	ictx, cancelIngest := context.WithCancel(ctx)
 	ingestDone := make(chan error, 1)
@@ -188,6 +233,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		err = fmt.Errorf("journal: %w", err)
 	}
 	cancelIngest()
+	cancelRetention()
+	<-retentionDone
+	_ = s.Consumers.Close() // wake long polls before the HTTP shutdown
 	if cerr := s.Committer.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
