@@ -161,6 +161,10 @@ func (e *env) pgbench(ctx context.Context, script string, args ...string) (time.
 	all := append([]string{"-n", "-f", f, "-h", "127.0.0.1", "-p", strconv.Itoa(e.cluster.Port), "-U", "postgres"}, args...)
 	all = append(all, e.db)
 	cmd := exec.CommandContext(ctx, filepath.Join(e.cluster.BinDir, "pgbench"), all...)
+	// The throwaway cluster defaults to synchronous_commit = off, which
+	// delays WAL flushes (and so decoding) by up to wal_writer_delay; the
+	// workloads commit as PostgreSQL does by default.
+	cmd.Env = append(os.Environ(), "PGOPTIONS=-c synchronous_commit=on")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

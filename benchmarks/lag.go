@@ -8,31 +8,37 @@ import (
 	"time"
 )
 
-// lagRows runs item 2 (slot lag under full-speed pgbench with one consumer
-// group that never fetches) and item 5's RSS, sampled in the same run.
-func (e *env) lagRows(ctx context.Context) ([]Row, error) {
-	const slot = "pgqbench_lag"
-	const lagMetric, lagTarget = "slot lag under load, p99", "≤ 1 MiB, one group stalled"
-	const rssMetric, rssTarget = "pgq RSS under load, steady state", "≤ 128 MiB"
-	p, err := e.startPGQ(ctx, "pgq-lag", slot, "--create-slot")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		_ = p.stop()
-		e.dropSlot(context.Background(), slot)
-	}()
-	// Ready once the slot exists and pgq streams from it.
+// loadSlot is the slot of the pgq that serves the lag, RSS, latency and
+// HTTP replay measurements.
+const loadSlot = "pgqbench_load"
+
+// startLoadPGQ starts pgq on a fresh slot and waits until it streams.
+func (e *env) startLoadPGQ(ctx context.Context) (*pgqProc, error) {
 	lsn, err := e.currentLSN(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := p.waitJournaled(ctx, 0, time.Minute); err != nil {
+	p, err := e.startPGQ(ctx, "pgq-load", loadSlot, "--create-slot")
+	if err != nil {
 		return nil, err
 	}
-	if err := e.waitConfirmed(ctx, slot, lsn, time.Minute); err != nil {
+	if _, _, err := p.waitJournaled(ctx, 0, time.Minute); err == nil {
+		err = e.waitConfirmed(ctx, loadSlot, lsn, time.Minute)
+	}
+	if err != nil {
+		_ = p.stop()
+		e.dropSlot(ctx, loadSlot)
 		return nil, err
 	}
+	return p, nil
+}
+
+// lagRows runs item 2 (slot lag under full-speed pgbench with one consumer
+// group that never fetches) and item 5's RSS, sampled in the same run.
+func (e *env) lagRows(ctx context.Context, p *pgqProc) ([]Row, error) {
+	const slot = loadSlot
+	const lagMetric, lagTarget = "slot lag under load, p99", "≤ 1 MiB, one group stalled"
+	const rssMetric, rssTarget = "pgq RSS under load, steady state", "≤ 128 MiB"
 	groupNote := "group \"stalled\" created at earliest, never fetches"
 	if err := p.createGroup(ctx, "stalled"); err != nil {
 		groupNote = "no stalled group: " + trimErr(err)

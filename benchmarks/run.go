@@ -28,12 +28,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("ingest: %w", err)
 	}
-	rows, err = e.lagRows(ctx)
+	p, err := e.startLoadPGQ(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("start pgq: %w", err)
+	}
+	defer func() {
+		_ = p.stop()
+		e.dropSlot(context.Background(), loadSlot)
+	}()
+	rows, err = e.lagRows(ctx, p)
 	rep.Rows = append(rep.Rows, rows...)
 	if err != nil {
 		return rep, fmt.Errorf("lag: %w", err)
 	}
-	rep.Rows = append(rep.Rows, e.consumerRows(ctx)...)
+	rep.Rows = append(rep.Rows, e.consumerRows(ctx, p)...)
 	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 	return rep, nil
 }
