@@ -372,6 +372,10 @@ type reader struct {
 	p    int
 	err  error
 	slab []Value // values are carved from here to save allocations
+	// slabHint is how many values the rest of the record probably holds
+	// (changes left × widest relation × images per change): the size of
+	// the next slab, so a small record does not allocate for 256 values.
+	slabHint int
 }
 
 func (d *reader) fail(format string, args ...any) {
@@ -606,6 +610,10 @@ func (d *reader) decodeTx(t *Transaction) {
 	if nch > 0 {
 		t.Changes = make([]Change, nch)
 	}
+	width := 1
+	for k := range rels {
+		width = max(width, len(rels[k].cols))
+	}
 	for i := 0; i < nch && d.err == nil; i++ {
 		c := &t.Changes[i]
 		n := d.arrayLen()
@@ -652,6 +660,11 @@ func (d *reader) decodeTx(t *Transaction) {
 				return
 			}
 			c.OldKind = OldKind(d.uint(math.MaxUint8, "old kind"))
+			images := 1
+			if c.OldKind != OldNone {
+				images = 2
+			}
+			d.slabHint = (nch - i) * width * images
 			c.New = d.values()
 			c.Old = d.values()
 			if d.err == nil {
@@ -676,7 +689,7 @@ func (d *reader) values() []Value {
 	if n > len(d.slab) {
 		// Each value takes at least one byte, so the rest of the body
 		// bounds how many more values this record can hold.
-		d.slab = make([]Value, max(n, min(256, len(d.b)-d.p)))
+		d.slab = make([]Value, max(n, min(d.slabHint, len(d.b)-d.p)))
 	}
 	vs := d.slab[:n:n]
 	d.slab = d.slab[n:]
