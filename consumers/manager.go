@@ -579,12 +579,16 @@ func (m *Manager) Fetch(ctx context.Context, name string, req FetchRequest) (*Fe
 
 	select {
 	case g.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-m.done:
-		return nil, ErrClosed
-	case <-timer.C:
-		return nil, errf(ErrConflict, "group %q: another fetch of the group is in progress", name)
+	default:
+		select {
+		case g.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-m.done:
+			return nil, ErrClosed
+		case <-timer.C:
+			return nil, errf(ErrConflict, "group %q: another fetch of the group is in progress", name)
+		}
 	}
 	defer func() { <-g.sem }()
 

@@ -1,0 +1,182 @@
+package consumers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/sidecar"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, pgtest.Options{})) }
+
+// env is a running sidecar on a fresh database with table t(id serial, v text)
+// and table u(id int).
+type env struct {
+	S      *sidecar.Sidecar
+	DB     *pgtest.DB
+	C      *consumers.Client
+	Base   string
+	Token  string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, mod func(*sidecar.Options)) *env {
+	t.Helper()
+	db := pgtest.Shared(t).NewDB(t)
+	db.Exec(t, "CREATE TABLE t (id serial PRIMARY KEY, v text)", "CREATE TABLE u (id int PRIMARY KEY)")
+	slot := "s_" + strings.ToLower(db.Name)
+	o := sidecar.Options{
+		DataDir: t.TempDir(),
+		Listen:  "127.0.0.1:0",
+		Ingest: ingest.Options{
+			PGURL: db.URL, Slot: slot, Publication: "pgq",
+			CreateSlot: true, CreatePublication: "all",
+			ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
+			StatusInterval: 200 * time.Millisecond,
+		},
+		Retention: consumers.RetentionOptions{Interval: 50 * time.Millisecond},
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := sidecar.Open(ctx, o)
+	if err != nil {
+		cancel()
+		t.Fatalf("sidecar.Open: %v", err)
+	}
+	e := &env{S: s, DB: db, Base: "http://" + s.Addr(), Token: o.AuthToken, cancel: cancel, done: make(chan error, 1)}
+	go func() { e.done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-e.done:
+		case <-time.After(30 * time.Second):
+			t.Error("sidecar did not stop")
+		}
+		ctx, c2 := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c2()
+		_ = db.C.Exec(ctx, db.Name, "SELECT pg_drop_replication_slot('"+slot+"')")
+	})
+	e.C, err = consumers.Dial(s.Addr(), consumers.ClientOptions{Token: o.AuthToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until streaming: a marker transaction reaches the journal
+	// (one written before the slot exists is not streamed: retry).
+	deadline := time.Now().Add(60 * time.Second)
+	for e.S.Journal.LastOffset() == 0 || e.S.Index.LastOffset() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("sidecar never streamed")
+		}
+		if e.S.Ingester.Status().Running {
+			db.Exec(t, "INSERT INTO t (v) VALUES ('marker')")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return e
+}
+
+// insert writes n single-row transactions into t and waits until they
+// are in the journal; it returns the offset of the last one.
+func (e *env) insert(t *testing.T, n int) pgq.Offset {
+	t.Helper()
+	before := e.S.Journal.LastOffset()
+	if n == 1 {
+		e.DB.Exec(t, "INSERT INTO t (v) VALUES ('x')")
+	} else {
+		e.DB.Exec(t, fmt.Sprintf("DO $$ BEGIN FOR i IN 1..%d LOOP INSERT INTO t (v) VALUES ('r' || i); COMMIT; END LOOP; END $$", n))
+	}
+	return e.waitLast(t, before+pgq.Offset(n))
+}
+
+func (e *env) waitLast(t *testing.T, off pgq.Offset) pgq.Offset {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for e.S.Journal.LastOffset() < off || e.S.Index.LastOffset() < off {
+		if time.Now().After(deadline) {
+			t.Fatalf("journal did not reach offset %d (at %d)", off, e.S.Journal.LastOffset())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return e.S.Journal.LastOffset()
+}
+
+// call does an HTTP request with a raw body and returns status and body.
+func (e *env) call(t *testing.T, method, path, body string, hdr ...string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.Base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.Token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// errCode returns the error code of a JSON error body ("" if none).
+func errCode(t *testing.T, b []byte) string {
+	t.Helper()
+	var eb struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal(b, &eb); err != nil {
+		t.Fatalf("error body is not JSON: %v: %s", err, b)
+	}
+	return eb.Error.Code
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func fetch(t *testing.T, e *env, group, member string, max int, wait time.Duration) *consumers.FetchResult {
+	t.Helper()
+	res, err := e.C.Fetch(ctxT(t), group, consumers.FetchRequest{Member: member, Max: max, Wait: wait})
+	if err != nil {
+		t.Fatalf("fetch %s as %s: %v", group, member, err)
+	}
+	return res
+}
+
+func offsets(txs []*pgq.Transaction) []pgq.Offset {
+	out := make([]pgq.Offset, len(txs))
+	for i, tx := range txs {
+		out[i] = tx.Offset
+	}
+	return out
+}
+
+var _ = bytes.NewReader
