@@ -1,0 +1,49 @@
+// Package consumers serves consumer groups over a pgq journal: named,
+// durable cursors (kept in the index's Pebble store), long-poll fetch,
+// cumulative commit, one leased member per group, reset, retention and
+// lag; the HTTP API of the sidecar (Handler) and the Go client library
+// (Dial, Client, Consumer).
+//
+// # Semantics
+//
+// A group's cursor is the last committed offset. Fetch delivers whole
+// transactions after the member's delivery position (all parts of a
+// multi-part transaction, never a trailing incomplete one), filtered by the
+// group's tables (path.Match globs on "schema.table") and ops: changes that
+// do not pass are removed, records left empty are skipped. next_offset
+// moves past skipped records; committing next_offset-1 moves the cursor
+// over them. Commit is cumulative, fsynced, and rejected (ErrInvalidCommit)
+// when backwards, beyond what was delivered, or on a non-final part of a
+// multi-part transaction, so a cursor never lands between parts. Delivery
+// is at-least-once: a new lease (another member, an expired lease, a
+// release or a reset) restarts delivery after the cursor.
+//
+// One member holds a group at a time, with a lease renewed by fetch, commit
+// and heartbeat. Another member's fetch waits up to its wait for the lease
+// (or fails at once with ErrConflict when fail_fast); a member whose lease
+// expired or was taken over gets ErrFenced on commit. A cursor below the
+// journal's start (retention) gives ErrOutOfRange until the group is reset.
+//
+// # Wire formats
+//
+// Requests are JSON (at most MaxRequestBytes, unknown fields rejected).
+// Responses are JSON, or msgpack when the request says
+// "Accept: application/msgpack". In JSON, fetched transactions are exactly
+// the lines of `pgq journal dump` (pgq.AppendJSON); in msgpack each is
+// [offset, record body] with the body of pgq.RecordVersion. Errors are
+// always JSON: {"error":{"code":"...","message":"..."}}; the codes are the
+// Code constants and map to the sentinel errors. docs/http-api.md lists
+// every endpoint.
+//
+// # Concurrency
+//
+// A Manager is safe for concurrent use. Manager.mu guards only the groups
+// map. Each group has a sem (capacity-1 channel) that serializes its
+// fetches, waited for with the caller's context, and a mutex mu that guards
+// its state (cursor, config, lease, delivery position, non-final parts);
+// mu is never held while waiting, and is held across the fsynced Pebble
+// write of a commit so that the cursor in memory never runs ahead of disk.
+// Lock order: Manager.mu before group.mu. Waiting fetches wake on
+// journal.Changed (no polling), on lease release, on Close and on their
+// context. A Client is safe for concurrent use; a Consumer is not.
+package consumers

@@ -1,0 +1,230 @@
+package consumers_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/internal/sidecar"
+)
+
+func TestAuthAndMalformed(t *testing.T) {
+	e := start(t, func(o *sidecar.Options) { o.AuthToken = "s3cret" })
+	tok := e.Token
+	e.Token = ""
+	if code, _ := e.call(t, "GET", "/healthz", ""); code != 200 {
+		t.Fatalf("healthz without token: %d", code)
+	}
+	for _, p := range []string{"/v1/groups", "/v1/status", "/metrics"} {
+		code, body := e.call(t, "GET", p, "")
+		if code != 401 || errCode(t, body) != consumers.CodeUnauthorized {
+			t.Fatalf("%s without token: %d %s", p, code, body)
+		}
+	}
+	if code, _ := e.call(t, "GET", "/v1/groups", "", "Authorization", "Bearer wrong"); code != 401 {
+		t.Fatalf("wrong token: %d", code)
+	}
+	e.Token = tok
+	cases := []struct {
+		method, path, body, code string
+	}{
+		{"POST", "/v1/groups", `{"name":`, consumers.CodeBadRequest},
+		{"POST", "/v1/groups", `{"name":"g","bogus":1}`, consumers.CodeBadRequest},
+		{"POST", "/v1/groups", `{"name":"g"} {}`, consumers.CodeBadRequest},
+		{"POST", "/v1/groups", ``, consumers.CodeBadRequest},
+		{"POST", "/v1/groups", `{"name":"` + strings.Repeat("a", 2<<20) + `"}`, consumers.CodeTooLarge},
+		{"POST", "/v1/groups", `{"name":"bad name/"}`, consumers.CodeInvalidName},
+		{"POST", "/v1/groups", `{"name":"g","from":"offset:x"}`, consumers.CodeBadPosition},
+		{"POST", "/v1/groups", `{"name":"g","from":"lsn:zz"}`, consumers.CodeBadPosition},
+		{"POST", "/v1/groups", `{"name":"g","from":"time:yesterday"}`, consumers.CodeBadPosition},
+		{"GET", "/v1/groups/nope", ``, consumers.CodeNotFound},
+		{"POST", "/v1/groups/nope/fetch", `{"member":"m"}`, consumers.CodeNotFound},
+		{"POST", "/v1/groups/nope/fetch", `{"member":"m","wait":"soon"}`, consumers.CodeBadRequest},
+		{"POST", "/v1/groups/nope/commit", `{"member":"m","offset":-1}`, consumers.CodeBadRequest},
+		{"POST", "/v1/groups/nope/whatever", `{}`, consumers.CodeNotFound},
+	}
+	for _, c := range cases {
+		code, body := e.call(t, c.method, c.path, c.body)
+		if code < 400 || code >= 500 || errCode(t, body) != c.code {
+			short := c.body
+			if len(short) > 40 {
+				short = short[:40]
+			}
+			t.Errorf("%s %s %q: %d %s, want code %s", c.method, c.path, short, code, body, c.code)
+		}
+	}
+	// msgpack responses on request.
+	code, body := e.call(t, "GET", "/v1/groups", "", "Accept", consumers.MediaMsgpack)
+	if code != 200 || len(body) == 0 || body[0] == '{' {
+		t.Fatalf("msgpack list: %d %q", code, body)
+	}
+	// Still serving after all that.
+	if _, err := e.C.Groups(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
+	e := start(t, func(o *sidecar.Options) { o.SegmentSize = 4096 })
+	ctx := ctxT(t)
+	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "slow", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "fast", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	last := e.insert(t, 200)
+	r := fetch(t, e, "fast", "f", 1000, 0)
+	if _, err := e.C.Commit(ctx, "fast", "f", r.NextOffset-1); err != nil {
+		t.Fatal(err)
+	}
+	// The slow group holds everything.
+	time.Sleep(300 * time.Millisecond)
+	if f := e.S.Journal.FirstOffset(); f != 1 {
+		t.Fatalf("journal truncated to %d below the slow group's cursor", f)
+	}
+	// The slow group commits half: the journal follows at segment granularity.
+	r = fetch(t, e, "slow", "s", 100, 0)
+	mid := r.NextOffset - 1
+	if _, err := e.C.Commit(ctx, "slow", "s", mid); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, "truncation to the slow group", func() bool { return e.S.Journal.FirstOffset() > 1 })
+	f := e.S.Journal.FirstOffset()
+	segs, _ := e.S.Journal.Segments()
+	if f > mid+1 || segs[0].FirstOffset != f {
+		t.Fatalf("first %d, slow cursor %d, segments start %d", f, mid, segs[0].FirstOffset)
+	}
+	// Caps: a direct pass with max-bytes drops what the slow group needs.
+	res, err := e.S.Consumers.Retain(ctx, consumers.RetentionOptions{MaxBytes: 8192})
+	if err != nil || e.S.Journal.Size() > 8192+4096 {
+		t.Fatalf("max-bytes pass: %+v %v, size %d", res, err, e.S.Journal.Size())
+	}
+	if _, err := e.C.Fetch(ctx, "slow", consumers.FetchRequest{Member: "s"}); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Fatalf("slow group fetch: %v, want out_of_range", err)
+	}
+	gi, _ := e.C.Group(ctx, "slow")
+	if !gi.Lag.OutOfRange {
+		t.Fatalf("slow lag %+v", gi.Lag)
+	}
+	if _, err := e.C.ResetGroup(ctx, "slow", "earliest", false); err != nil {
+		t.Fatal(err)
+	}
+	if r := fetch(t, e, "slow", "s", 1000, 0); len(r.Transactions) == 0 || r.NextOffset != last+1 {
+		t.Fatalf("after reset: %d txs next %d", len(r.Transactions), r.NextOffset)
+	}
+	// max-age: everything older than 1ms goes (the last record stays).
+	time.Sleep(10 * time.Millisecond)
+	if _, err := e.S.Consumers.Retain(ctx, consumers.RetentionOptions{MaxAge: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ = e.S.Journal.Segments()
+	if len(segs) != 1 {
+		t.Fatalf("max-age left %d segments", len(segs))
+	}
+	// min-age keeps young records whatever the groups say.
+	e.insert(t, 50)
+	for _, g := range []string{"slow", "fast"} {
+		_, _ = e.C.ResetGroup(ctx, g, "latest", false)
+	}
+	before := e.S.Journal.FirstOffset()
+	if _, err := e.S.Consumers.Retain(ctx, consumers.RetentionOptions{MinAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if e.S.Journal.FirstOffset() != before {
+		t.Fatalf("min-age pass truncated %d → %d", before, e.S.Journal.FirstOffset())
+	}
+}
+
+func TestStalledGroupSlotLag(t *testing.T) {
+	e := start(t, nil)
+	ctx := ctxT(t)
+	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "stalled", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	last := e.insert(t, 3000)
+	slot := "s_" + strings.ToLower(e.DB.Name)
+	waitCond(t, "slot confirmed_flush_lsn to reach the WAL end", func() bool {
+		var lag int64
+		e.DB.QueryRow(t, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = '"+slot+"'", &lag)
+		return lag < 64<<10
+	})
+	gi, _ := e.C.Group(ctx, "stalled")
+	if gi.Lag.Records < 3000 || gi.Committed != 0 || last < 3000 {
+		t.Fatalf("stalled group %+v", gi)
+	}
+}
+
+func TestCLI(t *testing.T) {
+	e := start(t, nil)
+	bin := filepath.Join(t.TempDir(), "pgq")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/pgq").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "PGQ_ADDR="+e.S.Addr())
+		out, err := cmd.Output()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out) + string(ee.Stderr), err
+		}
+		return string(out), err
+	}
+	if out, err := run("groups", "create", "cli", "--from", "earliest", "--tables", "public.t"); err != nil {
+		t.Fatalf("create: %v %s", err, out)
+	}
+	last := e.insert(t, 3)
+	var want strings.Builder
+	for off := pgq.Offset(1); off <= last; off++ {
+		tx, err := e.S.Journal.Read(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Write(pgq.AppendJSON(nil, tx))
+		want.WriteByte('\n')
+	}
+	out, err := run("consume", "--group", "cli", "--no-commit")
+	if err != nil || out != want.String() {
+		t.Fatalf("consume --no-commit: %v\n%s\nwant\n%s", err, out, want.String())
+	}
+	out, err = run("consume", "--group", "cli")
+	if err != nil || out != want.String() {
+		t.Fatalf("consume: %v\n%s", err, out)
+	}
+	if out, err = run("consume", "--group", "cli"); err != nil || out != "" {
+		t.Fatalf("consume after commit: %v %q", err, out)
+	}
+	if out, err = run("groups", "info", "cli"); err != nil || !strings.Contains(out, fmt.Sprintf(`"committed_offset": %d`, last)) {
+		t.Fatalf("info: %v %s", err, out)
+	}
+	if out, err = run("groups", "reset", "cli", "--to", "offset:1", "--dry-run"); err != nil || !strings.Contains(out, `"next_offset": 1`) {
+		t.Fatalf("reset: %v %s", err, out)
+	}
+	if out, err = run("groups", "list"); err != nil || !strings.Contains(out, "cli") {
+		t.Fatalf("list: %v %s", err, out)
+	}
+	out, err = run("groups", "info", "nope")
+	if err == nil || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "not found") {
+		t.Fatalf("info nope: %v %q", err, out)
+	}
+	if out, err = run("groups", "delete", "cli"); err != nil {
+		t.Fatalf("delete: %v %s", err, out)
+	}
+}
+
+func waitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
