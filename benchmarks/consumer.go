@@ -122,9 +122,7 @@ func (e *env) httpReplayRow(ctx context.Context, cl *consumers.Client) Row {
 		start := time.Now()
 		before := changes
 		for {
-			// A small wait, not 0: consumers.Manager.Fetch with Wait 0
-			// can report a spurious "another fetch is in progress".
-			caughtUp, err := cs.Poll(ctx, 5*time.Millisecond)
+			caughtUp, err := cs.Poll(ctx, 0)
 			if err != nil {
 				return notMeasured(metric, target, "fetch: "+trimErr(err))
 			}
