@@ -362,7 +362,8 @@ func (cs *Consumer) Messages(ctx context.Context) iter.Seq2[*pgq.Transaction, er
 // Consume calls handler for each transaction and commits after each
 // fetched batch has been handled. When handler fails, what succeeded is
 // committed and the error is returned (the failed transaction is delivered
-// again to the next member). It returns ctx's error when ctx ends.
+// again to the next member; Close the consumer after an error). It returns
+// ctx's error when ctx ends, after committing what was handled.
 func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *pgq.Transaction) error) error {
 	for {
 		before := cs.done // always a transaction boundary
@@ -379,7 +380,11 @@ func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *
 			return err
 		}
 		if len(cs.buf) == 0 {
-			if err := cs.Commit(ctx); err != nil {
+			// Commit what was handled even when ctx has just ended.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := cs.Commit(cctx)
+			cancel()
+			if err != nil {
 				return err
 			}
 		}
