@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/pgq-dev/pgq/consumers"
@@ -22,8 +24,9 @@ type RunCmd struct {
 	ReconnectMin      time.Duration `name:"reconnect-min" default:"500ms" help:"First reconnect delay."`
 	ReconnectMax      time.Duration `name:"reconnect-max" default:"30s" help:"Longest reconnect delay."`
 	StatusInterval    time.Duration `name:"status-interval" default:"10s" help:"Longest time between standby status updates."`
-	SegmentSize       int           `name:"segment-size" default:"67108864" help:"Journal segment size in bytes."`
+	SegmentSize       int           `name:"segment-size" default:"16777216" help:"Journal segment size in bytes (the tail segment is held in memory)."`
 	MaxRecordBytes    int           `name:"max-record-bytes" default:"8388608" help:"Record size limit: a larger transaction is journaled as several records (parts)."`
+	MemoryLimit       int64         `name:"memory-limit" default:"201326592" help:"Soft memory limit of the Go runtime in bytes (0: none); the GOMEMLIMIT environment variable takes precedence."`
 	AuthToken         string        `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
 	RetainMinAge      time.Duration `name:"retain-min-age" help:"Keep journal records younger than this even when every group committed them."`
 	RetainMaxAge      time.Duration `name:"retain-max-age" help:"Drop journal records older than this, even if a group still needs them (0: no cap)."`
@@ -32,6 +35,12 @@ type RunCmd struct {
 
 // Run runs the sidecar until SIGINT/SIGTERM.
 func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && c.MemoryLimit > 0 {
+		// Large transactions stream through pgq in bounded memory; the
+		// soft limit keeps the garbage collector from letting the heap
+		// double on top of that.
+		debug.SetMemoryLimit(c.MemoryLimit)
+	}
 	s, err := sidecar.Open(ctx, sidecar.Options{
 		DataDir:     c.DataDir,
 		Listen:      c.Listen,

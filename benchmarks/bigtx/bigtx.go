@@ -1,0 +1,294 @@
+// Package bigtx measures pgq's memory while one very large transaction
+// passes through it: a throwaway PostgreSQL cluster, `pgq run` as a
+// subprocess, one INSERT of N rows (~200 bytes each) in a single
+// transaction, and the peak resident set (VmHWM) of the pgq process
+// against the transaction's size. It is not run by `make test`.
+package bigtx
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/pgtest"
+)
+
+// Options configure Run.
+type Options struct {
+	// PGQBin is the pgq binary (required).
+	PGQBin string
+	// Rows lists the transaction sizes to measure, in rows.
+	Rows []int
+	// WorkDir holds the pgq data directories and logs (required).
+	WorkDir string
+	// PadBytes is the text payload per row; zero → 180 (≈200 bytes of
+	// pgoutput per row).
+	PadBytes int
+	// PGQArgs are extra `pgq run` arguments.
+	PGQArgs []string
+	// Settings are extra postgresql.conf lines.
+	Settings []string
+	// Logger reports progress; nil → slog.Default().
+	Logger *slog.Logger
+}
+
+// Result is one measured transaction.
+type Result struct {
+	Rows          int
+	PgoutputBytes int64         // pgoutput payload bytes pgq received
+	JournalBytes  int64         // journal size after the transaction
+	Records       int64         // records (parts) the transaction became
+	Streamed      bool          // the server streamed it in progress
+	BaselineRSS   int64         // VmRSS of idle pgq before the transaction
+	PeakRSS       int64         // VmHWM of pgq at the end
+	InsertTime    time.Duration // the INSERT ... COMMIT on the server
+	JournalLag    time.Duration // from COMMIT returning to the transaction being durable in the journal
+}
+
+// Run measures each size in o.Rows on one cluster, a fresh pgq process
+// per size (so VmHWM is that size's peak).
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	if o.PGQBin == "" || o.WorkDir == "" {
+		return nil, errors.New("bigtx: PGQBin and WorkDir are required")
+	}
+	if o.PadBytes <= 0 {
+		o.PadBytes = 180
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	c, err := pgtest.Start(pgtest.Options{Settings: o.Settings})
+	if err != nil {
+		return nil, fmt.Errorf("bigtx: start cluster: %w", err)
+	}
+	defer c.Stop()
+	var out []Result
+	for _, n := range o.Rows {
+		r, err := runOne(ctx, c, o, n)
+		if err != nil {
+			return out, fmt.Errorf("bigtx: %d rows: %w", n, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func runOne(ctx context.Context, c *pgtest.Cluster, o Options, n int) (Result, error) {
+	res := Result{Rows: n}
+	db, err := c.CreateDB(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := c.Exec(ctx, db, "CREATE TABLE big (id bigint PRIMARY KEY, pad text)"); err != nil {
+		return res, err
+	}
+	port, err := pgtest.FreePort()
+	if err != nil {
+		return res, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	dataDir := filepath.Join(o.WorkDir, fmt.Sprintf("pgq-%d", n))
+	if err := os.RemoveAll(dataDir); err != nil {
+		return res, err
+	}
+	logf, err := os.Create(dataDir + ".log")
+	if err != nil {
+		return res, err
+	}
+	defer logf.Close()
+	slot := "bigtx_" + strconv.Itoa(n)
+	cmd := exec.CommandContext(ctx, o.PGQBin, append([]string{"run", "--pg-url", c.URL(db), "--slot", slot, "--publication", "bigtx",
+		"--create-slot", "--create-publication", "all", "--data-dir", dataDir, "--listen", addr}, o.PGQArgs...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("start pgq: %w", err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = c.Exec(context.WithoutCancel(ctx), db, "SELECT pg_drop_replication_slot('"+slot+"')")
+		_ = os.RemoveAll(dataDir)
+	}()
+	base := "http://" + addr
+	if err := waitFor(ctx, 60*time.Second, func() bool {
+		var st status
+		return getJSON(base+"/v1/status", &st) == nil && st.ProtoVersion > 0
+	}); err != nil {
+		return res, fmt.Errorf("pgq did not start streaming (log %s.log): %w", dataDir, err)
+	}
+	pid := cmd.Process.Pid
+	res.BaselineRSS, _ = procStatus(pid, "VmRSS")
+
+	o.Logger.Info("inserting", "rows", n)
+	start := time.Now()
+	sql := fmt.Sprintf("INSERT INTO big SELECT g, repeat('x', %d) FROM generate_series(1, %d) g", o.PadBytes, n)
+	if err := c.Exec(ctx, db, sql); err != nil {
+		return res, err
+	}
+	committed := time.Now()
+	res.InsertTime = committed.Sub(start)
+	conn, err := c.Connect(ctx, db)
+	if err != nil {
+		return res, err
+	}
+	var lsnText string
+	err = conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsnText)
+	conn.Close(ctx)
+	if err != nil {
+		return res, err
+	}
+	target, err := pgq.ParseLSN(lsnText)
+	if err != nil {
+		return res, err
+	}
+	o.Logger.Info("committed; waiting for the journal", "rows", n, "insert", res.InsertTime.Round(time.Millisecond))
+	var st status
+	if err := waitFor(ctx, 2*time.Hour, func() bool {
+		// The transaction's end LSN is at most the WAL position read after
+		// COMMIT; records_written moves once it is durable.
+		return getJSON(base+"/v1/status", &st) == nil && st.JournalLastEndLSN > 0 && st.RecordsWritten > 0 &&
+			st.JournalLastEndLSN+pgq.LSN(4096) >= target
+	}); err != nil {
+		return res, fmt.Errorf("waiting for the journal: %w", err)
+	}
+	res.JournalLag = time.Since(committed)
+	res.Records = int64(st.RecordsWritten)
+	res.PeakRSS, err = procStatus(pid, "VmHWM")
+	if err != nil {
+		return res, err
+	}
+	m, err := metrics(base + "/metrics")
+	if err != nil {
+		return res, err
+	}
+	res.PgoutputBytes = int64(m["pgq_pgoutput_bytes_received_total"])
+	res.Streamed = m["pgq_streamed_transactions_total"] > 0
+	res.JournalBytes = dirSize(filepath.Join(dataDir, "journal"))
+	return res, nil
+}
+
+type status struct {
+	ProtoVersion      int     `json:"proto_version"`
+	JournalLastEndLSN pgq.LSN `json:"journal_last_end_lsn"`
+	RecordsWritten    uint64  `json:"records_written"`
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// metrics reads unlabelled samples of a Prometheus text exposition.
+func metrics(url string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+			out[f[0]] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// procStatus returns a kB field of /proc/<pid>/status in bytes.
+func procStatus(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse %s: %w", line, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// WriteTable prints results as a Markdown table.
+func WriteTable(w io.Writer, rs []Result) error {
+	const mib = 1 << 20
+	if _, err := fmt.Fprintln(w, "| rows | pgoutput MiB | streamed | records | journal MiB | baseline RSS MiB | peak RSS MiB | insert | commit → journaled |\n|---:|---:|:--:|---:|---:|---:|---:|---:|---:|"); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if _, err := fmt.Fprintf(w, "| %d | %.0f | %v | %d | %.0f | %.1f | %.1f | %s | %s |\n",
+			r.Rows, float64(r.PgoutputBytes)/mib, r.Streamed, r.Records, float64(r.JournalBytes)/mib,
+			float64(r.BaselineRSS)/mib, float64(r.PeakRSS)/mib, r.InsertTime.Round(100*time.Millisecond), r.JournalLag.Round(100*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
