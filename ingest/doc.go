@@ -22,6 +22,58 @@
 // Non-transactional logical messages become records of their own with end
 // LSN = message LSN + 1.
 //
+// # Large transactions: streaming, spill and parts
+//
+// On PostgreSQL 14+ with Options.SpillDir set (the sidecar uses
+// DataDir/spill), pgq asks for proto_version '2' with streaming 'on'
+// (/v1/status reports proto_version and streaming); older servers get
+// version 1. The server then sends a transaction that outgrows its
+// logical_decoding_work_mem before it commits, in blocks between
+// StreamStart and StreamStop; blocks of several transactions interleave.
+// Every change of a block is appended to the spill of its toplevel xid;
+// only a fixed write buffer (128 KiB of changes) per transaction stays in
+// RAM. Inside a stream a row carries the xid of the subtransaction that
+// made it: the spill keeps, per toplevel xid, the set of subxids seen and
+// of subxids aborted. A StreamAbort with SubXid ≠ Xid (ROLLBACK TO
+// SAVEPOINT) marks that subxid aborted: its changes are dropped from the
+// write buffer and skipped when the spill is read. PostgreSQL sends one
+// StreamAbort per aborted subtransaction, nested ones included, so an
+// exact match suffices. A StreamAbort of the whole transaction deletes the
+// spill. On StreamCommit the spill is read back in order and journaled.
+// The feedback.Tracker counts open streams (StreamStarted when a toplevel
+// xid is first seen, StreamEnded on its commit or abort). A session's
+// spills die with it: after a reconnect or restart the server streams
+// in-progress transactions again from their start, and New removes
+// leftover spill files.
+//
+// Transactions that are not streamed are assembled in memory (the fast
+// path); one whose changes outgrow MaxRecordBytes before its Commit (a
+// server without streaming, or one that could not stream it) moves to a
+// spill too.
+//
+// A spill file, SpillDir/<toplevel xid>.spill, is a sequence of chunks
+//
+//	uvarint(len(record)) | record
+//
+// where record is a pgq.AppendRecord frame (version, CRC32C, msgpack
+// body) of a pgq.Transaction whose Xid is the subxid that made its
+// changes; every chunk holds changes of a single subxid, in stream order.
+// The other header fields are unused.
+//
+// A transaction whose changes exceed MaxRecordBytes (estimated encoded
+// size; default 8 MiB) is journaled as several records, its parts: same
+// xid, commit LSN, end LSN, commit time and origin, Part 0..n-1, Final on
+// the last. The session goroutine submits the parts back to back (nothing
+// else is submitted in between, and the committer appends in submit
+// order), one part at a time as the spill is read, so memory is bounded by
+// a part plus the committer's MaxPendingBytes. The committer hook reports
+// a batch durable only up to its last final part, so the slot is never
+// confirmed past a transaction that is not completely journaled; after a
+// crash between parts, journal.Open cuts the unfinished parts and the
+// server's re-send is journaled again. While a large transaction is
+// journaled the loop keeps sending status updates, so the walsender does
+// not time out.
+//
 // # Feedback
 //
 // Standby status updates set write, flush and apply to
