@@ -3,6 +3,19 @@
 // subprocess, one INSERT of N rows (~200 bytes each) in a single
 // transaction, and the peak resident set (VmHWM) of the pgq process
 // against the transaction's size. It is not run by `make test`.
+//
+// Measured (PostgreSQL 15, default logical_decoding_work_mem, so the
+// transaction is streamed in progress; `pgq run` defaults: 16 MiB segments,
+// 8 MiB records, 192 MiB soft memory limit; 2 vCPUs; a fresh pgq per size):
+//
+//	rows        pgoutput  records  baseline RSS  peak RSS  insert  commit → journaled
+//	5,000,000    996 MiB      120      28.3 MiB  229.1 MiB  28.2s  1m27.5s
+//	10,000,000  1992 MiB      240      28.2 MiB  244.0 MiB  42.4s  2m39.9s
+//
+// Without the soft memory limit and with 64 MiB segments, a 1M-row
+// transaction peaked at ~670 MiB: tidwall/wal holds the tail segment and
+// two cached segments in memory, and the garbage collector lets the heap
+// double on top of the live set.
 package bigtx
 
 import (
