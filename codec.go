@@ -342,6 +342,51 @@ func decodeBody(body []byte, tx *Transaction) error {
 	return nil
 }
 
+// DecodeRecordBody decodes one msgpack record body (see RecordVersion),
+// without the version byte and checksum, into tx, overwriting every field
+// except Offset. body must hold exactly one body. Unlike DecodeRecord it
+// does not copy: the decoded byte slices alias body, which the caller must
+// then leave unmodified. Check a framed record with CheckRecord first.
+func DecodeRecordBody(body []byte, tx *Transaction) error {
+	return decodeBody(body, tx)
+}
+
+// RecordInfo is the header of a record: the fields before its relations
+// and changes.
+type RecordInfo struct {
+	Xid        uint32
+	CommitLSN  LSN
+	EndLSN     LSN
+	CommitTime time.Time
+	Part       uint32
+	Final      bool
+}
+
+// PeekRecord checks a framed record like CheckRecord and decodes only its
+// header fields (not the relations and changes). It does not allocate, so
+// a reader that forwards records verbatim can still tell the parts of a
+// multi-part transaction apart. Errors wrap ErrBadVersion, ErrChecksum or
+// ErrCorruptRecord.
+func PeekRecord(data []byte) (RecordInfo, error) {
+	if err := CheckRecord(data); err != nil {
+		return RecordInfo{}, err
+	}
+	d := reader{b: data[RecordHeaderSize:]}
+	var ri RecordInfo
+	d.expectArray(9, "record")
+	ri.Xid = uint32(d.uint(math.MaxUint32, "xid"))
+	ri.CommitLSN = LSN(d.uint(math.MaxUint64, "commit LSN"))
+	ri.EndLSN = LSN(d.uint(math.MaxUint64, "end LSN"))
+	ri.CommitTime = time.UnixMicro(d.int64()).UTC()
+	_ = d.bytes() // origin
+	ri.Part = uint32(d.uint(math.MaxUint32, "part"))
+	ri.Final = d.bool()
+	if d.err != nil {
+		return RecordInfo{}, d.err
+	}
+	return ri, nil
+}
+
 // EncodeMsgpack writes tx as the msgpack record body (see RecordVersion),
 // without the version byte and checksum. It implements msgpack.CustomEncoder.
 func (tx *Transaction) EncodeMsgpack(enc *msgpack.Encoder) error {

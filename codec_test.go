@@ -240,6 +240,62 @@ func TestTransactionMsgpack(t *testing.T) {
 	}
 }
 
+func TestPeekRecord(t *testing.T) {
+	tx := sampleTx()
+	rec := AppendRecord(nil, tx)
+	ri, err := PeekRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RecordInfo{Xid: tx.Xid, CommitLSN: tx.CommitLSN, EndLSN: tx.EndLSN, CommitTime: tx.CommitTime, Part: tx.Part, Final: tx.Final}
+	if ri != want {
+		t.Errorf("PeekRecord = %+v, want %+v", ri, want)
+	}
+	nonFinal := &Transaction{Part: 7, CommitTime: time.UnixMicro(-5).UTC()}
+	if ri, err := PeekRecord(AppendRecord(nil, nonFinal)); err != nil || ri.Part != 7 || ri.Final || !ri.CommitTime.Equal(nonFinal.CommitTime) {
+		t.Errorf("non-final part: %+v, %v", ri, err)
+	}
+	bad := append([]byte(nil), rec...)
+	bad[len(bad)-1] ^= 1
+	if _, err := PeekRecord(bad); !errors.Is(err, ErrChecksum) {
+		t.Errorf("flipped byte: %v, want ErrChecksum", err)
+	}
+	if _, err := PeekRecord(reframe([]byte{0x93, 1, 2, 3})); !errors.Is(err, ErrCorruptRecord) {
+		t.Errorf("short record array: %v, want ErrCorruptRecord", err)
+	}
+	if _, err := PeekRecord(reframe(rec[RecordHeaderSize : RecordHeaderSize+6])); !errors.Is(err, ErrCorruptRecord) {
+		t.Errorf("truncated header: %v, want ErrCorruptRecord", err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = PeekRecord(rec) }); allocs > 0 {
+		t.Errorf("PeekRecord: %.1f allocs, want 0", allocs)
+	}
+}
+
+func TestDecodeRecordBody(t *testing.T) {
+	tx := sampleTx()
+	rec := AppendRecord(nil, tx)
+	body := rec[RecordHeaderSize:]
+	got := Transaction{Offset: 9}
+	if err := DecodeRecordBody(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Offset != 9 {
+		t.Errorf("Offset = %d, want 9 (kept)", got.Offset)
+	}
+	checkEqual(t, tx, &got)
+	// The values alias body.
+	i := bytes.Index(body, []byte("odd kind"))
+	if &got.Changes[4].New[1].Data[0] != &body[i] {
+		t.Errorf("values do not alias the body")
+	}
+	if err := DecodeRecordBody(append(append([]byte(nil), body...), 0xc0), &got); !errors.Is(err, ErrCorruptRecord) {
+		t.Errorf("trailing byte: %v, want ErrCorruptRecord", err)
+	}
+	if err := DecodeRecordBody(body[:len(body)-1], &got); !errors.Is(err, ErrCorruptRecord) {
+		t.Errorf("truncated: %v, want ErrCorruptRecord", err)
+	}
+}
+
 func TestRecordEncodeAllocs(t *testing.T) {
 	tx := sampleTx()
 	buf := AppendRecord(nil, tx)

@@ -28,7 +28,7 @@ type benchEnv struct {
 	URL string
 }
 
-func newBenchEnv(b *testing.B) *benchEnv {
+func newBenchEnv(b testing.TB) *benchEnv {
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
 	j, err := journal.Open(journal.Options{Dir: b.TempDir(), SegmentSize: 16 << 20, Logger: log})
@@ -89,11 +89,22 @@ func benchTx(i int, commit time.Time) *pgq.Transaction {
 }
 
 // fill appends n benchTx records (and their index entries) in batches.
-func (e *benchEnv) fill(b *testing.B, n int) {
+func (e *benchEnv) fill(b testing.TB, n int) {
 	b.Helper()
-	batch := make([]*pgq.Transaction, 0, 500)
+	txs := make([]*pgq.Transaction, n)
 	base := int(e.J.LastOffset())
-	flush := func() {
+	for i := range txs {
+		txs[i] = benchTx(base+i+1, time.Now())
+	}
+	e.append(b, txs...)
+}
+
+// append journals txs (and their index entries) in batches of 500.
+func (e *benchEnv) append(b testing.TB, txs ...*pgq.Transaction) {
+	b.Helper()
+	for len(txs) > 0 {
+		batch := txs[:min(len(txs), 500)]
+		txs = txs[len(batch):]
 		if err := e.J.Append(batch); err != nil {
 			b.Fatal(err)
 		}
@@ -104,16 +115,6 @@ func (e *benchEnv) fill(b *testing.B, n int) {
 		if err := e.Ix.Add(entries); err != nil {
 			b.Fatal(err)
 		}
-		batch = batch[:0]
-	}
-	for i := range n {
-		batch = append(batch, benchTx(base+i+1, time.Now()))
-		if len(batch) == cap(batch) {
-			flush()
-		}
-	}
-	if len(batch) > 0 {
-		flush()
 	}
 }
 

@@ -74,17 +74,35 @@ func Dial(addr string, o ClientOptions) (*Client, error) {
 
 // do sends a JSON body and decodes the response into out (nil: discard).
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	data, mp, err := c.roundTrip(ctx, method, path, body)
+	if err != nil || out == nil {
+		return err
+	}
+	if mp {
+		err = msgpack.Unmarshal(data, out)
+	} else {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
+		return fmt.Errorf("consumers: %s %s: decode response: %w", method, path, err)
+	}
+	return nil
+}
+
+// roundTrip sends a JSON body and returns a successful response's body and
+// whether it is msgpack; an error response becomes an *Error.
+func (c *Client) roundTrip(ctx context.Context, method, path string, body any) (data []byte, msgpackBody bool, err error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("consumers: %s %s: encode: %w", method, path, err)
+			return nil, false, fmt.Errorf("consumers: %s %s: encode: %w", method, path, err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return fmt.Errorf("consumers: %s %s: %w", method, path, err)
+		return nil, false, fmt.Errorf("consumers: %s %s: %w", method, path, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -99,33 +117,50 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("consumers: %s %s: %w", method, path, err)
+		return nil, false, fmt.Errorf("consumers: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err = readBody(resp)
 	if err != nil {
-		return fmt.Errorf("consumers: %s %s: read response: %w", method, path, err)
+		return nil, false, fmt.Errorf("consumers: %s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var eb errorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
 			eb.Error.Status = resp.StatusCode
-			return &eb.Error
+			return nil, false, &eb.Error
 		}
-		return &Error{Code: CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: HTTP %s", method, path, resp.Status)}
+		return nil, false, &Error{Code: CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: HTTP %s", method, path, resp.Status)}
 	}
-	if out == nil {
-		return nil
+	return data, strings.HasPrefix(resp.Header.Get("Content-Type"), MediaMsgpack), nil
+}
+
+// maxPresize bounds the buffer readBody allocates from Content-Length
+// before any byte arrived.
+const maxPresize = 256 << 20
+
+// readBody reads a whole response body, in one allocation when the server
+// sent Content-Length (it always does).
+func readBody(resp *http.Response) ([]byte, error) {
+	n := resp.ContentLength
+	if n < 0 || n > maxPresize {
+		return io.ReadAll(resp.Body)
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), MediaMsgpack) {
-		err = msgpack.Unmarshal(data, out)
-	} else {
-		err = json.Unmarshal(data, out)
+	// One byte more, so that reading to EOF does not grow the buffer.
+	buf := make([]byte, 0, n+1)
+	for {
+		k, err := resp.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // longer than announced: grow
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("consumers: %s %s: decode response: %w", method, path, err)
-	}
-	return nil
 }
 
 func groupPath(name string) string { return "/v1/groups/" + url.PathEscape(name) }
@@ -186,18 +221,16 @@ func (c *Client) Fetch(ctx context.Context, group string, req FetchRequest) (*Fe
 	if c.o.JSON {
 		return nil, errors.New("consumers: fetch needs msgpack responses (ClientOptions.JSON is set)")
 	}
-	var wf wireFetch
-	if err := c.do(ctx, http.MethodPost, groupPath(group)+"/fetch", body, &wf); err != nil {
+	data, mp, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", body)
+	if err != nil {
 		return nil, err
 	}
-	res := &FetchResult{NextOffset: pgq.Offset(wf.NextOffset), Committed: pgq.Offset(wf.Committed), LastOffset: pgq.Offset(wf.LastOffset), LeaseExpires: wf.LeaseExpires.UTC()}
-	res.Transactions = make([]*pgq.Transaction, len(wf.Transactions))
-	for i, w := range wf.Transactions {
-		if w.Tx == nil {
-			return nil, fmt.Errorf("consumers: fetch %q: empty transaction in response", group)
-		}
-		w.Tx.Offset = pgq.Offset(w.Offset)
-		res.Transactions[i] = w.Tx
+	if !mp {
+		return nil, fmt.Errorf("consumers: fetch %q: the server did not answer in msgpack", group)
+	}
+	res, err := decodeFetch(data)
+	if err != nil {
+		return nil, fmt.Errorf("consumers: fetch %q: decode response: %w", group, err)
 	}
 	return res, nil
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -95,11 +96,13 @@ type (
 		LeaseExpires time.Time `msgpack:"lease_expires"`
 	}
 	// wireTx is [offset, record body]: pgq.Transaction's msgpack form
-	// does not carry the offset.
+	// does not carry the offset. Body is the record body (the journaled
+	// bytes after the header when the record passes the filter unchanged),
+	// written verbatim.
 	wireTx struct {
 		_msgpack struct{} `msgpack:",as_array"`
 		Offset   uint64
-		Tx       *pgq.Transaction
+		Body     msgpack.RawMessage
 	}
 )
 
@@ -145,27 +148,57 @@ func wantsMsgpack(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), MediaMsgpack)
 }
 
+// bufPool holds response buffers; buffers over maxPooledBuf are dropped.
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBuf = 8 << 20
+
+func getBuf() *bytes.Buffer {
+	b := bufPool.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBuf {
+		bufPool.Put(b)
+	}
+}
+
+// writeBody writes a complete response with its Content-Length, so that a
+// client can read it into one buffer of the right size.
+func writeBody(w http.ResponseWriter, status int, ct string, b []byte) {
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
 func (h *Handler) reply(w http.ResponseWriter, r *http.Request, status int, v any) {
+	buf := getBuf()
+	defer putBuf(buf)
 	var (
-		b   []byte
 		err error
 		ct  string
 	)
 	if wantsMsgpack(r) {
-		b, err = msgpack.Marshal(v)
+		enc := msgpack.GetEncoder()
+		enc.Reset(buf)
+		err = enc.Encode(v)
+		msgpack.PutEncoder(enc)
 		ct = MediaMsgpack
 	} else {
+		var b []byte
 		b, err = json.Marshal(v)
-		b = append(b, '\n')
+		buf.Write(b)
+		buf.WriteByte('\n')
 		ct = "application/json"
 	}
 	if err != nil {
 		WriteError(w, fmt.Errorf("%w: encode response: %v", ErrInternal, err))
 		return
 	}
-	w.Header().Set("Content-Type", ct)
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	writeBody(w, status, ct, buf.Bytes())
 }
 
 // decode reads a JSON body strictly: at most MaxRequestBytes, no unknown
@@ -256,44 +289,45 @@ func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	res, err := h.m.Fetch(r.Context(), r.PathValue("name"), FetchRequest{
+	mp := wantsMsgpack(r)
+	res, err := h.m.fetch(r.Context(), r.PathValue("name"), FetchRequest{
 		Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait),
 		FailFast: req.FailFast, LeaseTTL: time.Duration(req.LeaseTTL),
-	})
+	}, !mp)
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	if wantsMsgpack(r) {
-		wf := wireFetch{NextOffset: uint64(res.NextOffset), Committed: uint64(res.Committed), LastOffset: uint64(res.LastOffset), LeaseExpires: res.LeaseExpires, Transactions: make([]wireTx, len(res.Transactions))}
-		for i, tx := range res.Transactions {
-			wf.Transactions[i] = wireTx{Offset: uint64(tx.Offset), Tx: tx}
+	if mp {
+		wf := wireFetch{NextOffset: uint64(res.next), Committed: uint64(res.committed), LastOffset: uint64(res.last), LeaseExpires: res.leaseExpires, Transactions: make([]wireTx, len(res.recs))}
+		for i := range res.recs {
+			wf.Transactions[i] = wireTx{Offset: uint64(res.recs[i].off), Body: res.recs[i].body()}
 		}
 		h.reply(w, r, http.StatusOK, &wf)
 		return
 	}
 	// JSON: each transaction exactly as a `pgq journal dump` line.
-	var b bytes.Buffer
+	b := getBuf()
+	defer putBuf(b)
 	buf := make([]byte, 0, 4096)
 	b.WriteString(`{"transactions":[`)
-	for i, tx := range res.Transactions {
+	for i := range res.recs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		buf = pgq.AppendJSON(buf[:0], tx)
+		buf = pgq.AppendJSON(buf[:0], res.recs[i].tx)
 		b.Write(buf)
 	}
 	b.WriteString(`],"next_offset":`)
-	b.WriteString(strconv.FormatUint(uint64(res.NextOffset), 10))
+	b.WriteString(strconv.FormatUint(uint64(res.next), 10))
 	b.WriteString(`,"committed_offset":`)
-	b.WriteString(strconv.FormatUint(uint64(res.Committed), 10))
+	b.WriteString(strconv.FormatUint(uint64(res.committed), 10))
 	b.WriteString(`,"last_offset":`)
-	b.WriteString(strconv.FormatUint(uint64(res.LastOffset), 10))
+	b.WriteString(strconv.FormatUint(uint64(res.last), 10))
 	b.WriteString(`,"lease_expires":"`)
-	b.WriteString(res.LeaseExpires.UTC().Format(time.RFC3339Nano))
+	b.WriteString(res.leaseExpires.UTC().Format(time.RFC3339Nano))
 	b.WriteString("\"}\n")
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b.Bytes())
+	writeBody(w, http.StatusOK, "application/json", b.Bytes())
 }
 
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {

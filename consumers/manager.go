@@ -566,6 +566,52 @@ func (m *Manager) acquireLocked(g *group, member string, ttl time.Duration, now 
 // with NextOffset moved past filtered-out records). A cursor below the
 // journal's start fails with ErrOutOfRange.
 func (m *Manager) Fetch(ctx context.Context, name string, req FetchRequest) (*FetchResult, error) {
+	b, err := m.fetch(ctx, name, req, true)
+	if err != nil {
+		return nil, err
+	}
+	res := &FetchResult{NextOffset: b.next, Committed: b.committed, LastOffset: b.last, LeaseExpires: b.leaseExpires}
+	if len(b.recs) > 0 {
+		res.Transactions = make([]*pgq.Transaction, len(b.recs))
+		for i, r := range b.recs {
+			res.Transactions[i] = r.tx
+		}
+	}
+	return res, nil
+}
+
+// fetched is one delivered record.
+type fetched struct {
+	off   pgq.Offset
+	final bool
+	// raw is the framed record as journaled, set when the record is
+	// delivered unchanged and the fetch did not ask for decoded
+	// transactions; tx is set otherwise.
+	raw []byte
+	tx  *pgq.Transaction
+}
+
+// body returns the msgpack record body of r: the journaled bytes when r
+// is unchanged, else a fresh encoding of the (filtered) transaction.
+func (r *fetched) body() []byte {
+	if r.raw != nil {
+		return r.raw[pgq.RecordHeaderSize:]
+	}
+	return pgq.AppendRecord(nil, r.tx)[pgq.RecordHeaderSize:]
+}
+
+// fetchBatch is what fetch delivered; see FetchResult.
+type fetchBatch struct {
+	recs                  []fetched
+	next, committed, last pgq.Offset
+	leaseExpires          time.Time
+}
+
+// fetch is Fetch. With decode, every record comes decoded (fetched.tx);
+// without, records that pass the group's filter unchanged come as the
+// journaled bytes (fetched.raw), so that a msgpack response splices them
+// without decoding and re-encoding.
+func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, decode bool) (*fetchBatch, error) {
 	if err := m.clampFetch(&req); err != nil {
 		return nil, err
 	}
@@ -635,7 +681,7 @@ func (m *Manager) Fetch(ctx context.Context, name string, req FetchRequest) (*Fe
 		g.mu.Lock()
 		from := g.delivered + 1
 		g.mu.Unlock()
-		res, lastRead, nonFinal, more, err := m.collect(g, from, req)
+		res, lastRead, nonFinal, more, err := m.collect(g, from, req, decode)
 		if err != nil {
 			return nil, err
 		}
@@ -654,12 +700,12 @@ func (m *Manager) Fetch(ctx context.Context, name string, req FetchRequest) (*Fe
 		}
 		// Any fetch renews the lease.
 		g.st.LeaseExpiry = max(g.st.LeaseExpiry, m.o.Now().Add(req.LeaseTTL).UnixMicro())
-		res.NextOffset = g.delivered + 1
-		res.Committed = g.st.Cursor
-		res.LastOffset = m.j.LastOffset()
-		res.LeaseExpires = time.UnixMicro(g.st.LeaseExpiry).UTC()
+		res.next = g.delivered + 1
+		res.committed = g.st.Cursor
+		res.last = m.j.LastOffset()
+		res.leaseExpires = time.UnixMicro(g.st.LeaseExpiry).UTC()
 		g.mu.Unlock()
-		if len(res.Transactions) > 0 || !time.Now().Before(deadline) {
+		if len(res.recs) > 0 || !time.Now().Before(deadline) {
 			return res, nil
 		}
 		if more {
@@ -681,27 +727,30 @@ func (m *Manager) Fetch(ctx context.Context, name string, req FetchRequest) (*Fe
 const scanLimit = 4096
 
 // collect reads whole transactions from offset from. It returns the
-// delivered transactions, the last offset consumed (delivered or filtered
-// out; from-1 when none), the non-final parts among them, and whether it
-// stopped at scanLimit with more records to read.
-func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *FetchResult, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
+// delivered records, the last offset consumed (delivered or filtered out;
+// from-1 when none), the non-final parts among them, and whether it
+// stopped at scanLimit with more records to read. Without decode, records
+// of a group without filter are only checked (pgq.PeekRecord), not
+// decoded.
+func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bool) (res *fetchBatch, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
 	g.mu.Lock()
 	filter := g.st.Filter
 	g.mu.Unlock()
-	res = &FetchResult{}
+	res = &fetchBatch{}
 	first, last := m.bounds()
 	consumed = from - 1
 	if from < first {
 		return nil, 0, nil, false, errf(ErrOutOfRange, "group %q: next offset %d is below the journal start %d (removed by retention); reset the group", g.name, from, first)
 	}
+	peek := filter.IsZero() && !decode
 	var (
 		bytes    int64
 		scanned  int
-		unit     []*pgq.Transaction // parts of the transaction being read
+		unit     []fetched // parts of the transaction being read
 		unitSize int64
 	)
 	for off := from; off <= last; off++ {
-		if len(unit) == 0 && (len(res.Transactions) >= req.Max || (len(res.Transactions) > 0 && bytes >= req.MaxBytes)) {
+		if len(unit) == 0 && (len(res.recs) >= req.Max || (len(res.recs) > 0 && bytes >= req.MaxBytes)) {
 			break
 		}
 		if len(unit) == 0 && scanned >= scanLimit {
@@ -715,24 +764,50 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *Fet
 		if err != nil {
 			return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: %w", g.name, err)
 		}
-		tx := new(pgq.Transaction)
-		if err := pgq.DecodeRecord(raw, tx); err != nil {
-			return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+		r := fetched{off: off}
+		if peek {
+			ri, err := pgq.PeekRecord(raw)
+			if err != nil {
+				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+			}
+			r.final, r.raw = ri.Final, raw
+		} else {
+			// ReadRaw returned a copy: decode in place, without another.
+			tx := &pgq.Transaction{Offset: off}
+			err := pgq.CheckRecord(raw)
+			if err == nil {
+				err = pgq.DecodeRecordBody(raw[pgq.RecordHeaderSize:], tx)
+			}
+			if err != nil {
+				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+			}
+			r.final, r.tx = tx.Final, tx
+			if !decode {
+				r.raw = raw
+			}
 		}
-		tx.Offset = off
 		scanned++
-		unit = append(unit, tx)
+		unit = append(unit, r)
 		unitSize += int64(len(raw))
-		if !tx.Final {
+		if !r.final {
 			continue
 		}
 		for _, p := range unit {
-			if !p.Final {
-				nonFinal = append(nonFinal, p.Offset)
+			if !p.final {
+				nonFinal = append(nonFinal, p.off)
 			}
-			if f := filter.Apply(p); f != nil {
-				res.Transactions = append(res.Transactions, f)
+			if p.tx != nil {
+				f := filter.Apply(p.tx)
+				if f == nil {
+					continue
+				}
+				if f != p.tx { // some changes filtered out: re-encode
+					p.tx, p.raw = f, nil
+				} else if p.raw != nil {
+					p.tx = nil // spliced verbatim
+				}
 			}
+			res.recs = append(res.recs, p)
 		}
 		bytes += unitSize
 		consumed = off
