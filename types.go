@@ -105,12 +105,15 @@ type Change struct {
 type Transaction struct {
 	// Offset is the journal position of the record. Readers set it; it is
 	// not part of the encoded record.
-	Offset     Offset
-	Xid        uint32
-	CommitLSN  LSN
-	EndLSN     LSN
-	CommitTime time.Time // UTC, microsecond precision
-	Origin     string
+	Offset Offset
+	// RecordBytes is the size of the encoded journal record. The journal
+	// sets it on Append and on reads; it is not part of the record.
+	RecordBytes int
+	Xid         uint32
+	CommitLSN   LSN
+	EndLSN      LSN
+	CommitTime  time.Time // UTC, microsecond precision
+	Origin      string
 	// Part is the 0-based part number; Final is true on the last part. A
 	// transaction that fits one record has Part 0 and Final true.
 	Part    uint32

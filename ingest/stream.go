@@ -121,6 +121,11 @@ func (s *session) journalSpill(ctx context.Context, t *spillTx, hdr pgq.Transact
 	}
 	start := time.Now()
 	w := partWriter{s: s, hdr: hdr}
+	if t.changes > 0 && t.written > 0 {
+		// Size the first part's slice from the spill's bytes per change.
+		perPart := int64(s.in.o.MaxRecordBytes)/max(t.written/t.changes, 1) + 1
+		w.lastLen = int(min(t.changes, perPart))
+	}
 	err := t.replay(func(c *pgq.Change) error { return w.add(ctx, c) })
 	if err == nil {
 		err = w.finish(ctx)
@@ -170,6 +175,9 @@ type partWriter struct {
 	curMem  int
 	part    uint32
 	changes int
+	// lastLen is the previous part's change count: the next part's slice
+	// starts at that capacity instead of growing (and copying) from empty.
+	lastLen int
 }
 
 // add appends c (copied) to the current part, first submitting the
@@ -180,6 +188,9 @@ func (w *partWriter) add(ctx context.Context, c *pgq.Change) error {
 		if err := w.submit(ctx, false); err != nil {
 			return err
 		}
+	}
+	if w.cur == nil {
+		w.cur = make([]pgq.Change, 0, max(w.lastLen, 64))
 	}
 	w.cur = append(w.cur, *c)
 	w.curEnc += enc
@@ -235,6 +246,7 @@ func (w *partWriter) submit(ctx context.Context, final bool) error {
 		return &FatalError{Err: fmt.Errorf("ingest: journal: %w", err)}
 	}
 	w.part++
+	w.lastLen = len(w.cur)
 	w.cur, w.curEnc, w.curMem = nil, 0, 0
 	// Journaling a large transaction keeps the loop from receiving for a
 	// while: keep the walsender's timeout at bay. A broken connection shows

@@ -79,6 +79,8 @@ func TestGoldenJournal(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.Offset = got.Offset
+		// The record read back has the size of the record written.
+		w.RecordBytes = len(pgq.AppendRecord(nil, w))
 		if !got.CommitTime.Equal(w.CommitTime) {
 			t.Fatalf("record %d time %v, want %v", i+1, got.CommitTime, w.CommitTime)
 		}

@@ -225,6 +225,7 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 	}
 	for i, tx := range batch {
 		j.buf = pgq.AppendRecord(j.buf[:0], tx)
+		tx.RecordBytes = len(j.buf)
 		j.batch.Write(uint64(last)+uint64(i)+1, j.buf)
 		j.tailSize += uvarintLen(uint64(len(j.buf))) + len(j.buf)
 		if j.tailSize >= j.segMax {
@@ -329,7 +330,7 @@ func (j *Journal) ReadRaw(off pgq.Offset) ([]byte, error) {
 	return data, nil
 }
 
-// Read decodes the record at off and sets its Offset.
+// Read decodes the record at off and sets its Offset and RecordBytes.
 func (j *Journal) Read(off pgq.Offset) (*pgq.Transaction, error) {
 	data, err := j.ReadRaw(off)
 	if err != nil {
@@ -339,7 +340,7 @@ func (j *Journal) Read(off pgq.Offset) (*pgq.Transaction, error) {
 	if err := pgq.DecodeRecord(data, tx); err != nil {
 		return nil, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
 	}
-	tx.Offset = off
+	tx.Offset, tx.RecordBytes = off, len(data)
 	return tx, nil
 }
 

@@ -56,7 +56,7 @@ func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction)
 			if err := pgq.DecodeRecord(p, tx); err != nil {
 				return err
 			}
-			tx.Offset = off
+			tx.Offset, tx.RecordBytes = off, len(p)
 			off++
 			if err := fn(tx); err != nil {
 				fnErr = err

@@ -166,8 +166,15 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 	return s, nil
 }
 
-// RecordSize is the journal size estimate of a record, used for lag bytes.
-func RecordSize(tx *pgq.Transaction) int { return len(pgq.AppendRecord(nil, tx)) }
+// RecordSize is a record's size in the journal, used for lag bytes: the
+// journal sets it on append and read, so it is encoded only for a
+// transaction that never went through the journal.
+func RecordSize(tx *pgq.Transaction) int {
+	if tx.RecordBytes > 0 {
+		return tx.RecordBytes
+	}
+	return len(pgq.AppendRecord(nil, tx))
+}
 
 func (s *Sidecar) indexBatch(batch []*pgq.Transaction) {
 	entries := make([]index.Entry, len(batch))
