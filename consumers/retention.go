@@ -57,8 +57,9 @@ type RetainResult struct {
 // record younger than MinAge, maxAge the first record younger than MaxAge
 // and maxBytes the first segment to keep under MaxBytes. It is rounded down
 // to the start of the segment holding it (the journal drops whole
-// segments), the last record is never dropped, and the index is truncated
-// to match. The caps win over MinAge.
+// segments), and back to part 0 when that start is inside a multi-part
+// transaction; the last record is never dropped, and the index is
+// truncated to match. The caps win over MinAge.
 func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult, error) {
 	first, last := m.bounds()
 	res := RetainResult{First: first}
@@ -116,6 +117,16 @@ func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult,
 	cut = min(cut, last)
 	if cut <= first {
 		return res, nil
+	}
+	// Never start the journal inside a multi-part transaction: keep it
+	// from its part 0 (parts are consecutive records).
+	if tx, err := m.j.Read(cut); err != nil {
+		return res, fmt.Errorf("consumers: retention: %w", err)
+	} else if tx.Part > 0 {
+		cut -= pgq.Offset(tx.Part)
+		if cut <= first {
+			return res, nil
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
