@@ -766,3 +766,58 @@ func (d *reader) values() []Value {
 	}
 	return vs
 }
+
+// RestampRecord appends to dst a copy of the framed record with hdr's
+// header fields (xid, commit and end LSN, commit time, origin, part,
+// final) and a new checksum, keeping its relations and changes byte for
+// byte. It returns the number of changes. A spilled chunk of an
+// in-progress transaction becomes a journal part this way without
+// decoding its changes. Errors wrap ErrBadVersion, ErrChecksum or
+// ErrCorruptRecord.
+func RestampRecord(dst, record []byte, hdr *Transaction) ([]byte, int, error) {
+	if err := CheckRecord(record); err != nil {
+		return dst, 0, err
+	}
+	d := reader{b: record[RecordHeaderSize:]}
+	d.expectArray(9, "record")
+	d.uint(math.MaxUint32, "xid")
+	d.uint(math.MaxUint64, "commit LSN")
+	d.uint(math.MaxUint64, "end LSN")
+	d.int64()
+	d.bytes() // origin
+	d.uint(math.MaxUint32, "part")
+	d.bool()
+	tail := d.p // relations and changes start here
+	nrel := d.arrayLen()
+	for k := 0; k < nrel && d.err == nil; k++ {
+		d.expectArray(3, "relation")
+		d.bytes()
+		d.bytes()
+		n := d.arrayLen()
+		if n%3 != 0 {
+			d.fail("relation columns: %d elements, not a multiple of 3", n)
+		}
+		for i := 0; i < n/3 && d.err == nil; i++ {
+			d.bytes()                          // name
+			d.uint(math.MaxUint32, "type OID") // type
+			d.bool()                           // key
+		}
+	}
+	nch := d.arrayLen()
+	if d.err != nil {
+		return dst, 0, d.err
+	}
+	start := len(dst)
+	dst = append(dst, RecordVersion, 0, 0, 0, 0)
+	dst = appendArrayHdr(dst, 9)
+	dst = appendUint(dst, uint64(hdr.Xid))
+	dst = appendUint(dst, uint64(hdr.CommitLSN))
+	dst = appendUint(dst, uint64(hdr.EndLSN))
+	dst = appendInt(dst, hdr.CommitTime.UnixMicro())
+	dst = appendStr(dst, hdr.Origin)
+	dst = appendUint(dst, uint64(hdr.Part))
+	dst = appendBool(dst, hdr.Final)
+	dst = append(dst, d.b[tail:]...)
+	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+RecordHeaderSize:], castagnoli))
+	return dst, nch, nil
+}

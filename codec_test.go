@@ -420,3 +420,31 @@ func BenchmarkRecordDecode(b *testing.B) {
 }
 
 func crc32Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+func TestRestampRecord(t *testing.T) {
+	cols := []Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "v", TypeOID: 25}}
+	chunk := &Transaction{Xid: 77, Changes: []Change{
+		{Op: OpInsert, Schema: "s", Table: "t", Columns: cols, New: []Value{{Kind: ValueText, Data: []byte("1")}, {Kind: ValueNull}}},
+		{Op: OpDelete, Schema: "s", Table: "t", Columns: cols, OldKind: OldKey, Old: []Value{{Kind: ValueText, Data: []byte("2")}, {Kind: ValueNull}}},
+		{Op: OpMessage, Prefix: "p", Content: []byte{0, 1}, Transactional: true},
+	}}
+	rec := AppendRecord(nil, chunk)
+	hdr := &Transaction{Xid: 9, CommitLSN: 0x10, EndLSN: 0x20, CommitTime: time.UnixMicro(1_700_000_000_123_456).UTC(), Origin: "o", Part: 3, Final: true}
+	out, n, err := RestampRecord([]byte("keep"), rec, hdr)
+	if err != nil || n != 3 || string(out[:4]) != "keep" {
+		t.Fatalf("RestampRecord: n %d err %v", n, err)
+	}
+	var got Transaction
+	if err := DecodeRecord(out[4:], &got); err != nil {
+		t.Fatal(err)
+	}
+	want := *hdr
+	want.Changes = chunk.Changes
+	if string(AppendRecord(nil, &got)) != string(AppendRecord(nil, &want)) || string(out[4:]) != string(AppendRecord(nil, &want)) {
+		t.Fatalf("restamped record differs from encoding the transaction:\n got %+v\nwant %+v", got, want)
+	}
+	rec[len(rec)-1] ^= 1
+	if _, _, err := RestampRecord(nil, rec, hdr); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("corrupt input: %v, want ErrChecksum", err)
+	}
+}

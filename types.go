@@ -109,6 +109,13 @@ type Transaction struct {
 	// RecordBytes is the size of the encoded journal record. The journal
 	// sets it on Append and on reads; it is not part of the record.
 	RecordBytes int
+	// Encoded, when not nil, is the transaction already encoded as a
+	// journal record (see RestampRecord) holding EncodedChanges changes:
+	// the journal writes it as is, and Changes may be nil. Producers that
+	// hold records (a spilled transaction's chunks) skip a decode and an
+	// encode this way. Neither field is part of the record.
+	Encoded        []byte
+	EncodedChanges int
 	Xid         uint32
 	CommitLSN   LSN
 	EndLSN      LSN
@@ -127,4 +134,13 @@ var PGEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // TimeFromPG converts a PostgreSQL timestamp (µs since 2000-01-01) to UTC.
 func TimeFromPG(us int64) time.Time {
 	return PGEpoch.Add(time.Duration(us) * time.Microsecond)
+}
+
+// ChangeCount is the number of changes the transaction carries, in Changes
+// or in its Encoded record.
+func (tx *Transaction) ChangeCount() int {
+	if tx.Encoded != nil {
+		return tx.EncodedChanges
+	}
+	return len(tx.Changes)
 }

@@ -74,7 +74,7 @@ func EntryOf(tx *pgq.Transaction, bytes int) Entry {
 		EndLSN:     tx.EndLSN,
 		CommitTime: tx.CommitTime,
 		Bytes:      bytes,
-		Changes:    len(tx.Changes),
+		Changes:    tx.ChangeCount(),
 	}
 }
 

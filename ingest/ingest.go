@@ -101,7 +101,7 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 		}
 		changes := 0
 		for _, tx := range batch {
-			changes += len(tx.Changes)
+			changes += tx.ChangeCount()
 		}
 		in.recordsWritten.Add(uint64(len(batch)))
 		in.o.Metrics.RecordsWritten.Add(float64(len(batch)))

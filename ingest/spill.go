@@ -153,59 +153,49 @@ func (t *spillTx) abortSub(subxid uint32) {
 	}
 }
 
-// replay calls fn with every change not discarded by a subtransaction
-// abort, in order. The changes passed stay valid after fn returns.
-func (t *spillTx) replay(fn func(c *pgq.Change) error) error {
-	// Unflushed changes of the last subxid are at the end; hand them out
-	// after the file.
-	tail := t.pending
-	if _, gone := t.aborted[t.pendingXid]; gone {
-		tail = nil
+// replayChunks flushes the write buffer, then calls fn with every chunk
+// record (see the package documentation) not discarded by a subtransaction
+// abort, in order. rec is only valid during the call.
+func (t *spillTx) replayChunks(fn func(rec []byte) error) error {
+	if err := t.flush(); err != nil {
+		return err
 	}
-	if t.f != nil {
-		if _, err := t.f.Seek(0, io.SeekStart); err != nil {
-			return fmt.Errorf("ingest: read spill xid %d: %w", t.xid, err)
-		}
-		r := bufio.NewReaderSize(t.f, 256<<10)
-		var buf []byte
-		var read int64
-		for read < t.written {
-			n, err := binary.ReadUvarint(r)
-			if err != nil {
-				return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
-			}
-			if n > maxSpillChunk {
-				return fmt.Errorf("ingest: read spill xid %d at byte %d: chunk of %d bytes", t.xid, read, n)
-			}
-			if cap(buf) < int(n) {
-				buf = make([]byte, n)
-			}
-			buf = buf[:n]
-			if _, err := io.ReadFull(r, buf); err != nil {
-				return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
-			}
-			read += int64(uvarintLen(n)) + int64(n)
-			var chunk pgq.Transaction
-			// DecodeRecord copies buf: the changes do not alias it.
-			if err := pgq.DecodeRecord(buf, &chunk); err != nil {
-				return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
-			}
-			if _, gone := t.aborted[chunk.Xid]; gone {
-				continue
-			}
-			for i := range chunk.Changes {
-				if err := fn(&chunk.Changes[i]); err != nil {
-					return err
-				}
-			}
-		}
+	if t.f == nil {
+		return nil
 	}
-	for i := range tail {
-		if err := fn(&tail[i]); err != nil {
+	if _, err := t.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("ingest: read spill xid %d: %w", t.xid, err)
+	}
+	r := bufio.NewReaderSize(t.f, 256<<10)
+	var buf []byte
+	var read int64
+	for read < t.written {
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
+		}
+		if n > maxSpillChunk {
+			return fmt.Errorf("ingest: read spill xid %d at byte %d: chunk of %d bytes", t.xid, read, n)
+		}
+		if cap(buf) < int(n) {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
+		}
+		info, err := pgq.PeekRecord(buf)
+		if err != nil {
+			return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
+		}
+		read += int64(uvarintLen(n)) + int64(n)
+		if _, gone := t.aborted[info.Xid]; gone {
+			continue
+		}
+		if err := fn(buf); err != nil {
 			return err
 		}
 	}
-	t.pending = nil
 	return nil
 }
 

@@ -112,7 +112,9 @@ func (s *session) streamCommit(ctx context.Context, m *pgoutput.StreamCommit) er
 	return err
 }
 
-// journalSpill reads t back and submits it as the transaction hdr.
+// journalSpill submits t as the transaction hdr: each surviving chunk of
+// the spill becomes one part, its header restamped with hdr's (no change
+// is decoded or re-encoded; chunks are at most MaxRecordBytes).
 func (s *session) journalSpill(ctx context.Context, t *spillTx, hdr pgq.Transaction) error {
 	if hdr.EndLSN <= s.in.lastSubmitted { // a re-send: already journaled
 		s.in.tracker.Skipped(hdr.EndLSN)
@@ -121,14 +123,23 @@ func (s *session) journalSpill(ctx context.Context, t *spillTx, hdr pgq.Transact
 	}
 	start := time.Now()
 	w := partWriter{s: s, hdr: hdr}
-	if t.changes > 0 && t.written > 0 {
-		// Size the first part's slice from the spill's bytes per change.
-		perPart := int64(s.in.o.MaxRecordBytes)/max(t.written/t.changes, 1) + 1
-		w.lastLen = int(min(t.changes, perPart))
-	}
-	err := t.replay(func(c *pgq.Change) error { return w.add(ctx, c) })
+	// A chunk is submitted once the next one shows it is not the last.
+	var prev []byte
+	err := t.replayChunks(func(rec []byte) error {
+		if prev != nil {
+			if err := w.submitChunk(ctx, prev, false); err != nil {
+				return err
+			}
+		}
+		prev = append(prev[:0:0], rec...)
+		return nil
+	})
 	if err == nil {
-		err = w.finish(ctx)
+		if prev == nil {
+			err = w.finish(ctx) // every change was aborted
+		} else {
+			err = w.submitChunk(ctx, prev, true)
+		}
 	}
 	if err != nil {
 		if w.part > 0 && ctx.Err() == nil && !IsFatal(err) {
@@ -175,31 +186,9 @@ type partWriter struct {
 	curMem  int
 	part    uint32
 	changes int
-	// lastLen is the previous part's change count: the next part's slice
-	// starts at that capacity instead of growing (and copying) from empty.
-	lastLen int
 }
 
-// add appends c (copied) to the current part, first submitting the
-// current part when c does not fit.
-func (w *partWriter) add(ctx context.Context, c *pgq.Change) error {
-	enc, mem := changeSize(c)
-	if len(w.cur) > 0 && w.curEnc+enc > w.s.in.o.MaxRecordBytes {
-		if err := w.submit(ctx, false); err != nil {
-			return err
-		}
-	}
-	if w.cur == nil {
-		w.cur = make([]pgq.Change, 0, max(w.lastLen, 64))
-	}
-	w.cur = append(w.cur, *c)
-	w.curEnc += enc
-	w.curMem += mem
-	w.changes++
-	return nil
-}
-
-// addAll is add for changes already in memory: parts are subslices of
+// addAll cuts changes already in memory into parts: subslices of
 // changes, nothing is copied.
 func (w *partWriter) addAll(ctx context.Context, changes []pgq.Change) error {
 	from := 0
@@ -233,21 +222,41 @@ func (w *partWriter) finish(ctx context.Context) error {
 func (w *partWriter) submit(ctx context.Context, final bool) error {
 	tx := w.hdr
 	tx.Part, tx.Final, tx.Changes = w.part, final, w.cur
+	if err := w.submitTx(ctx, &tx, w.curMem); err != nil {
+		return err
+	}
+	w.cur, w.curEnc, w.curMem = nil, 0, 0
+	return nil
+}
+
+// submitChunk submits one spilled chunk record as the next part.
+func (w *partWriter) submitChunk(ctx context.Context, rec []byte, final bool) error {
+	tx := w.hdr
+	tx.Part, tx.Final = w.part, final
+	enc, n, err := pgq.RestampRecord(nil, rec, &tx)
+	if err != nil {
+		return fmt.Errorf("ingest: spilled chunk of xid %d: %w", tx.Xid, err)
+	}
+	tx.Encoded, tx.EncodedChanges = enc, n
+	w.changes += n
+	return w.submitTx(ctx, &tx, len(enc))
+}
+
+// submitTx hands one part to the committer; size is its memory estimate.
+func (w *partWriter) submitTx(ctx context.Context, tx *pgq.Transaction, size int) error {
 	if w.part == 0 {
 		// Once per transaction, before its first part: confirmation now
 		// waits until the final part is durable.
 		w.s.in.lastSubmitted = tx.EndLSN
 		w.s.in.tracker.Submitted(tx.EndLSN)
 	}
-	if err := w.s.in.o.Committer.Submit(ctx, &tx, w.curMem); err != nil {
+	if err := w.s.in.o.Committer.Submit(ctx, tx, size); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return &FatalError{Err: fmt.Errorf("ingest: journal: %w", err)}
 	}
 	w.part++
-	w.lastLen = len(w.cur)
-	w.cur, w.curEnc, w.curMem = nil, 0, 0
 	// Journaling a large transaction keeps the loop from receiving for a
 	// while: keep the walsender's timeout at bay. A broken connection shows
 	// up at the next receive, once the transaction is fully submitted.

@@ -192,7 +192,8 @@ func open(dir string, opts Options, logger *slog.Logger, lk *flock.Flock) (*Jour
 func (j *Journal) Dir() string { return j.dir }
 
 // Append writes batch as consecutive records with one write and one fsync
-// (group commit) and sets tx.Offset on each. It fsyncs the directory when
+// (group commit) and sets tx.Offset and tx.RecordBytes on each. A
+// transaction with Encoded set is written as that record, as is. It fsyncs the directory when
 // a segment file was created. Append is for the single writer: concurrent
 // calls are serialized.
 func (j *Journal) Append(batch []*pgq.Transaction) error {
@@ -224,10 +225,14 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 		j.tailSize = 0
 	}
 	for i, tx := range batch {
-		j.buf = pgq.AppendRecord(j.buf[:0], tx)
-		tx.RecordBytes = len(j.buf)
-		j.batch.Write(uint64(last)+uint64(i)+1, j.buf)
-		j.tailSize += uvarintLen(uint64(len(j.buf))) + len(j.buf)
+		data := tx.Encoded
+		if data == nil {
+			j.buf = pgq.AppendRecord(j.buf[:0], tx)
+			data = j.buf
+		}
+		tx.RecordBytes = len(data)
+		j.batch.Write(uint64(last)+uint64(i)+1, data)
+		j.tailSize += uvarintLen(uint64(len(data))) + len(data)
 		if j.tailSize >= j.segMax {
 			newSegment = true
 			j.tailSize = 0
