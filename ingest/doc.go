@@ -39,7 +39,10 @@
 // write buffer and skipped when the spill is read. PostgreSQL sends one
 // StreamAbort per aborted subtransaction, nested ones included, so an
 // exact match suffices. A StreamAbort of the whole transaction deletes the
-// spill. On StreamCommit the spill is read back in order and journaled.
+// spill. On StreamCommit the spill's chunks are read back in order and each
+// surviving chunk becomes one journal part: pgq.RestampRecord replaces its
+// header (xid, LSNs, commit time, origin, part, final) and keeps its
+// relations and changes byte for byte, so nothing is decoded or re-encoded.
 // The feedback.Tracker counts open streams (StreamStarted when a toplevel
 // xid is first seen, StreamEnded on its commit or abort). A session's
 // spills die with it: after a reconnect or restart the server streams
@@ -63,10 +66,13 @@
 // A transaction whose changes exceed MaxRecordBytes (estimated encoded
 // size; default 8 MiB) is journaled as several records, its parts: same
 // xid, commit LSN, end LSN, commit time and origin, Part 0..n-1, Final on
-// the last. The session goroutine submits the parts back to back (nothing
-// else is submitted in between, and the committer appends in submit
-// order), one part at a time as the spill is read, so memory is bounded by
-// a part plus the committer's MaxPendingBytes. The committer hook reports
+// the last. Parts of an in-memory transaction are cut at MaxRecordBytes;
+// parts of a spilled one are its chunks (at most min(128 KiB,
+// MaxRecordBytes) each, smaller where the subxid changes). The session
+// goroutine submits the parts back to back (nothing else is submitted in
+// between, and the committer appends in submit order), one part at a time
+// as the spill is read, so memory is bounded by a part plus the
+// committer's MaxPendingBytes. The committer hook reports
 // a batch durable only up to its last final part, so the slot is never
 // confirmed past a transaction that is not completely journaled; after a
 // crash between parts, journal.Open cuts the unfinished parts and the
@@ -83,7 +89,9 @@
 // receive loop by setting a past read deadline on the socket — the only
 // cross-goroutine touch of the connection, and one net.Conn allows — so
 // confirmations go out right after each fsync, not at the next message.
-// Updates are also sent every StatusInterval and whenever the server asks.
+// Progress is reported at most every 10 ms (each update costs the
+// walsender work); updates are also sent every StatusInterval and whenever
+// the server asks.
 //
 // # Reconnect and stop
 //
