@@ -67,7 +67,11 @@ func Dial(addr string, o ClientOptions) (*Client, error) {
 	}
 	hc := o.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		// Keep enough idle connections for the overlapping fetch and
+		// commit of each Consumer sharing the client.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		hc = &http.Client{Transport: tr}
 	}
 	return &Client{base: strings.TrimRight(u.String(), "/"), o: o, hc: hc}, nil
 }
@@ -393,35 +397,101 @@ func (cs *Consumer) Messages(ctx context.Context) iter.Seq2[*pgq.Transaction, er
 }
 
 // Consume calls handler for each transaction and commits after each
-// fetched batch has been handled. When handler fails, what succeeded is
-// committed and the error is returned (the failed transaction is delivered
-// again to the next member; Close the consumer after an error). It returns
-// ctx's error when ctx ends, after committing what was handled.
+// fetched batch has been handled. A batch's commit runs in the background
+// while the next batch is fetched and handled, so that its fsync is not on
+// the delivery path; at most one commit is in flight, and its result is
+// checked before the next commit starts (a failed commit also cuts short
+// the fetch it overlaps). A failed commit is returned; the transactions
+// handled since are not committed and are delivered again (at-least-once).
+// When handler fails, what succeeded is committed and the error is
+// returned (the failed transaction is delivered again to the next member;
+// Close the consumer after an error). It returns ctx's error when ctx
+// ends, after committing what was handled.
 func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *pgq.Transaction) error) error {
+	var inflight *commitCall
+	finish := func() error {
+		if inflight == nil {
+			return nil
+		}
+		c := inflight
+		inflight = nil
+		return cs.finishCommit(c)
+	}
 	for {
 		before := cs.done // always a transaction boundary
-		tx, err := cs.Next(ctx)
+		nctx := ctx
+		if inflight != nil {
+			nctx = inflight.fetchCtx
+		}
+		tx, err := cs.Next(nctx)
 		if err != nil {
+			if cerr := finish(); cerr != nil {
+				return cerr // the fetch error is its consequence
+			}
 			return err
 		}
 		if err := handler(ctx, tx); err != nil {
 			cs.done = before
 			cs.buf = nil // the server redelivers after the lease changes
-			if cerr := cs.Commit(context.WithoutCancel(ctx)); cerr != nil {
+			cerr := finish()
+			if cerr == nil {
+				cerr = cs.Commit(context.WithoutCancel(ctx))
+			}
+			if cerr != nil {
 				return errors.Join(err, cerr)
 			}
 			return err
 		}
 		if len(cs.buf) == 0 {
-			// Commit what was handled even when ctx has just ended.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			err := cs.Commit(cctx)
-			cancel()
-			if err != nil {
+			if err := finish(); err != nil {
 				return err
+			}
+			if cs.done > cs.committed {
+				// Committed even when ctx has just ended.
+				inflight = cs.startCommit(ctx)
 			}
 		}
 	}
+}
+
+// commitCall is a commit running in the background of Consume.
+type commitCall struct {
+	done chan struct{}
+	res  CommitResult
+	err  error
+	// fetchCtx is the context of the fetch overlapping the commit; it is
+	// cancelled when the commit fails.
+	fetchCtx context.Context
+	cancel   context.CancelFunc
+}
+
+// startCommit commits cs.done in the background, with a 10s timeout that
+// does not end with ctx.
+func (cs *Consumer) startCommit(ctx context.Context) *commitCall {
+	c := &commitCall{done: make(chan struct{})}
+	c.fetchCtx, c.cancel = context.WithCancel(ctx)
+	group, member, offset := cs.group, cs.o.Member, cs.done
+	go func() {
+		defer close(c.done)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		c.res, c.err = cs.c.Commit(cctx, group, member, offset)
+		if c.err != nil {
+			c.cancel()
+		}
+	}()
+	return c
+}
+
+// finishCommit waits for a background commit and records its result.
+func (cs *Consumer) finishCommit(c *commitCall) error {
+	<-c.done
+	c.cancel()
+	if c.err != nil {
+		return c.err
+	}
+	cs.committed = max(cs.committed, c.res.Committed)
+	return nil
 }
 
 // Close releases the lease so another member can take over at once.

@@ -39,11 +39,16 @@
 //
 // A Manager is safe for concurrent use. Manager.mu guards only the groups
 // map. Each group has a sem (capacity-1 channel) that serializes its
-// fetches, waited for with the caller's context, and a mutex mu that guards
-// its state (cursor, config, lease, delivery position, non-final parts);
-// mu is never held while waiting, and is held across the fsynced Pebble
-// write of a commit so that the cursor in memory never runs ahead of disk.
-// Lock order: Manager.mu before group.mu. Waiting fetches wake on
-// journal.Changed (no polling), on lease release, on Close and on their
-// context. A Client is safe for concurrent use; a Consumer is not.
+// fetches, waited for with the caller's context; a mutex mu that guards
+// its state (cursor, config, lease, delivery position, non-final parts)
+// and is never held while waiting; and a mutex pmu that serializes the
+// fsynced Pebble writes of its state and is held across each. A commit
+// holds pmu, not mu, during its write and publishes the new cursor only
+// after it, so the cursor in memory never runs ahead of disk while a
+// fetch of the same group (which writes only to take a new lease) goes on
+// meanwhile; every other write (new lease, reset, release, delete) holds
+// both. Lock order: group.pmu before Manager.mu before group.mu. Waiting
+// fetches wake on journal.Changed (no polling), on lease release, on Close
+// and on their context. A Client is safe for concurrent use; a Consumer is
+// not.
 package consumers

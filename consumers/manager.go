@@ -98,6 +98,12 @@ type group struct {
 	name string
 	// sem serializes fetches of the group (capacity 1, ctx-aware).
 	sem chan struct{}
+	// pmu serializes the writes of the group's state to the index and is
+	// held across each fsynced write, so that a write never overtakes
+	// another; taken before mu. Commit holds pmu but not mu during its
+	// write, so that fetches (which write only to take a new lease) are
+	// not held up by it.
+	pmu sync.Mutex
 
 	// mu guards every field below.
 	mu sync.Mutex
@@ -185,13 +191,19 @@ func (m *Manager) get(name string) (*group, error) {
 	return g, nil
 }
 
-func (m *Manager) persist(g *group) error {
-	raw, err := json.Marshal(&g.st)
+// persist writes g's state; the caller holds g.pmu and g.mu (or owns g
+// alone).
+func (m *Manager) persist(g *group) error { return m.persistState(g.name, &g.st) }
+
+// persistState writes a group's state, fsynced; the caller holds the
+// group's pmu (or owns it alone).
+func (m *Manager) persistState(name string, st *groupState) error {
+	raw, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("consumers: encode group %q: %w", g.name, err)
+		return fmt.Errorf("consumers: encode group %q: %w", name, err)
 	}
-	if err := m.ix.PutGroup(g.name, raw); err != nil {
-		return fmt.Errorf("consumers: store group %q: %w", g.name, err)
+	if err := m.ix.PutGroup(name, raw); err != nil {
+		return fmt.Errorf("consumers: store group %q: %w", name, err)
 	}
 	return nil
 }
@@ -291,13 +303,16 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 
 // Delete removes a group; its waiting fetches fail with ErrNotFound.
 func (m *Manager) Delete(ctx context.Context, name string) error {
-	if err := ValidateName(name); err != nil {
+	g, err := m.get(name)
+	if err != nil {
 		return err
 	}
+	// No write of the group (a commit) may land after the delete.
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	g, ok := m.groups[name]
-	if !ok {
+	if m.groups[name] != g {
 		return errf(ErrNotFound, "group %q", name)
 	}
 	if err := m.ix.DeleteGroup(name); err != nil {
@@ -447,6 +462,8 @@ func (m *Manager) Reset(ctx context.Context, name, to string, dryRun bool) (Rese
 	if err != nil {
 		return ResetResult{}, err
 	}
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
@@ -536,10 +553,16 @@ func (m *Manager) clampFetch(req *FetchRequest) error {
 	return nil
 }
 
+// errNeedPersist is acquireLocked's answer when taking the lease needs a
+// write and the caller does not hold g.pmu.
+var errNeedPersist = errors.New("consumers: taking the lease needs a write")
+
 // acquireLocked takes or renews the lease for member. It reports false,
 // the holder's expiry and the channel closed on release when another
-// member holds a live lease.
-func (m *Manager) acquireLocked(g *group, member string, ttl time.Duration, now time.Time) (bool, time.Time, <-chan struct{}, error) {
+// member holds a live lease. Taking a new lease writes the group: without
+// pmuHeld it then returns errNeedPersist, and the caller retries holding
+// g.pmu.
+func (m *Manager) acquireLocked(g *group, member string, ttl time.Duration, now time.Time, pmuHeld bool) (bool, time.Time, <-chan struct{}, error) {
 	us := now.UnixMicro()
 	live := g.st.Member != "" && us < g.st.LeaseExpiry
 	if live && g.st.Member != member {
@@ -549,6 +572,9 @@ func (m *Manager) acquireLocked(g *group, member string, ttl time.Duration, now 
 	if live { // renewal: memory only
 		g.st.LeaseExpiry = max(g.st.LeaseExpiry, exp)
 		return true, time.Time{}, nil, nil
+	}
+	if !pmuHeld {
+		return false, time.Time{}, nil, errNeedPersist
 	}
 	old := g.st
 	g.st.Member, g.st.LeaseExpiry = member, exp
@@ -640,16 +666,32 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 
 	// The lease.
 	var gen uint64
+	pmuHeld := false
 	for {
+		if pmuHeld {
+			g.pmu.Lock()
+		}
 		g.mu.Lock()
 		if g.deleted {
 			g.mu.Unlock()
+			if pmuHeld {
+				g.pmu.Unlock()
+			}
 			return nil, errf(ErrNotFound, "group %q", name)
 		}
-		ok, exp, free, err := m.acquireLocked(g, req.Member, req.LeaseTTL, m.o.Now())
+		ok, exp, free, err := m.acquireLocked(g, req.Member, req.LeaseTTL, m.o.Now(), pmuHeld)
 		holder := g.st.Member
 		gen = g.gen
 		g.mu.Unlock()
+		if pmuHeld {
+			g.pmu.Unlock()
+		}
+		// A renewal needs no write: only a new lease waits for g.pmu (and
+		// so for a commit's write in progress).
+		pmuHeld = errors.Is(err, errNeedPersist)
+		if pmuHeld {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -856,8 +898,19 @@ func (m *Manager) Commit(ctx context.Context, name, member string, offset pgq.Of
 	if err != nil {
 		return CommitResult{}, err
 	}
+	// g.pmu keeps every other write of the group (new lease, reset,
+	// release, delete) out until the cursor is on disk, so the lease and
+	// gen checked here still hold after the write; g.mu is released during
+	// the write so that fetches proceed meanwhile.
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			g.mu.Unlock()
+		}
+	}()
 	now := m.o.Now()
 	if err := m.holderLocked(g, member, now); err != nil {
 		return CommitResult{}, err
@@ -872,13 +925,20 @@ func (m *Manager) Commit(ctx context.Context, name, member string, offset pgq.Of
 	}
 	g.st.LeaseExpiry = max(g.st.LeaseExpiry, now.Add(ttl).UnixMicro())
 	if offset > g.st.Cursor {
-		old := g.st
-		g.st.Cursor = offset
-		g.st.Updated = now.UnixMicro()
-		if err := m.persist(g); err != nil {
-			g.st = old
+		// Write the new state, then publish it: the cursor in memory
+		// never runs ahead of disk.
+		st := g.st
+		st.Cursor = offset
+		st.Updated = now.UnixMicro()
+		g.mu.Unlock()
+		locked = false
+		err := m.persistState(g.name, &st)
+		g.mu.Lock()
+		locked = true
+		if err != nil {
 			return CommitResult{}, err
 		}
+		g.st.Cursor, g.st.Updated = st.Cursor, st.Updated
 		g.nonFinal = slices.DeleteFunc(g.nonFinal, func(o pgq.Offset) bool { return o <= offset })
 	}
 	return CommitResult{Committed: g.st.Cursor, LeaseExpires: time.UnixMicro(g.st.LeaseExpiry).UTC()}, nil
@@ -911,6 +971,8 @@ func (m *Manager) Release(ctx context.Context, name, member string) error {
 	if err != nil {
 		return err
 	}
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted || g.st.Member != member {
