@@ -138,7 +138,7 @@ func open(dir string, opts Options, logger *slog.Logger, lk *flock.Flock) (*Jour
 	w, err := wal.Open(dir, &wal.Options{
 		NoSync:           opts.NoSync,
 		SegmentSize:      opts.SegmentSize,
-		SegmentCacheSize: 2,
+		SegmentCacheSize: 1,
 		AllowEmpty:       true,
 		DirPerms:         0o750,
 		FilePerms:        0o640,

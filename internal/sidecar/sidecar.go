@@ -116,7 +116,7 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 	// The pending bound is what the committer may hold in memory: with
 	// ingest's size estimates (decoded changes) 32 MiB keeps a multi-part
 	// transaction of any size within pgq's memory bound.
-	s.Committer = journal.NewCommitter(j, journal.CommitterOptions{MaxPendingBytes: 32 << 20})
+	s.Committer = journal.NewCommitter(j, journal.CommitterOptions{MaxPendingBytes: 8 << 20})
 	co := o.Consumers
 	co.Journal, co.Index, co.Logger = j, ix, o.Logger
 	cm, err := consumers.NewManager(co)
