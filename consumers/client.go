@@ -397,18 +397,19 @@ func (cs *Consumer) Messages(ctx context.Context) iter.Seq2[*pgq.Transaction, er
 }
 
 // Consume calls handler for each transaction and commits after each
-// fetched batch has been handled. A batch's commit runs in the background
-// while the next batch is fetched and handled, so that its fsync is not on
-// the delivery path; at most one commit is in flight, and its result is
-// checked before the next commit starts (a failed commit also cuts short
-// the fetch it overlaps). A failed commit is returned; the transactions
-// handled since are not committed and are delivered again (at-least-once).
-// When handler fails, what succeeded is committed and the error is
-// returned (the failed transaction is delivered again to the next member;
-// Close the consumer after an error). It returns ctx's error when ctx
-// ends, after committing what was handled.
+// fetched batch has been handled. Commits run in the background so that
+// their fsync is not on the delivery path: at most one is in flight, and a
+// batch that ends while one is in flight is committed with a later batch
+// (or when Consume returns). A failed commit cuts short the fetch it
+// overlaps and is returned; what was handled after the last successful
+// commit is delivered again (at-least-once). When handler fails, what
+// succeeded is committed and the error is returned (the failed transaction
+// is delivered again to the next member; Close the consumer after an
+// error). It returns ctx's error when ctx ends, after committing what was
+// handled.
 func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *pgq.Transaction) error) error {
 	var inflight *commitCall
+	// finish waits for the commit in flight, if any, and returns its error.
 	finish := func() error {
 		if inflight == nil {
 			return nil
@@ -416,6 +417,16 @@ func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *
 		c := inflight
 		inflight = nil
 		return cs.finishCommit(c)
+	}
+	// commitRest commits what was handled, waiting for it; even when ctx
+	// has just ended.
+	commitRest := func() error {
+		if err := finish(); err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return cs.Commit(cctx)
 	}
 	for {
 		before := cs.done // always a transaction boundary
@@ -425,31 +436,34 @@ func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *
 		}
 		tx, err := cs.Next(nctx)
 		if err != nil {
-			if cerr := finish(); cerr != nil {
-				return cerr // the fetch error is its consequence
+			if cerr := commitRest(); cerr != nil {
+				return cerr // a failed commit also ends the fetch
 			}
 			return err
 		}
 		if err := handler(ctx, tx); err != nil {
 			cs.done = before
 			cs.buf = nil // the server redelivers after the lease changes
-			cerr := finish()
-			if cerr == nil {
-				cerr = cs.Commit(context.WithoutCancel(ctx))
-			}
-			if cerr != nil {
+			if cerr := commitRest(); cerr != nil {
 				return errors.Join(err, cerr)
 			}
 			return err
 		}
-		if len(cs.buf) == 0 {
-			if err := finish(); err != nil {
-				return err
+		if len(cs.buf) > 0 {
+			continue
+		}
+		// End of a batch: collect a finished commit, start the next one.
+		if inflight != nil {
+			select {
+			case <-inflight.done:
+				if err := finish(); err != nil {
+					return err
+				}
+			default: // still running: this batch goes with a later commit
 			}
-			if cs.done > cs.committed {
-				// Committed even when ctx has just ended.
-				inflight = cs.startCommit(ctx)
-			}
+		}
+		if inflight == nil && cs.done > cs.committed {
+			inflight = cs.startCommit(ctx)
 		}
 	}
 }
