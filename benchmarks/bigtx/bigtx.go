@@ -6,16 +6,21 @@
 //
 // Measured (PostgreSQL 15, default logical_decoding_work_mem, so the
 // transaction is streamed in progress; `pgq run` defaults: 16 MiB segments,
-// 8 MiB records, 192 MiB soft memory limit; 2 vCPUs; a fresh pgq per size):
+// one cached segment, 8 MiB committer pending bytes, spilled chunks of
+// 128 KiB journaled as parts without re-encoding, 192 MiB soft memory
+// limit; 2 vCPUs; a fresh pgq per size):
 //
 //	rows        pgoutput  records  baseline RSS  peak RSS  insert  commit → journaled
-//	5,000,000    996 MiB      120      28.3 MiB  229.1 MiB  28.2s  1m27.5s
-//	10,000,000  1992 MiB      240      28.2 MiB  244.0 MiB  42.4s  2m39.9s
+//	1,000,000    198 MiB     1524      28.2 MiB  170.4 MiB   4.5s  19.9s
+//	5,000,000    996 MiB     7650      28.0 MiB  200.8 MiB  15.3s  1m1s
+//	10,000,000  1992 MiB    15307      28.2 MiB  200.3 MiB  47.7s  2m2s
 //
-// Without the soft memory limit and with 64 MiB segments, a 1M-row
-// transaction peaked at ~670 MiB: tidwall/wal holds the tail segment and
-// two cached segments in memory, and the garbage collector lets the heap
-// double on top of the live set.
+// Before chunks were restamped into parts (parts re-encoded from decoded
+// changes, 32 MiB committer pending, two cached segments) the same run
+// peaked at 229 MiB (5M) and 244 MiB (10M). Without the soft memory limit
+// and with 64 MiB segments, a 1M-row transaction peaked at ~670 MiB:
+// tidwall/wal holds the tail segment and cached segments in memory, and
+// the garbage collector lets the heap double on top of the live set.
 package bigtx
 
 import (
