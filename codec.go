@@ -327,8 +327,28 @@ func DecodeRecord(data []byte, tx *Transaction) error {
 	return decodeBody(body, tx)
 }
 
-func decodeBody(body []byte, tx *Transaction) error {
-	d := reader{b: body}
+// BodyDecoder decodes record bodies like DecodeRecordBody and shares the
+// decoded relations (schema, table and Columns) between the records it
+// decodes, so that reading many records of a few tables allocates their
+// column names once: changes of one relation share one Columns slice
+// across records too, read-only as with DecodeRecord. It keeps at most
+// 1024 relations. The zero value is ready; it is not safe for concurrent
+// use.
+type BodyDecoder struct {
+	rels map[string]relRef // by the relation's encoded bytes
+}
+
+const maxCachedRelations = 1024
+
+// Decode decodes one record body into tx as DecodeRecordBody does.
+func (bd *BodyDecoder) Decode(body []byte, tx *Transaction) error {
+	return decodeBodyWith(body, tx, bd)
+}
+
+func decodeBody(body []byte, tx *Transaction) error { return decodeBodyWith(body, tx, nil) }
+
+func decodeBodyWith(body []byte, tx *Transaction, bd *BodyDecoder) error {
+	d := reader{b: body, rels: bd}
 	var t Transaction
 	t.Offset = tx.Offset
 	d.decodeTx(&t)
@@ -417,6 +437,8 @@ type reader struct {
 	p    int
 	err  error
 	slab []Value // values are carved from here to save allocations
+	// rels, when not nil, caches decoded relations across records.
+	rels *BodyDecoder
 	// slabHint is how many values the rest of the record probably holds
 	// (changes left × widest relation × images per change): the size of
 	// the next slab, so a small record does not allocate for 256 values.
@@ -629,6 +651,18 @@ func (d *reader) decodeTx(t *Transaction) {
 		rels = make([]relRef, nrel)
 	}
 	for k := 0; k < nrel && d.err == nil; k++ {
+		start := d.p
+		if d.rels != nil {
+			d.skipRelation()
+			if d.err != nil {
+				return
+			}
+			if r, ok := d.rels.rels[string(d.b[start:d.p])]; ok {
+				rels[k] = r
+				continue
+			}
+			d.p = start
+		}
 		d.expectArray(3, "relation")
 		rels[k].schema = d.str()
 		rels[k].table = d.str()
@@ -645,6 +679,12 @@ func (d *reader) decodeTx(t *Transaction) {
 				cols[i].Key = d.bool()
 			}
 			rels[k].cols = cols
+		}
+		if d.rels != nil && d.err == nil {
+			if d.rels.rels == nil || len(d.rels.rels) >= maxCachedRelations {
+				d.rels.rels = make(map[string]relRef)
+			}
+			d.rels.rels[string(d.b[start:d.p])] = rels[k]
 		}
 	}
 
@@ -717,6 +757,24 @@ func (d *reader) decodeTx(t *Transaction) {
 				c.Schema, c.Table, c.Columns = r.schema, r.table, r.cols
 			}
 		}
+	}
+}
+
+// skipRelation steps over one entry of the relation table, checking its
+// shape, without allocating.
+func (d *reader) skipRelation() {
+	d.expectArray(3, "relation")
+	d.bytes()
+	d.bytes()
+	n := d.arrayLen()
+	if n%3 != 0 {
+		d.fail("relation columns: %d elements, not a multiple of 3", n)
+		return
+	}
+	for i := 0; i < n/3 && d.err == nil; i++ {
+		d.bytes()
+		d.uint(math.MaxUint32, "type OID")
+		d.bool()
 	}
 }
 

@@ -296,6 +296,51 @@ func TestDecodeRecordBody(t *testing.T) {
 	}
 }
 
+func TestBodyDecoder(t *testing.T) {
+	var bd BodyDecoder
+	tx := sampleTx()
+	body := AppendRecord(nil, tx)[RecordHeaderSize:]
+	var a, b Transaction
+	if err := bd.Decode(body, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := bd.Decode(body, &b); err != nil {
+		t.Fatal(err)
+	}
+	checkEqual(t, tx, &a)
+	checkEqual(t, tx, &b)
+	if &a.Changes[0].Columns[0] != &b.Changes[0].Columns[0] {
+		t.Errorf("the relation was decoded twice")
+	}
+	// A relation differing in one column type is another relation.
+	other := sampleTx()
+	other.Changes[0].Columns = append([]Column(nil), testCols...)
+	other.Changes[0].Columns[1].TypeOID = 1043
+	var c Transaction
+	if err := bd.Decode(AppendRecord(nil, other)[RecordHeaderSize:], &c); err != nil {
+		t.Fatal(err)
+	}
+	checkEqual(t, other, &c)
+	// Past the cache limit, decoding stays right.
+	for i := range maxCachedRelations + 10 {
+		x := &Transaction{CommitTime: time.UnixMicro(0).UTC(), Changes: []Change{{Op: OpInsert, Schema: "s", Table: fmt.Sprint("t", i), Columns: testCols[:1], New: []Value{text("1")}}}}
+		var got Transaction
+		if err := bd.Decode(AppendRecord(nil, x)[RecordHeaderSize:], &got); err != nil {
+			t.Fatal(err)
+		}
+		checkEqual(t, x, &got)
+	}
+	if len(bd.rels) > maxCachedRelations {
+		t.Errorf("%d cached relations", len(bd.rels))
+	}
+	// Corrupt relation tables fail as with DecodeRecordBody.
+	for n := 1; n < len(body); n += 1 + n/40 {
+		if err := bd.Decode(body[:n], &c); !errors.Is(err, ErrCorruptRecord) {
+			t.Fatalf("truncated to %d bytes: %v", n, err)
+		}
+	}
+}
+
 func TestRecordEncodeAllocs(t *testing.T) {
 	tx := sampleTx()
 	buf := AppendRecord(nil, tx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -287,12 +288,18 @@ func (r *wire) time() (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// bodyDecoders keep the relations (column names) decoded by earlier
+// fetches.
+var bodyDecoders = sync.Pool{New: func() any { return new(pgq.BodyDecoder) }}
+
 // transactions reads the array of [offset, record body].
 func (r *wire) transactions() ([]*pgq.Transaction, error) {
 	n, err := r.arrayLen()
 	if err != nil || n == 0 {
 		return nil, err
 	}
+	bd := bodyDecoders.Get().(*pgq.BodyDecoder)
+	defer bodyDecoders.Put(bd)
 	txs := make([]*pgq.Transaction, n)
 	all := make([]pgq.Transaction, n) // one allocation for the structs
 	for i := range n {
@@ -315,7 +322,7 @@ func (r *wire) transactions() ([]*pgq.Transaction, error) {
 		}
 		tx := &all[i]
 		tx.Offset = pgq.Offset(off)
-		if err := pgq.DecodeRecordBody(append([]byte(nil), body...), tx); err != nil {
+		if err := bd.Decode(append([]byte(nil), body...), tx); err != nil {
 			return nil, fmt.Errorf("transaction at offset %d: %w", off, err)
 		}
 		txs[i] = tx
