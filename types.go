@@ -116,11 +116,11 @@ type Transaction struct {
 	// encode this way. Neither field is part of the record.
 	Encoded        []byte
 	EncodedChanges int
-	Xid         uint32
-	CommitLSN   LSN
-	EndLSN      LSN
-	CommitTime  time.Time // UTC, microsecond precision
-	Origin      string
+	Xid            uint32
+	CommitLSN      LSN
+	EndLSN         LSN
+	CommitTime     time.Time // UTC, microsecond precision
+	Origin         string
 	// Part is the 0-based part number; Final is true on the last part. A
 	// transaction that fits one record has Part 0 and Final true.
 	Part    uint32
