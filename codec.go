@@ -121,14 +121,7 @@ func appendBody(b []byte, tx *Transaction) []byte {
 		}
 	}
 
-	b = appendArrayHdr(b, 9)
-	b = appendUint(b, uint64(tx.Xid))
-	b = appendUint(b, uint64(tx.CommitLSN))
-	b = appendUint(b, uint64(tx.EndLSN))
-	b = appendInt(b, tx.CommitTime.UnixMicro())
-	b = appendStr(b, tx.Origin)
-	b = appendUint(b, uint64(tx.Part))
-	b = appendBool(b, tx.Final)
+	b = appendHeader(b, tx)
 
 	b = appendArrayHdr(b, len(rels))
 	for k := range rels {
@@ -181,6 +174,19 @@ func appendBody(b []byte, tx *Transaction) []byte {
 		}
 	}
 	return b
+}
+
+// appendHeader writes the body's array header and its seven header fields
+// (everything before the relation table).
+func appendHeader(b []byte, tx *Transaction) []byte {
+	b = appendArrayHdr(b, 9)
+	b = appendUint(b, uint64(tx.Xid))
+	b = appendUint(b, uint64(tx.CommitLSN))
+	b = appendUint(b, uint64(tx.EndLSN))
+	b = appendInt(b, tx.CommitTime.UnixMicro())
+	b = appendStr(b, tx.Origin)
+	b = appendUint(b, uint64(tx.Part))
+	return appendBool(b, tx.Final)
 }
 
 func appendValues(b []byte, vs []Value) []byte {
@@ -867,14 +873,7 @@ func RestampRecord(dst, record []byte, hdr *Transaction) ([]byte, int, error) {
 	}
 	start := len(dst)
 	dst = append(dst, RecordVersion, 0, 0, 0, 0)
-	dst = appendArrayHdr(dst, 9)
-	dst = appendUint(dst, uint64(hdr.Xid))
-	dst = appendUint(dst, uint64(hdr.CommitLSN))
-	dst = appendUint(dst, uint64(hdr.EndLSN))
-	dst = appendInt(dst, hdr.CommitTime.UnixMicro())
-	dst = appendStr(dst, hdr.Origin)
-	dst = appendUint(dst, uint64(hdr.Part))
-	dst = appendBool(dst, hdr.Final)
+	dst = appendHeader(dst, hdr)
 	dst = append(dst, d.b[tail:]...)
 	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+RecordHeaderSize:], castagnoli))
 	return dst, nch, nil

@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,7 +20,6 @@ import (
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/internal/sidecar"
-	"github.com/pgq-dev/pgq/journal"
 )
 
 // These tests run against the package's cluster, whose
@@ -70,7 +68,7 @@ func stStart(t *testing.T, db *pgtest.DB, maxRecord int) *stSidecar {
 			t.Error("sidecar did not stop")
 		}
 	})
-	stWait(t, 30*time.Second, "streaming", func() bool {
+	waitFor(t, 30*time.Second, "streaming", func() bool {
 		st := s.Ingester.Status()
 		return st.Running && st.ProtoVersion > 0 && st.LastError == nil
 	})
@@ -94,31 +92,6 @@ func (r *stSidecar) streamed(t *testing.T) float64 {
 	}
 	t.Fatal("no pgq_streamed_transactions_total metric")
 	return 0
-}
-
-func stWait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
-// stRecords scans the journal of a data dir.
-func stRecords(t *testing.T, dataDir string) []*pgq.Transaction {
-	t.Helper()
-	var out []*pgq.Transaction
-	err := journal.Scan(filepath.Join(dataDir, "journal"), 0, func(tx *pgq.Transaction) error {
-		out = append(out, tx)
-		return nil
-	})
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("scan journal: %v", err)
-	}
-	return out
 }
 
 // stTx is one journaled transaction: its parts and the ids it inserted.
@@ -198,8 +171,8 @@ func stSameIDs(t *testing.T, what string, got, want []int) {
 func stWaitTxs(t *testing.T, dir string, n int) []stTx {
 	t.Helper()
 	var txs []stTx
-	stWait(t, 60*time.Second, fmt.Sprintf("%d transactions in the journal", n), func() bool {
-		recs := stRecords(t, dir)
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d transactions in the journal", n), func() bool {
+		recs := records(t, dir)
 		if len(recs) == 0 || !recs[len(recs)-1].Final {
 			return false
 		}
@@ -257,7 +230,7 @@ func TestStreamedCommit(t *testing.T) {
 	}
 	// Confirmation reaches the transaction once its final part is durable.
 	end := txs[0].parts[0].EndLSN
-	stWait(t, 30*time.Second, "confirmation", func() bool { return r.s.Ingester.Status().ConfirmedLSN >= end })
+	waitFor(t, 30*time.Second, "confirmation", func() bool { return r.s.Ingester.Status().ConfirmedLSN >= end })
 }
 
 func TestStreamAbort(t *testing.T) {
@@ -411,7 +384,7 @@ func TestStreamKillRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		stWait(t, 30*time.Second, "pgq streaming", func() bool {
+		waitFor(t, 30*time.Second, "pgq streaming", func() bool {
 			resp, err := http.Get("http://" + addr + "/v1/status")
 			if err != nil {
 				return false
@@ -442,7 +415,7 @@ func TestStreamKillRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stWait(t, 30*time.Second, "a spill file", func() bool { return len(stSpillFiles(t, spill)) > 0 })
+	waitFor(t, 30*time.Second, "a spill file", func() bool { return len(stSpillFiles(t, spill)) > 0 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
