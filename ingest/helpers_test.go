@@ -254,3 +254,5 @@ func lsnLess(t *testing.T, a, b string) bool {
 }
 
 var interrupt = os.Interrupt
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }

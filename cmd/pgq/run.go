@@ -31,6 +31,7 @@ type RunCmd struct {
 	RetainMinAge      time.Duration `name:"retain-min-age" help:"Keep journal records younger than this even when every group committed them."`
 	RetainMaxAge      time.Duration `name:"retain-max-age" help:"Drop journal records older than this, even if a group still needs them (0: no cap)."`
 	RetainMaxBytes    int64         `name:"retain-max-bytes" help:"Drop the oldest segments while the journal is larger than this, regardless of groups (0: no cap)."`
+	RetainInterval    time.Duration `name:"retain-interval" default:"10s" help:"Time between retention passes."`
 }
 
 // Run runs the sidecar until SIGINT/SIGTERM.
@@ -47,7 +48,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		SegmentSize: c.SegmentSize,
 		Logger:      logger,
 		AuthToken:   c.AuthToken,
-		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge, MaxAge: c.RetainMaxAge, MaxBytes: c.RetainMaxBytes},
+		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge, MaxAge: c.RetainMaxAge, MaxBytes: c.RetainMaxBytes, Interval: c.RetainInterval},
 		Ingest: ingest.Options{
 			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
 			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication,
