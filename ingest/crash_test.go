@@ -118,11 +118,7 @@ func TestCrashRestartExactlyOnce(t *testing.T) {
 		p := startPgq(t, args...)
 		if !wroteStarted.Swap(true) {
 			// The slot exists once pgq has streamed; then start writing.
-			waitFor(t, 20*time.Second, "slot", func() bool {
-				var n int
-				db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'crash' AND active", &n)
-				return n == 1
-			})
+			waitSlotActive(t, db, "crash")
 			go func() { writerErr <- writeLoop(ctx, t, db.URL, &committed, &mu) }()
 		}
 		for i := 0; i < 5; i++ {

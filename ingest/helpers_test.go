@@ -256,3 +256,13 @@ func lsnLess(t *testing.T, a, b string) bool {
 var interrupt = os.Interrupt
 
 func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// waitSlotActive waits until a walsender holds the slot.
+func waitSlotActive(t *testing.T, db *pgtest.DB, slot string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "slot "+slot+" active", func() bool {
+		var n int
+		db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"' AND active", &n)
+		return n == 1
+	})
+}

@@ -69,11 +69,7 @@ func TestPreflightErrors(t *testing.T) {
 	t.Run("slot in use and data dir locked", func(t *testing.T) {
 		dir := t.TempDir()
 		a := startPgq(t, "run", "--pg-url", db.URL, "--slot", "pf_ok", "--publication", "pf_pub", "--data-dir", dir, "--listen", "127.0.0.1:0")
-		waitFor(t, 20*time.Second, "slot active", func() bool {
-			var n int
-			db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pf_ok' AND active", &n)
-			return n == 1
-		})
+		waitSlotActive(t, db, "pf_ok")
 		runExpectFailure(t, "in use by another connection", base(db.URL, "pf_ok", "pf_pub")...)
 		runExpectFailure(t, "locked", "run", "--pg-url", db.URL, "--slot", "pf_ok", "--publication", "pf_pub", "--data-dir", dir, "--listen", "127.0.0.1:0")
 		_ = a.cmd.Process.Signal(interrupt)
@@ -86,11 +82,12 @@ func TestPreflightErrors(t *testing.T) {
 		dir := t.TempDir()
 		a := startPgq(t, "run", "--pg-url", db.URL, "--slot", "pf_new", "--publication", "pf_new_pub", "--data-dir", dir,
 			"--listen", "127.0.0.1:0", "--create-slot", "--create-publication", "public.pf")
-		waitFor(t, 20*time.Second, "slot active", func() bool {
-			var n int
-			db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pf_new' AND active AND plugin = 'pgoutput'", &n)
-			return n == 1
-		})
+		waitSlotActive(t, db, "pf_new")
+		var plugin string
+		db.QueryRow(t, "SELECT plugin FROM pg_replication_slots WHERE slot_name = 'pf_new'", &plugin)
+		if plugin != "pgoutput" {
+			t.Fatalf("created slot uses plugin %q", plugin)
+		}
 		var tables string
 		db.QueryRow(t, "SELECT string_agg(schemaname || '.' || tablename, ',') FROM pg_publication_tables WHERE pubname = 'pf_new_pub'", &tables)
 		if tables != "public.pf" {

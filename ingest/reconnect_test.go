@@ -89,11 +89,7 @@ func TestSlotDroppedIsFatal(t *testing.T) {
 		o.Ingest.ReconnectMin, o.Ingest.ReconnectMax = 2*time.Second, 2*time.Second
 	})
 	r.waitStreaming(t)
-	waitFor(t, 10*time.Second, "slot active", func() bool {
-		var n int
-		db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sd' AND active", &n)
-		return n == 1
-	})
+	waitSlotActive(t, db, "sd")
 	if err := ingest.DropSlot(t.Context(), db.URL, "sd", true); err != nil {
 		t.Fatal(err)
 	}
