@@ -124,7 +124,7 @@ func (t *Tracker) Pending() bool {
 	return t.durable < t.submitted
 }
 
-// Durable returns the durable end LSN.
+// DurableLSN returns the durable end LSN.
 func (t *Tracker) DurableLSN() pgq.LSN {
 	t.mu.Lock()
 	defer t.mu.Unlock()

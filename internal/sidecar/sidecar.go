@@ -126,7 +126,12 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 	}
 	s.Consumers = cm
 
-	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := s.Registry.Register(c); err != nil {
+			s.closeStores()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
 	metrics, err := ingest.NewMetrics(s.Registry)
 	if err != nil {
 		s.closeStores()
