@@ -59,7 +59,11 @@ func TestConsumeOverlapsCommit(t *testing.T) {
 }
 
 // TestConsumeReturnsFailedCommit: a reset fences the member; Consume
-// returns ErrFenced from its background commit.
+// returns the refusal of its background commit. Which refusal depends on
+// timing: ErrFenced when the commit reaches the server first, and
+// ErrInvalidCommit when Consume's overlapping fetch has already taken a new
+// lease (delivering from the reset cursor again), so the old commit lies
+// beyond what the new lease delivered. Either way nothing is committed.
 func TestConsumeReturnsFailedCommit(t *testing.T) {
 	e := newBenchEnv(t)
 	ctx := ctxT(t)
@@ -79,8 +83,8 @@ func TestConsumeReturnsFailedCommit(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(err, consumers.ErrFenced) {
-		t.Fatalf("Consume: %v, want ErrFenced", err)
+	if !errors.Is(err, consumers.ErrFenced) && !errors.Is(err, consumers.ErrInvalidCommit) {
+		t.Fatalf("Consume: %v, want ErrFenced or ErrInvalidCommit", err)
 	}
 	if gi, _ := e.C.Group(ctx, "g"); gi.Committed != 0 {
 		t.Fatalf("committed %d after the reset, want 0", gi.Committed)
