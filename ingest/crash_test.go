@@ -82,7 +82,8 @@ func TestCrashRestartExactlyOnce(t *testing.T) {
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE t_crash (id bigserial PRIMARY KEY, n int)`, `CREATE PUBLICATION p_crash FOR TABLE t_crash`)
 	dir := t.TempDir()
-	args := []string{"run", "--pg-url", db.URL, "--slot", "crash", "--publication", "p_crash", "--data-dir", dir,
+	slot := slotName("crash", db)
+	args := []string{"run", "--pg-url", db.URL, "--slot", slot, "--publication", "p_crash", "--data-dir", dir,
 		"--create-slot", "--listen", "127.0.0.1:0", "--reconnect-min", "50ms", "--status-interval", "200ms"}
 
 	var (
@@ -95,7 +96,7 @@ func TestCrashRestartExactlyOnce(t *testing.T) {
 
 	var checked, violations int
 	checkDurability := func() {
-		conf := slotConfirmed(t, db, "crash")
+		conf := slotConfirmed(t, db, slot)
 		mu.Lock()
 		snapshot := append([]committedTx(nil), committed...)
 		mu.Unlock()
@@ -118,7 +119,7 @@ func TestCrashRestartExactlyOnce(t *testing.T) {
 		p := startPgq(t, args...)
 		if !wroteStarted.Swap(true) {
 			// The slot exists once pgq has streamed; then start writing.
-			waitSlotActive(t, db, "crash")
+			waitSlotActive(t, db, slot)
 			go func() { writerErr <- writeLoop(ctx, t, db.URL, &committed, &mu) }()
 		}
 		for i := 0; i < 5; i++ {
@@ -168,7 +169,7 @@ func TestCrashRestartExactlyOnce(t *testing.T) {
 	}
 	// After a clean stop the slot is confirmed exactly to the journal end
 	// or beyond (idle WAL), never behind it.
-	if conf, last := slotConfirmed(t, db, "crash"), txs[len(txs)-1].EndLSN; conf < last {
+	if conf, last := slotConfirmed(t, db, slot), txs[len(txs)-1].EndLSN; conf < last {
 		t.Errorf("after SIGTERM the slot confirmed %s, journal ends at %s", conf, last)
 	}
 	if checked == 0 {

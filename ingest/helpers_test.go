@@ -36,7 +36,7 @@ func startSidecar(t *testing.T, db *pgtest.DB, dir string, mod func(*sidecar.Opt
 		DataDir: dir,
 		Listen:  "127.0.0.1:0",
 		Ingest: ingest.Options{
-			PGURL: db.URL, Slot: "pgq", Publication: "pgq",
+			PGURL: db.URL, Slot: slotName("pgq", db), Publication: "pgq",
 			CreateSlot: true, CreatePublication: "all",
 			ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
 		},
@@ -266,3 +266,7 @@ func waitSlotActive(t *testing.T, db *pgtest.DB, slot string) {
 		return n == 1
 	})
 }
+
+// slotName makes a slot name unique to the test's database: slots are
+// cluster-wide, databases are per test.
+func slotName(base string, db *pgtest.DB) string { return base + "_" + db.Name }

@@ -31,12 +31,14 @@ func runExpectFailure(t *testing.T, want string, args ...string) {
 func TestPreflightErrors(t *testing.T) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
+	other, ok, created, missing := slotName("pf_other", db), slotName("pf_ok", db), slotName("pf_new", db), slotName("pf_missing", db)
+	noReplRole := slotName("pf_norepl", db) // roles are cluster-wide too
 	db.Exec(t,
 		`CREATE TABLE pf (id int PRIMARY KEY)`,
 		`CREATE PUBLICATION pf_pub FOR TABLE pf`,
-		`SELECT pg_create_logical_replication_slot('pf_other', 'test_decoding')`,
-		`SELECT pg_create_logical_replication_slot('pf_ok', 'pgoutput')`,
-		`CREATE ROLE pf_norepl LOGIN`,
+		`SELECT pg_create_logical_replication_slot('`+other+`', 'test_decoding')`,
+		`SELECT pg_create_logical_replication_slot('`+ok+`', 'pgoutput')`,
+		`CREATE ROLE `+noReplRole+` LOGIN`,
 	)
 	port, err := pgtest.FreePort()
 	if err != nil {
@@ -45,22 +47,22 @@ func TestPreflightErrors(t *testing.T) {
 	base := func(url, slot, pub string, extra ...string) []string {
 		return append([]string{"run", "--pg-url", url, "--slot", slot, "--publication", pub, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, extra...)
 	}
-	noRepl := strings.Replace(db.URL, "postgres@", "pf_norepl@", 1)
+	noRepl := strings.Replace(db.URL, "postgres@", noReplRole+"@", 1)
 	noUser := strings.Replace(db.URL, "postgres@", "pf_nobody@", 1)
 	cases := []struct {
 		name, want string
 		args       []string
 	}{
-		{"unreachable", "server unreachable", base(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", port), "pf_ok", "pf_pub")},
-		{"unknown role", "server unreachable", base(noUser, "pf_ok", "pf_pub")},
-		{"no replication privilege", "insufficient privilege", base(noRepl, "pf_ok", "pf_pub")},
-		{"slot missing", `replication slot "pf_missing" does not exist`, base(db.URL, "pf_missing", "pf_pub")},
-		{"slot of another plugin", `plugin "test_decoding"`, base(db.URL, "pf_other", "pf_pub")},
-		{"publication missing", `publication "pf_nopub" does not exist`, base(db.URL, "pf_ok", "pf_nopub")},
+		{"unreachable", "server unreachable", base(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", port), ok, "pf_pub")},
+		{"unknown role", "server unreachable", base(noUser, ok, "pf_pub")},
+		{"no replication privilege", "insufficient privilege", base(noRepl, ok, "pf_pub")},
+		{"slot missing", `replication slot "` + missing + `" does not exist`, base(db.URL, missing, "pf_pub")},
+		{"slot of another plugin", `plugin "test_decoding"`, base(db.URL, other, "pf_pub")},
+		{"publication missing", `publication "pf_nopub" does not exist`, base(db.URL, ok, "pf_nopub")},
 		{"invalid slot name", "invalid slot name", base(db.URL, "Bad-Slot;drop", "pf_pub")},
-		{"bad create-publication list", "invalid table", base(db.URL, "pf_ok", "pf_new", "--create-publication", "a.b.c")},
+		{"bad create-publication list", "invalid table", base(db.URL, ok, created, "--create-publication", "a.b.c")},
 		{"missing flag", "--slot", []string{"run", "--pg-url", db.URL, "--publication", "p", "--data-dir", t.TempDir()}},
-		{"bad duration", "reconnect-min", base(db.URL, "pf_ok", "pf_pub", "--reconnect-min", "soon")},
+		{"bad duration", "reconnect-min", base(db.URL, ok, "pf_pub", "--reconnect-min", "soon")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { runExpectFailure(t, tc.want, tc.args...) })
@@ -68,10 +70,10 @@ func TestPreflightErrors(t *testing.T) {
 
 	t.Run("slot in use and data dir locked", func(t *testing.T) {
 		dir := t.TempDir()
-		a := startPgq(t, "run", "--pg-url", db.URL, "--slot", "pf_ok", "--publication", "pf_pub", "--data-dir", dir, "--listen", "127.0.0.1:0")
-		waitSlotActive(t, db, "pf_ok")
-		runExpectFailure(t, "in use by another connection", base(db.URL, "pf_ok", "pf_pub")...)
-		runExpectFailure(t, "locked", "run", "--pg-url", db.URL, "--slot", "pf_ok", "--publication", "pf_pub", "--data-dir", dir, "--listen", "127.0.0.1:0")
+		a := startPgq(t, "run", "--pg-url", db.URL, "--slot", ok, "--publication", "pf_pub", "--data-dir", dir, "--listen", "127.0.0.1:0")
+		waitSlotActive(t, db, ok)
+		runExpectFailure(t, "in use by another connection", base(db.URL, ok, "pf_pub")...)
+		runExpectFailure(t, "locked", "run", "--pg-url", db.URL, "--slot", ok, "--publication", "pf_pub", "--data-dir", dir, "--listen", "127.0.0.1:0")
 		_ = a.cmd.Process.Signal(interrupt)
 		if code, stderr := a.wait(t, 20*time.Second); code != 0 {
 			t.Fatalf("first pgq exit %d: %s", code, stderr)
@@ -80,11 +82,11 @@ func TestPreflightErrors(t *testing.T) {
 
 	t.Run("create slot and publication", func(t *testing.T) {
 		dir := t.TempDir()
-		a := startPgq(t, "run", "--pg-url", db.URL, "--slot", "pf_new", "--publication", "pf_new_pub", "--data-dir", dir,
+		a := startPgq(t, "run", "--pg-url", db.URL, "--slot", created, "--publication", "pf_new_pub", "--data-dir", dir,
 			"--listen", "127.0.0.1:0", "--create-slot", "--create-publication", "public.pf")
-		waitSlotActive(t, db, "pf_new")
+		waitSlotActive(t, db, created)
 		var plugin string
-		db.QueryRow(t, "SELECT plugin FROM pg_replication_slots WHERE slot_name = 'pf_new'", &plugin)
+		db.QueryRow(t, "SELECT plugin FROM pg_replication_slots WHERE slot_name = '"+created+"'", &plugin)
 		if plugin != "pgoutput" {
 			t.Fatalf("created slot uses plugin %q", plugin)
 		}

@@ -21,7 +21,7 @@ func TestIdleAdvancesToWALEnd(t *testing.T) {
 	db.Exec(t, `CREATE TABLE pub_t (id int PRIMARY KEY)`, `CREATE TABLE other_t (id int PRIMARY KEY, pad text)`,
 		`CREATE PUBLICATION idle_pub FOR TABLE pub_t`)
 	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) {
-		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = "idle", "idle_pub", ""
+		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = slotName("idle", db), "idle_pub", ""
 		o.Ingest.StatusInterval = 200 * time.Millisecond
 	})
 	r.waitStreaming(t)
@@ -32,7 +32,7 @@ func TestIdleAdvancesToWALEnd(t *testing.T) {
 	var current string
 	db.QueryRow(t, "SELECT pg_current_wal_lsn()::text", &current)
 	waitFor(t, 30*time.Second, "slot confirmed to the WAL end", func() bool {
-		conf := slotConfirmed(t, db, "idle")
+		conf := slotConfirmed(t, db, slotName("idle", db))
 		return !lsnLess(t, conf.String(), current)
 	})
 	if n := len(records(t, r.Dir)); n != 1 {
@@ -51,7 +51,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE rc (id int PRIMARY KEY)`, `CREATE PUBLICATION rc_pub FOR TABLE rc`)
 	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) {
-		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = "rc", "rc_pub", ""
+		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = slotName("rc", db), "rc_pub", ""
 	})
 	r.waitStreaming(t)
 	db.Exec(t, `INSERT INTO rc VALUES (1)`)
@@ -84,20 +84,20 @@ func TestSlotDroppedIsFatal(t *testing.T) {
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE sd (id int PRIMARY KEY)`, `CREATE PUBLICATION sd_pub FOR TABLE sd`)
 	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) {
-		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = "sd", "sd_pub", ""
+		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = slotName("sd", db), "sd_pub", ""
 		// Room to drop the slot while pgq waits to reconnect.
 		o.Ingest.ReconnectMin, o.Ingest.ReconnectMax = 2*time.Second, 2*time.Second
 	})
 	r.waitStreaming(t)
-	waitSlotActive(t, db, "sd")
-	if err := ingest.DropSlot(t.Context(), db.URL, "sd", true); err != nil {
+	waitSlotActive(t, db, slotName("sd", db))
+	if err := ingest.DropSlot(t.Context(), db.URL, slotName("sd", db), true); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-r.done:
 		r.cancel()
 		r.cancel = nil
-		if !errors.Is(err, ingest.ErrSlotMissing) || !strings.Contains(err.Error(), `"sd"`) {
+		if !errors.Is(err, ingest.ErrSlotMissing) || !strings.Contains(err.Error(), `"`+slotName("sd", db)+`"`) {
 			t.Fatalf("Run returned %v, want a slot-missing error", err)
 		}
 	case <-time.After(30 * time.Second):
