@@ -100,8 +100,12 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 			}
 		}
 		changes := 0
+		now := time.Now()
 		for _, tx := range batch {
 			changes += tx.ChangeCount()
+			if tx.Final {
+				in.o.Metrics.CommitToDurable.Observe(now.Sub(tx.CommitTime).Seconds())
+			}
 		}
 		in.recordsWritten.Add(uint64(len(batch)))
 		in.o.Metrics.RecordsWritten.Add(float64(len(batch)))

@@ -8,12 +8,16 @@ import (
 
 // Metrics are ingest's Prometheus collectors.
 type Metrics struct {
-	RecordsWritten  prometheus.Counter
-	ChangesWritten  prometheus.Counter
-	BytesReceived   prometheus.Counter
-	TxSkipped       *prometheus.CounterVec
-	Reconnects      prometheus.Counter
-	BatchSize       prometheus.Histogram
+	RecordsWritten prometheus.Counter
+	ChangesWritten prometheus.Counter
+	BytesReceived  prometheus.Counter
+	TxSkipped      *prometheus.CounterVec
+	Reconnects     prometheus.Counter
+	BatchSize      prometheus.Histogram
+	// CommitToDurable is the time from PostgreSQL's commit timestamp to the
+	// fsync of the transaction's final record: ingest latency, including
+	// any clock difference between the two hosts.
+	CommitToDurable prometheus.Histogram
 	ConfirmedLSN    prometheus.Gauge
 	ServerWALEnd    prometheus.Gauge
 	ReceivedLSN     prometheus.Gauge
@@ -33,6 +37,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		TxSkipped:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pgq_transactions_skipped_total", Help: "Transactions that produced no record.", ConstLabels: nil}, []string{"reason"}),
 		Reconnects:      prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_reconnects_total", Help: "Replication reconnects."}),
 		BatchSize:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pgq_group_commit_records", Help: "Records per fsynced group commit.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
+		CommitToDurable: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pgq_commit_to_durable_seconds", Help: "PostgreSQL commit timestamp to the fsync of the transaction's final record (includes clock skew between hosts).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		ConfirmedLSN:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_confirmed_lsn", Help: "LSN last confirmed to PostgreSQL (as a number)."}),
 		ServerWALEnd:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_server_wal_end_lsn", Help: "Server WAL end from the latest keepalive (as a number)."}),
 		ReceivedLSN:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_received_lsn", Help: "WAL end of the latest received data (as a number)."}),
@@ -43,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.RecordsWritten, m.ChangesWritten, m.BytesReceived, m.TxSkipped, m.Reconnects,
-			m.BatchSize, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff, m.StreamsStarted, m.SpilledBytes} {
+			m.BatchSize, m.CommitToDurable, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff, m.StreamsStarted, m.SpilledBytes} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("ingest: register metrics: %w", err)
 			}

@@ -95,8 +95,11 @@ func TestIndexRebuiltAndHTTP(t *testing.T) {
 	if _, err := pgq.ParseLSN(st["confirmed_lsn"].(string)); err != nil {
 		t.Errorf("confirmed_lsn not X/Y: %v", st["confirmed_lsn"])
 	}
-	if m := get(t, base+"/metrics"); !strings.Contains(m, "pgq_records_written_total 5") {
-		t.Errorf("/metrics lacks pgq_records_written_total 5")
+	m := get(t, base+"/metrics")
+	for _, want := range []string{"pgq_records_written_total 5", "pgq_commit_to_durable_seconds_count 5"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
