@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -25,14 +27,14 @@ func (e *env) consumerRows(ctx context.Context, p *pgqProc) []Row {
 			notMeasured("consumer replay, Go library over HTTP", "≥ 300,000 changes/s", why),
 		}
 	}
-	return []Row{e.latencyRow(ctx, cl), e.httpReplayRow(ctx, cl)}
+	return []Row{e.latencyRow(ctx, cl, p), e.httpReplayRow(ctx, cl)}
 }
 
 // latencyRow: pgbench at a steady 1,000 tx/s inserts rows whose created
 // column is clock_timestamp(); one consumer (Consume: commit after each
 // fetched batch) receives them through the Go library, and the latency is
 // its receive time minus created.
-func (e *env) latencyRow(ctx context.Context, cl *consumers.Client) Row {
+func (e *env) latencyRow(ctx context.Context, cl *consumers.Client, p *pgqProc) Row {
 	const metric, target = "end-to-end latency at 1,000 tx/s, p99", "≤ 10 ms"
 	const group = "latency"
 	if _, err := cl.CreateGroup(ctx, consumers.CreateRequest{Name: group, From: "latest", Tables: []string{"public.bench_events"}}); err != nil {
@@ -70,6 +72,7 @@ func (e *env) latencyRow(ctx context.Context, cl *consumers.Client) Row {
 			return nil
 		})
 	}()
+	ingestBefore := p.durableWithin(ctx)
 	e.log.Info("latency: pgbench at 1,000 tx/s", "for", e.sz.latencyFor)
 	_, benchErr := e.pgbench(ctx, latencyScript, "-c", "2", "-j", "2", "-R", "1000", "-T", fmt.Sprint(int(e.sz.latencyFor.Seconds())))
 	// Let the consumer take the tail, then stop it.
@@ -100,7 +103,44 @@ func (e *env) latencyRow(ctx context.Context, cl *consumers.Client) Row {
 	r := Row{Metric: metric, Unit: "ms", PGQ: f64(ms(p99)), Target: target}
 	r.check(p99 <= 10*time.Millisecond)
 	r.Note = fmt.Sprintf("p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d rows (first second skipped); commit → pgq fsync → fetch long-poll → Go library", ms(at(50)), ms(p99), ms(lats[len(lats)-1]), len(lats))
+	r.Note = joinNotes(r.Note, ingestShare(ingestBefore, p.durableWithin(ctx)))
 	return r
+}
+
+// durableBuckets are upper bounds (seconds) of pgq's
+// pgq_commit_to_durable_seconds histogram read for the latency row.
+var durableBuckets = []string{"0.004", "0.008", "0.016", "0.032", "0.064", "+Inf"}
+
+// durableWithin reads the cumulative bucket counts of pgq's commit → fsync
+// histogram (nil when unavailable).
+func (p *pgqProc) durableWithin(ctx context.Context) []float64 {
+	out := make([]float64, len(durableBuckets))
+	for i, le := range durableBuckets {
+		v, err := p.metric(ctx, `pgq_commit_to_durable_seconds_bucket{le="`+le+`"}`)
+		if err != nil {
+			return nil
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// ingestShare splits the end-to-end row: which share of the phase's
+// transactions pgq had fsynced within each bound after their commit.
+func ingestShare(before, after []float64) string {
+	if before == nil || after == nil {
+		return "pgq commit → fsync histogram unavailable"
+	}
+	total := after[len(after)-1] - before[len(before)-1]
+	if total <= 0 {
+		return "pgq commit → fsync: no transactions"
+	}
+	parts := make([]string, 0, len(durableBuckets)-1)
+	for i, le := range durableBuckets[:len(durableBuckets)-1] {
+		ms, _ := strconv.ParseFloat(le, 64)
+		parts = append(parts, fmt.Sprintf("≤%gms %.1f%%", ms*1000, 100*(after[i]-before[i])/total))
+	}
+	return "pgq commit → fsync (its own histogram): " + strings.Join(parts, ", ")
 }
 
 // httpReplayRow replays the load pgq's journal from the start through the
