@@ -80,10 +80,6 @@ type Sidecar struct {
 	Mux       *http.ServeMux
 	Consumers *consumers.Manager
 
-	// statusHooks add fields to /v1/status (see AddStatus); written only
-	// before Run.
-	statusHooks []func(m map[string]any)
-
 	listener net.Listener
 	server   *http.Server
 }
@@ -166,7 +162,6 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		s.closeStores()
 		return nil, err
 	}
-	s.AddStatus(func(m map[string]any) { m["groups"] = cm.Status() })
 	s.server = &http.Server{Handler: consumers.RequireBearer(o.AuthToken, s.Mux), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
@@ -195,23 +190,12 @@ func (s *Sidecar) indexBatch(batch []*pgq.Transaction) {
 // Addr is the HTTP listener's address.
 func (s *Sidecar) Addr() string { return s.listener.Addr().String() }
 
-// StatusExtra lets other parts add fields to /v1/status.
-var StatusExtra []func(s *Sidecar, m map[string]any)
-
-// AddStatus adds a hook that fills fields of /v1/status. Call it before Run.
-func (s *Sidecar) AddStatus(f func(m map[string]any)) { s.statusHooks = append(s.statusHooks, f) }
-
 func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.Ingester.Status()
 	raw, _ := json.Marshal(st)
 	m := map[string]any{}
 	_ = json.Unmarshal(raw, &m)
-	for _, f := range StatusExtra {
-		f(s, m)
-	}
-	for _, f := range s.statusHooks {
-		f(m)
-	}
+	m["groups"] = s.Consumers.Status()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(m)
 }
