@@ -63,7 +63,6 @@ type spillTx struct {
 	enc          []byte // encode buffer, reused
 
 	origin  string
-	changes int64               // changes added (before subtransaction aborts)
 	written int64               // bytes in the file
 	subxids map[uint32]struct{} // every (sub)xid that made a change
 	aborted map[uint32]struct{} // aborted subxids: their changes are skipped on read
@@ -93,7 +92,6 @@ func (t *spillTx) add(subxid uint32, c *pgq.Change) error {
 	t.pending = append(t.pending, *c)
 	enc, _ := changeSize(c)
 	t.pendingBytes += enc
-	t.changes++
 	if t.pendingBytes >= t.chunk {
 		return t.flush()
 	}
