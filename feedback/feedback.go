@@ -116,17 +116,3 @@ func (t *Tracker) Confirmable() pgq.LSN {
 	t.confirmed = max(t.confirmed, c)
 	return t.confirmed
 }
-
-// Pending reports whether some submitted transaction is not yet durable.
-func (t *Tracker) Pending() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.durable < t.submitted
-}
-
-// DurableLSN returns the durable end LSN.
-func (t *Tracker) DurableLSN() pgq.LSN {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.durable
-}

@@ -15,15 +15,14 @@ import (
 // Sentinel errors callers tell apart. Every one of them is fatal: ingest
 // stops instead of reconnecting.
 var (
-	ErrConfig        = errors.New("configuration error")
-	ErrUnreachable   = errors.New("server unreachable")
-	ErrWALLevel      = errors.New("wal_level is not logical")
-	ErrSlotMissing   = errors.New("replication slot does not exist")
-	ErrSlotPlugin    = errors.New("replication slot uses another plugin")
-	ErrSlotInUse     = errors.New("replication slot is in use")
-	ErrPubMissing    = errors.New("publication does not exist")
-	ErrPrivilege     = errors.New("insufficient privilege")
-	ErrLockedDataDir = errors.New("data directory is locked")
+	ErrConfig      = errors.New("configuration error")
+	ErrUnreachable = errors.New("server unreachable")
+	ErrWALLevel    = errors.New("wal_level is not logical")
+	ErrSlotMissing = errors.New("replication slot does not exist")
+	ErrSlotPlugin  = errors.New("replication slot uses another plugin")
+	ErrSlotInUse   = errors.New("replication slot is in use")
+	ErrPubMissing  = errors.New("publication does not exist")
+	ErrPrivilege   = errors.New("insufficient privilege")
 )
 
 // FatalError marks an error ingest must not retry.
