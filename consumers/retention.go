@@ -57,9 +57,9 @@ type RetainResult struct {
 // record younger than MinAge, maxAge the first record younger than MaxAge
 // and maxBytes the first segment to keep under MaxBytes. It is rounded down
 // to the start of the segment holding it (the journal drops whole
-// segments), and back to part 0 when that start is inside a multi-part
-// transaction; the last record is never dropped, and the index is
-// truncated to match. The caps win over MinAge.
+// segments), and the journal moves it back to part 0 when that start is
+// inside a multi-part transaction; the last record is never dropped, and
+// the index is truncated to match. The caps win over MinAge.
 func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult, error) {
 	first, last := m.bounds()
 	res := RetainResult{First: first}
@@ -118,23 +118,15 @@ func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult,
 	if cut <= first {
 		return res, nil
 	}
-	// Never start the journal inside a multi-part transaction: keep it
-	// from its part 0 (parts are consecutive records).
-	if tx, err := m.j.Read(cut); err != nil {
-		return res, fmt.Errorf("consumers: retention: %w", err)
-	} else if tx.Part > 0 {
-		cut -= pgq.Offset(tx.Part)
-		if cut <= first {
-			return res, nil
-		}
-	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	// The journal moves a cut inside a multi-part transaction back to its
+	// part 0; the index follows the journal's actual start.
 	if err := m.j.TruncateFront(cut); err != nil {
 		return res, fmt.Errorf("consumers: retention: %w", err)
 	}
-	if err := m.ix.TruncateFront(cut); err != nil {
+	if err := m.ix.TruncateFront(m.j.FirstOffset()); err != nil {
 		return res, fmt.Errorf("consumers: retention: %w", err)
 	}
 	res.First = m.j.FirstOffset()

@@ -351,7 +351,9 @@ func (j *Journal) Read(off pgq.Offset) (*pgq.Transaction, error) {
 
 // TruncateFront drops the records below off (retention). It never drops the
 // last record, so that LastEndLSN survives a restart: off is capped at
-// LastOffset. Offsets at or below FirstOffset are a no-op. tidwall/wal
+// LastOffset. It never starts the journal inside a multi-part transaction:
+// when off holds a part after the first, the cut moves back to its part 0.
+// Offsets at or below FirstOffset are a no-op. tidwall/wal
 // rewrites the rest of the segment holding off, so call it with offsets
 // near segment starts (see Segments).
 func (j *Journal) TruncateFront(off pgq.Offset) error {
@@ -367,9 +369,18 @@ func (j *Journal) TruncateFront(off pgq.Offset) error {
 	if off <= first {
 		return nil
 	}
+	tx, err := j.Read(off)
+	if err != nil {
+		return fmt.Errorf("journal: truncate front to %d: %w", off, err)
+	}
+	// Parts are consecutive records: part 0 is tx.Part records back.
+	off -= pgq.Offset(tx.Part)
+	if off <= first {
+		return nil
+	}
 	// Reads are excluded too: wal's truncate rewrites its segment cache.
 	j.readMu.Lock()
-	err := j.w.TruncateFront(uint64(off))
+	err = j.w.TruncateFront(uint64(off))
 	j.readMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("journal: truncate front to %d: %w", off, err)
@@ -377,7 +388,7 @@ func (j *Journal) TruncateFront(off pgq.Offset) error {
 	if err := syncDir(j.dir); err != nil {
 		return fmt.Errorf("journal: truncate front to %d: %w", off, err)
 	}
-	if first, last, size, err := j.tailState(); err == nil {
+	if _, last, size, err := j.tailState(); err == nil {
 		j.log.Info("journal: truncated front", "dir", j.dir, "dropped", int64(off-first), "first", off, "last", last, "tail_bytes", size)
 	}
 	j.mu.Lock()

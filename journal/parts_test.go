@@ -96,3 +96,32 @@ func TestOpenCutsUnfinishedPartsToEmpty(t *testing.T) {
 		t.Fatalf("LastEndLSN %s", j.LastEndLSN())
 	}
 }
+
+// TestTruncateFrontKeepsWholeTransactions: a cut inside a multi-part
+// transaction moves back to its part 0.
+func TestTruncateFrontKeepsWholeTransactions(t *testing.T) {
+	j := openT(t, t.TempDir(), 0)
+	defer j.Close()
+	batch := []*pgq.Transaction{mkTx(1, 1)}
+	for p := 0; p < 3; p++ {
+		tx := mkTx(2, 1)
+		tx.Part, tx.Final = uint32(p), p == 2
+		batch = append(batch, tx)
+	}
+	batch = append(batch, mkTx(3, 1))
+	if err := j.Append(batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.TruncateFront(4); err != nil { // offset 4 is part 2
+		t.Fatal(err)
+	}
+	if first := j.FirstOffset(); first != 2 {
+		t.Fatalf("first offset %d after cutting at part 2, want 2 (part 0)", first)
+	}
+	if err := j.TruncateFront(5); err != nil {
+		t.Fatal(err)
+	}
+	if first := j.FirstOffset(); first != 5 {
+		t.Fatalf("first offset %d after cutting at a whole transaction, want 5", first)
+	}
+}
