@@ -15,7 +15,8 @@
 // back to back. A segment is closed once it reaches Options.SegmentSize
 // (the last entry may overshoot it) and a new one is started; the directory
 // is fsynced when that happens. Offsets are tidwall/wal indexes: dense,
-// starting at 1, never reused (retention removes whole prefixes).
+// starting at 1, never reused (retention removes whole prefixes) except
+// those of unfinished parts cut at Open (see Multi-part transactions).
 //
 // The payload is a record framed by pgq.AppendRecord:
 //
@@ -60,7 +61,8 @@
 // at the tail: Open cuts them off (tidwall/wal TruncateBack to just before
 // part 0, logged at warning level), and the unconfirmed transaction, which
 // PostgreSQL sends again, is journaled again completely. The offsets of the
-// cut parts are reused.
+// cut parts are reused. TruncateFront never starts the journal inside a
+// multi-part transaction: a cut at a later part moves back to its part 0.
 //
 // # Concurrency
 //
