@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -276,7 +277,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 
 // escapeLiteral doubles single quotes for a pgoutput option literal.
 func escapeLiteral(s string) string {
-	return string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte("''")))
+	return strings.ReplaceAll(s, "'", "''")
 }
 
 // classifyServerErr turns errors that mean the configuration broke (slot
@@ -288,7 +289,7 @@ func classifyServerErr(err error) error {
 	}
 	switch pgErr.Code {
 	case "42704": // undefined_object: slot or publication dropped
-		if bytes.Contains([]byte(pgErr.Message), []byte("publication")) {
+		if strings.Contains(pgErr.Message, "publication") {
 			return fatalf(ErrPubMissing, "%s", pgErr.Message)
 		}
 		return fatalf(ErrSlotMissing, "%s", pgErr.Message)
