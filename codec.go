@@ -68,7 +68,7 @@ func AppendRecord(b []byte, tx *Transaction) []byte {
 	return b
 }
 
-func isRowOp(op Op) bool { return op != OpTruncate && op != OpMessage }
+func isRowOp(op Op) bool { return op != OpTruncate && op != OpMessage && op != OpGap }
 
 func sameColumns(a, b []Column) bool {
 	if len(a) != len(b) {
@@ -163,6 +163,11 @@ func appendBody(b []byte, tx *Transaction) []byte {
 			b = appendStr(b, c.Prefix)
 			b = appendBin(b, c.Content)
 			b = appendBool(b, c.Transactional)
+		case OpGap:
+			b = appendArrayHdr(b, 3)
+			b = appendUint(b, uint64(c.Op))
+			b = appendUint(b, uint64(c.FromLSN))
+			b = appendUint(b, uint64(c.ToLSN))
 		default:
 			b = appendArrayHdr(b, 5)
 			b = appendUint(b, uint64(c.Op))
@@ -740,6 +745,13 @@ func (d *reader) decodeTx(t *Transaction) {
 			c.Prefix = d.str()
 			c.Content = d.bytes()
 			c.Transactional = d.bool()
+		case OpGap:
+			if n != 3 {
+				d.fail("gap: want 3 elements, got %d", n)
+				return
+			}
+			c.FromLSN = LSN(d.uint(math.MaxUint64, "gap from"))
+			c.ToLSN = LSN(d.uint(math.MaxUint64, "gap to"))
 		default:
 			if n != 5 {
 				d.fail("%s: want 5 elements, got %d", c.Op, n)

@@ -52,6 +52,7 @@ func sampleTx() *Transaction {
 			{Op: OpTruncate, Tables: []string{"public.t"}, RestartIdentity: true},
 			{Op: OpMessage, Prefix: "app", Content: []byte{0, 'h', 'i', 0xfe}, Transactional: true},
 			{Op: OpMessage, Prefix: "", Content: []byte{}},
+			{Op: OpGap, FromLSN: 0x16_0000_0001, ToLSN: 0x16_B374_D848},
 		},
 	}
 }

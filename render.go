@@ -126,6 +126,12 @@ func AppendChangeJSON(b []byte, c *Change) []byte {
 		b = append(b, `,"transactional":`...)
 		b = strconv.AppendBool(b, c.Transactional)
 		return append(b, '}')
+	case OpGap:
+		b = append(b, `,"from_lsn":"`...)
+		b = append(b, c.FromLSN.String()...)
+		b = append(b, `","to_lsn":"`...)
+		b = append(b, c.ToLSN.String()...)
+		return append(b, `"}`...)
 	}
 	b = append(b, `,"schema":`...)
 	b = appendString(b, c.Schema)

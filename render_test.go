@@ -22,3 +22,15 @@ func BenchmarkAppendJSON(b *testing.B) {
 		})
 	}
 }
+
+func TestAppendChangeJSONGap(t *testing.T) {
+	c := Change{Op: OpGap, FromLSN: 0x16_0000_0001, ToLSN: 0x16_B374_D848}
+	got := string(AppendChangeJSON(nil, &c))
+	want := `{"op":"gap","from_lsn":"16/1","to_lsn":"16/B374D848"}`
+	if got != want {
+		t.Fatalf("gap JSON\n got %s\nwant %s", got, want)
+	}
+	if op, err := ParseOp("gap"); err != nil || op != OpGap {
+		t.Fatalf("ParseOp(gap) = %v, %v", op, err)
+	}
+}

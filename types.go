@@ -15,9 +15,13 @@ const (
 	OpDelete
 	OpTruncate
 	OpMessage
+	// OpGap is not from PostgreSQL: pgq journals it when the operator
+	// accepts a hole (--accept-gap) between the journal's end and the
+	// slot's resume position. FromLSN and ToLSN bound what is missing.
+	OpGap
 )
 
-var opNames = [...]string{OpInsert: "insert", OpUpdate: "update", OpDelete: "delete", OpTruncate: "truncate", OpMessage: "message"}
+var opNames = [...]string{OpInsert: "insert", OpUpdate: "update", OpDelete: "delete", OpTruncate: "truncate", OpMessage: "message", OpGap: "gap"}
 
 // String returns the contract name of the op ("insert", ...).
 func (o Op) String() string {
@@ -34,7 +38,7 @@ func ParseOp(s string) (Op, error) {
 			return Op(i), nil
 		}
 	}
-	return 0, fmt.Errorf("pgq: unknown op %q (want insert, update, delete, truncate or message)", s)
+	return 0, fmt.Errorf("pgq: unknown op %q (want insert, update, delete, truncate, message or gap)", s)
 }
 
 // ValueKind mirrors pgoutput's TupleData column kinds.
@@ -98,6 +102,11 @@ type Change struct {
 	Prefix        string
 	Content       []byte
 	Transactional bool
+
+	// Gap: changes committed after FromLSN and up to ToLSN are not in the
+	// journal.
+	FromLSN LSN
+	ToLSN   LSN
 }
 
 // Transaction is one journal record: a committed transaction, or one part

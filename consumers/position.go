@@ -134,8 +134,12 @@ func (f Filter) tableMatch(qualified string) bool {
 	return false
 }
 
-// Match reports whether the change passes the filter.
+// Match reports whether the change passes the filter. A gap passes every
+// filter: whatever a group selects, the hole may hold some of it.
 func (f Filter) Match(c *pgq.Change) bool {
+	if c.Op == pgq.OpGap {
+		return true
+	}
 	if len(f.Ops) > 0 {
 		ok := false
 		for _, o := range f.Ops {

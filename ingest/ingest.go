@@ -34,8 +34,11 @@ type Status struct {
 	JournalFirstOffset pgq.Offset `json:"journal_first_offset"`
 	JournalLastOffset  pgq.Offset `json:"journal_last_offset"`
 	JournalLastEndLSN  pgq.LSN    `json:"journal_last_end_lsn"`
-	RecordsWritten     uint64     `json:"records_written"`
-	Reconnects         uint64     `json:"reconnects"`
+	// CoveredLSN: every transaction of the slot ending at or below it is
+	// in the journal; pgq never confirms past it.
+	CoveredLSN     pgq.LSN `json:"covered_lsn"`
+	RecordsWritten uint64  `json:"records_written"`
+	Reconnects     uint64  `json:"reconnects"`
 }
 
 // Ingester reads one slot and appends committed transactions to the
@@ -55,6 +58,15 @@ type Ingester struct {
 	// touches it; it outlives sessions so a reconnect never re-submits a
 	// transaction still queued for fsync.
 	lastSubmitted pgq.LSN
+
+	// covered is coveredLSN's value (a pgq.LSN): raised by the committer
+	// hook and by storeCoverage, read by status.
+	covered atomic.Uint64
+	// fresh is true until the first session of a brand-new data dir;
+	// coverageStoredAt is when the coverage file was last replaced. Only
+	// Run's goroutine touches them.
+	fresh            bool
+	coverageStoredAt time.Time
 
 	recordsWritten atomic.Uint64
 	reconnects     atomic.Uint64
@@ -86,7 +98,15 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 		}
 	}
 	last := o.Journal.LastEndLSN()
-	in := &Ingester{o: o, tracker: feedback.NewTracker(last), lastSubmitted: last}
+	covered, fresh, err := loadCoverage(&o)
+	if err != nil {
+		return nil, err
+	}
+	// The tracker starts at what the journal covers, so a restart after an
+	// idle advance confirms where it left off; re-sends are still judged
+	// against the journal's own end.
+	in := &Ingester{o: o, tracker: feedback.NewTracker(covered), lastSubmitted: last, fresh: fresh}
+	in.covered.Store(uint64(covered))
 	o.Committer.SetOnAppend(func(batch []*pgq.Transaction) {
 		if len(batch) == 0 {
 			return
@@ -97,6 +117,7 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 		for i := len(batch) - 1; i >= 0; i-- {
 			if batch[i].Final {
 				in.tracker.Durable(batch[i].EndLSN)
+				in.raiseCovered(batch[i].EndLSN)
 				break
 			}
 		}
@@ -113,6 +134,7 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 		in.o.Metrics.ChangesWritten.Add(float64(changes))
 		in.o.Metrics.BatchSize.Observe(float64(len(batch)))
 		in.o.Metrics.JournalLastOff.Set(float64(last.Offset))
+		in.o.Metrics.JournalFirstOff.Set(float64(in.o.Journal.FirstOffset()))
 		if onDurable != nil {
 			onDurable(batch)
 		}
@@ -149,6 +171,7 @@ func (in *Ingester) Status() Status {
 	s.JournalFirstOffset = in.o.Journal.FirstOffset()
 	s.JournalLastOffset = in.o.Journal.LastOffset()
 	s.JournalLastEndLSN = in.o.Journal.LastEndLSN()
+	s.CoveredLSN = in.coveredLSN()
 	s.RecordsWritten = in.recordsWritten.Load()
 	s.Reconnects = in.reconnects.Load()
 	return s
@@ -225,6 +248,9 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	if err != nil {
 		return err
 	}
+	if err := in.checkContinuity(ctx, info); err != nil {
+		return err
+	}
 	cfg, err := pgconn.ParseConfig(in.o.PGURL)
 	if err != nil {
 		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
@@ -251,7 +277,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	in.proto, in.streaming = proto, streaming
 	in.mu.Unlock()
 
-	start := in.lastSubmitted
+	start := max(in.lastSubmitted, in.coveredLSN())
 	if err := pglogrepl.StartReplication(ctx, conn, in.o.Slot, pglogrepl.LSN(start),
 		pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication, PluginArgs: args}); err != nil {
 		return classifyServerErr(fmt.Errorf("ingest: start replication on slot %q: %w", in.o.Slot, err))
@@ -340,14 +366,14 @@ func (s *session) loop(ctx context.Context) error {
 		// Arm the deadline before reading durability, so a wake from the
 		// committer between the two is never lost.
 		_ = netConn.SetReadDeadline(s.nextSend)
-		throttled, err := s.sendStatus(false)
+		wakeAt, err := s.sendStatus(false)
 		if err != nil {
 			return err
 		}
-		if throttled {
-			// Progress to report, but too soon after the last update:
-			// wake up when it may go out.
-			_ = netConn.SetReadDeadline(s.lastSendAt.Add(statusMinGap))
+		if !wakeAt.IsZero() {
+			// Progress to report, but too soon after the last update (or
+			// the last coverage store): wake up when it may go out.
+			_ = netConn.SetReadDeadline(wakeAt)
 		}
 		msg, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
@@ -384,24 +410,39 @@ func (s *session) maybeSendStatus(force bool) error {
 	return err
 }
 
-// sendStatus is maybeSendStatus; throttled reports progress held back by
-// statusMinGap.
-func (s *session) sendStatus(force bool) (throttled bool, err error) {
+// sendStatus is maybeSendStatus; a non-zero wakeAt is when progress held
+// back by statusMinGap or coverageGap may go out.
+func (s *session) sendStatus(force bool) (wakeAt time.Time, err error) {
 	c := s.in.tracker.Confirmable()
 	now := time.Now()
+	if covered := s.in.coveredLSN(); c > covered {
+		// Past the journal's last record: only once the coverage file says
+		// so (a restart must not mistake this advance for a hole).
+		due := s.in.coverageStoredAt.Add(coverageGap)
+		if force || !now.Before(due) {
+			if err := s.in.storeCoverage(c); err != nil {
+				s.in.o.Logger.Warn("cannot store coverage; not confirming past the journal's end", "error", err)
+				s.in.coverageStoredAt = now // retry after coverageGap
+				c = covered
+			}
+		} else {
+			c = covered
+			wakeAt = due
+		}
+	}
 	if !force && now.Before(s.nextSend) {
 		if c == s.lastSent {
-			return false, nil
+			return wakeAt, nil
 		}
 		if now.Sub(s.lastSendAt) < statusMinGap {
-			return true, nil
+			return earliest(wakeAt, s.lastSendAt.Add(statusMinGap)), nil
 		}
 	}
 	lsn := pglogrepl.LSN(c)
 	if err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn, ClientTime: now,
 	}); err != nil {
-		return false, fmt.Errorf("ingest: send status update: %w", err)
+		return time.Time{}, fmt.Errorf("ingest: send status update: %w", err)
 	}
 	s.lastSent, s.lastSendAt = c, now
 	s.nextSend = now.Add(s.in.o.StatusInterval)
@@ -409,7 +450,15 @@ func (s *session) sendStatus(force bool) (throttled bool, err error) {
 	s.in.confirmed = c
 	s.in.mu.Unlock()
 	s.in.o.Metrics.ConfirmedLSN.Set(float64(c))
-	return false, nil
+	return wakeAt, nil
+}
+
+// earliest is the earlier of two times, a zero time meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 func (s *session) handleCopyData(ctx context.Context, data []byte) error {
@@ -439,6 +488,7 @@ func (s *session) handleCopyData(ctx context.Context, data []byte) error {
 		s.in.mu.Lock()
 		s.in.received = pgq.LSN(xld.WALStart)
 		s.in.mu.Unlock()
+		s.in.o.Metrics.ReceivedLSN.Set(float64(xld.WALStart))
 		s.in.o.Metrics.BytesReceived.Add(float64(len(xld.WALData)))
 		// WALData aliases the receive buffer; the decoder keeps slices of
 		// what we pass, so hand it a copy.

@@ -25,6 +25,10 @@ type Metrics struct {
 	JournalFirstOff prometheus.Gauge
 	StreamsStarted  prometheus.Counter
 	SpilledBytes    prometheus.Counter
+	// CoverageSync is the time to store the coverage file durably.
+	CoverageSync prometheus.Histogram
+	// Gaps counts gap changes journaled with --accept-gap.
+	Gaps prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -45,10 +49,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		JournalFirstOff: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgq_journal_first_offset", Help: "First journal offset."}),
 		StreamsStarted:  prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_streamed_transactions_total", Help: "In-progress transactions the server started streaming (protocol v2)."}),
 		SpilledBytes:    prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_spilled_bytes_total", Help: "Spill file bytes of journaled transactions."}),
+		CoverageSync:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pgq_coverage_sync_seconds", Help: "Time to store the coverage file (write, fsync, rename, directory fsync).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		Gaps:            prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_gaps_total", Help: "Gap changes journaled because the operator accepted a hole (--accept-gap)."}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.RecordsWritten, m.ChangesWritten, m.BytesReceived, m.TxSkipped, m.Reconnects,
-			m.BatchSize, m.CommitToDurable, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff, m.StreamsStarted, m.SpilledBytes} {
+			m.BatchSize, m.CommitToDurable, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff, m.StreamsStarted, m.SpilledBytes, m.CoverageSync, m.Gaps} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("ingest: register metrics: %w", err)
 			}

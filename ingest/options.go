@@ -3,8 +3,12 @@ package ingest
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/pgq-dev/pgq/feedback"
 	"github.com/pgq-dev/pgq/journal"
 )
 
@@ -47,6 +51,16 @@ type Options struct {
 	// larger transaction is journaled as several consecutive records
 	// (parts). Zero → DefaultMaxRecordBytes.
 	MaxRecordBytes int
+	// AcceptGap lets ingest go on when the slot would resume past the
+	// journal's end (see the package documentation, "Continuity"): it
+	// journals one gap change naming the missing LSN range and streams on.
+	// Without it such a start fails with ErrGap.
+	AcceptGap bool
+	// CoveragePath is the coverage file (see feedback.Coverage); empty →
+	// Journal.Dir()/COVERAGE.
+	CoveragePath string
+	// FS does the coverage file's I/O; nil → vfs.Default. Tests fault it.
+	FS vfs.FS
 	// Logger; zero → slog.Default().
 	Logger *slog.Logger
 	// Metrics; zero → metrics registered nowhere.
@@ -93,6 +107,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.CoveragePath == "" {
+		o.CoveragePath = filepath.Join(o.Journal.Dir(), feedback.CoverageFile)
 	}
 	if o.Metrics == nil {
 		o.Metrics, _ = NewMetrics(nil) // registering nowhere cannot fail

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgq-dev/pgq"
 )
 
 // Sentinel errors callers tell apart. Every one of them is fatal: ingest
@@ -23,6 +25,9 @@ var (
 	ErrSlotInUse   = errors.New("replication slot is in use")
 	ErrPubMissing  = errors.New("publication does not exist")
 	ErrPrivilege   = errors.New("insufficient privilege")
+	// ErrGap: the slot would resume past the journal's end, so changes in
+	// between would be missing (see Options.AcceptGap).
+	ErrGap = errors.New("journal and slot disagree")
 )
 
 // FatalError marks an error ingest must not retry.
@@ -58,6 +63,10 @@ func ValidateSlotName(name string) error {
 type ServerInfo struct {
 	VersionNum int // e.g. 150004
 	Database   string
+	// SlotConfirmed is the slot's confirmed_flush_lsn: where PostgreSQL
+	// resumes streaming. SlotCreated is true when preflight created it.
+	SlotConfirmed pgq.LSN
+	SlotCreated   bool
 }
 
 // preflight checks the server and the slot and publication before
@@ -97,7 +106,7 @@ func preflight(ctx context.Context, o *Options, firstStart bool) (ServerInfo, er
 	if err := checkPublication(ctx, conn, o, firstStart); err != nil {
 		return info, err
 	}
-	if err := checkSlot(ctx, conn, o, info, firstStart); err != nil {
+	if err := checkSlot(ctx, conn, o, &info, firstStart); err != nil {
 		return info, err
 	}
 	return info, nil
@@ -176,15 +185,16 @@ func ParseTableList(list string) ([]pgx.Identifier, error) {
 	return out, nil
 }
 
-func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info ServerInfo, firstStart bool) error {
+func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo, firstStart bool) error {
 	var (
 		plugin, slotType string
 		database         *string
 		active           bool
 		activePID        *int32
+		confirmed        *string
 	)
-	err := conn.QueryRow(ctx, "SELECT coalesce(plugin, ''), slot_type, database, active, active_pid FROM pg_replication_slots WHERE slot_name = $1", o.Slot).
-		Scan(&plugin, &slotType, &database, &active, &activePID)
+	err := conn.QueryRow(ctx, "SELECT coalesce(plugin, ''), slot_type, database, active, active_pid, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", o.Slot).
+		Scan(&plugin, &slotType, &database, &active, &activePID, &confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if !o.CreateSlot || !firstStart {
 			return fatalf(ErrSlotMissing, "replication slot %q does not exist (create it, or pass --create-slot)", o.Slot)
@@ -199,11 +209,22 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info ServerInfo,
 			}
 			return &FatalError{Err: fmt.Errorf("%w: create slot %q: %v", ErrConfig, o.Slot, err)}
 		}
-		o.Logger.Info("created replication slot", "slot", o.Slot)
+		if err := checkSlot(ctx, conn, o, info, false); err != nil {
+			return err
+		}
+		info.SlotCreated = true
+		o.Logger.Info("created replication slot", "slot", o.Slot, "confirmed_flush_lsn", info.SlotConfirmed)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("ingest: read slot: %w", err)
+	}
+	if confirmed != nil {
+		lsn, err := pgq.ParseLSN(*confirmed)
+		if err != nil {
+			return fmt.Errorf("ingest: slot %q confirmed_flush_lsn: %w", o.Slot, err)
+		}
+		info.SlotConfirmed = lsn
 	}
 	if slotType != "logical" || plugin != "pgoutput" {
 		return fatalf(ErrSlotPlugin, "slot %q is a %s slot with plugin %q; pgq needs a logical pgoutput slot", o.Slot, slotType, plugin)

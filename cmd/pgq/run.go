@@ -18,7 +18,8 @@ type RunCmd struct {
 	Slot              string        `required:"" env:"PGQ_SLOT" help:"Logical replication slot (pgoutput)."`
 	Publication       string        `required:"" env:"PGQ_PUBLICATION" help:"Publication to stream."`
 	DataDir           string        `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"path" help:"Directory for the journal and index."`
-	CreateSlot        bool          `name:"create-slot" help:"Create the slot when missing."`
+	CreateSlot        bool          `name:"create-slot" env:"PGQ_CREATE_SLOT" help:"Create the slot when missing."`
+	AcceptGap         bool          `name:"accept-gap" env:"PGQ_ACCEPT_GAP" help:"When the slot resumes past the journal's end (a new slot over an existing journal, a lost journal tail), journal a gap change naming the missing LSN range and go on, instead of refusing to start."`
 	CreatePublication string        `name:"create-publication" placeholder:"all|schema.table,..." help:"Create the publication when missing."`
 	Listen            string        `default:"127.0.0.1:5480" env:"PGQ_LISTEN" help:"HTTP address for /healthz, /v1/status, /metrics and the API."`
 	ReconnectMin      time.Duration `name:"reconnect-min" default:"500ms" help:"First reconnect delay."`
@@ -51,7 +52,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge, MaxAge: c.RetainMaxAge, MaxBytes: c.RetainMaxBytes, Interval: c.RetainInterval},
 		Ingest: ingest.Options{
 			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
-			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication,
+			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication, AcceptGap: c.AcceptGap,
 			ReconnectMin: c.ReconnectMin, ReconnectMax: c.ReconnectMax, StatusInterval: c.StatusInterval,
 			MaxRecordBytes: c.MaxRecordBytes,
 		},
