@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -131,13 +132,24 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	})
 }
 
+// internalErrors numbers the internal errors logged by WriteError.
+var internalErrors atomic.Uint64
+
 // WriteError writes err as {"error":{"code","message"}} with its status.
 func WriteError(w http.ResponseWriter, err error) {
 	code, status := classify(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		code, status = CodeUnavailable, http.StatusServiceUnavailable
 	}
-	b, _ := json.Marshal(errorBody{Error: Error{Code: code, Message: err.Error()}})
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		// Internal detail (paths, storage errors) stays in pgq's log; the
+		// client gets an id to find it there.
+		id := internalErrors.Add(1)
+		slog.Error("api: internal error", "error_id", id, "error", err)
+		msg = fmt.Sprintf("internal error (pgq logged it with error_id=%d)", id)
+	}
+	b, _ := json.Marshal(errorBody{Error: Error{Code: code, Message: msg}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

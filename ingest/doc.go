@@ -93,10 +93,48 @@
 // walsender work); updates are also sent every StatusInterval and whenever
 // the server asks.
 //
+// A status update is written with a 30 s deadline, so a server that stops
+// reading ends the session (and reconnects) instead of blocking it.
+//
+// # Continuity: never a silent hole
+//
+// PostgreSQL resumes a slot at its confirmed_flush_lsn, whatever pgq asks
+// for. If that is past what the journal holds, the transactions in between
+// would be missing without a trace: a slot dropped and created again (the
+// new one starts at the current WAL), or a journal that lost its tail after
+// the slot was confirmed past it (a data dir restored from an older backup,
+// a disk that lied about fsync).
+//
+// pgq therefore knows, durably, up to which LSN the journal covers the
+// slot: the end LSN of its last record, or further where the coverage file
+// (journal/COVERAGE, see feedback.Coverage) says so. Confirming past the
+// journal's last record is legitimate (transactions that published
+// nothing, idle keepalives), but before pgq confirms such an LSN it
+// replaces the coverage file (write, fsync, rename, directory fsync; at
+// most once a second), so nothing past the covered LSN is ever confirmed.
+// The file names the journal's last record; it only counts while the
+// journal still holds that record, so a journal that lost a tail past it
+// falls back to its own end.
+//
+// On every start and reconnect, after preflight, the slot's
+// confirmed_flush_lsn is compared with the covered LSN. A slot that
+// resumes past it, or a slot just created over a journal that has
+// records, is a gap: Run fails with ErrGap and one line naming both LSNs
+// and the cause. With Options.AcceptGap (--accept-gap) ingest journals one
+// record holding a single change {"op":"gap","from_lsn","to_lsn"} (xid 0,
+// commit and end LSN = to_lsn), waits for its fsync, and streams on; every
+// consumer sees the hole in order. A brand-new data dir (empty journal, no
+// coverage file) is not a gap: the journal starts wherever the slot is, and
+// the log says so. A data dir written by a pgq without coverage files
+// whose slot was advanced past the journal by idle keepalives reports a
+// gap once; --accept-gap records it.
+//
 // # Reconnect and stop
 //
 // Transient errors reconnect with exponential backoff between ReconnectMin
-// and ReconnectMax (reset after a session that streamed). Configuration
+// and ReconnectMax (reset after a session that streamed), each wait drawn
+// from [backoff/2, backoff] so that many instances do not reconnect in
+// lockstep. Configuration
 // errors found on reconnect (slot or publication dropped, privilege revoked)
 // are fatal. When ctx is cancelled, the session waits for the in-flight
 // group commit, sends the final confirmation and Run returns nil.

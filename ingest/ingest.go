@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -219,16 +220,26 @@ func (in *Ingester) Run(ctx context.Context) error {
 		if errors.Is(err, errStartedStreaming) {
 			backoff = in.o.ReconnectMin
 		}
-		in.o.Logger.Warn("replication interrupted; reconnecting", "error", err, "in", backoff)
+		wait := jitter(backoff)
+		in.o.Logger.Warn("replication interrupted; reconnecting", "error", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		backoff = min(backoff*2, in.o.ReconnectMax)
 		in.reconnects.Add(1)
 		in.o.Metrics.Reconnects.Inc()
 	}
+}
+
+// jitter spreads a backoff over [d/2, d] so that many pgq instances that
+// lost the same server do not reconnect in lockstep.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
 }
 
 // errStartedStreaming wraps errors that happened after streaming began, so
@@ -355,6 +366,9 @@ type session struct {
 // hundred kB at full speed.
 const statusMinGap = 10 * time.Millisecond
 
+// statusWriteTimeout bounds the write of one standby status update.
+const statusWriteTimeout = 30 * time.Second
+
 func (s *session) loop(ctx context.Context) error {
 	in := s.in
 	netConn := s.conn.Conn()
@@ -439,9 +453,15 @@ func (s *session) sendStatus(force bool) (wakeAt time.Time, err error) {
 		}
 	}
 	lsn := pglogrepl.LSN(c)
-	if err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+	// A server that stops reading must not block the loop forever: the
+	// write gets a deadline, and a timeout reconnects.
+	netConn := s.conn.Conn()
+	_ = netConn.SetWriteDeadline(now.Add(statusWriteTimeout))
+	err = pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn, ClientTime: now,
-	}); err != nil {
+	})
+	_ = netConn.SetWriteDeadline(time.Time{})
+	if err != nil {
 		return time.Time{}, fmt.Errorf("ingest: send status update: %w", err)
 	}
 	s.lastSent, s.lastSendAt = c, now
