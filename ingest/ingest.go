@@ -24,6 +24,8 @@ import (
 // Status is the ingest part of `GET /v1/status`.
 type Status struct {
 	Running            bool       `json:"running"`
+	// Connected is true while a replication connection is streaming.
+	Connected bool `json:"connected"`
 	LastError          *string    `json:"last_error"`
 	Slot               string     `json:"slot"`
 	Publication        string     `json:"publication"`
@@ -73,8 +75,10 @@ type Ingester struct {
 	reconnects     atomic.Uint64
 
 	mu sync.Mutex // guards the fields below
-	// running, lastErr, proto and streaming describe the session.
+	// running, connected, lastErr, proto and streaming describe the
+	// session.
 	running   bool
+	connected bool
 	lastErr   string
 	proto     int
 	streaming bool
@@ -156,6 +160,7 @@ func (in *Ingester) Status() Status {
 	in.mu.Lock()
 	s := Status{
 		Running:         in.running,
+		Connected:       in.connected,
 		Slot:            in.o.Slot,
 		Publication:     in.o.Publication,
 		ProtoVersion:    in.proto,
@@ -176,6 +181,12 @@ func (in *Ingester) Status() Status {
 	s.RecordsWritten = in.recordsWritten.Load()
 	s.Reconnects = in.reconnects.Load()
 	return s
+}
+
+func (in *Ingester) setConnected(c bool) {
+	in.mu.Lock()
+	in.connected = c
+	in.mu.Unlock()
 }
 
 func (in *Ingester) setErr(err error) {
@@ -294,6 +305,8 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		return classifyServerErr(fmt.Errorf("ingest: start replication on slot %q: %w", in.o.Slot, err))
 	}
 	in.setErr(nil)
+	in.setConnected(true)
+	defer in.setConnected(false)
 	in.o.Logger.Info("streaming", "slot", in.o.Slot, "publication", in.o.Publication, "start_lsn", start,
 		"proto_version", proto, "streaming_in_progress", streaming)
 

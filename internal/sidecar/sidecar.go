@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +83,8 @@ type Sidecar struct {
 
 	listener net.Listener
 	server   *http.Server
+	// failed holds the journal's first write or sync error (fail-stop).
+	failed atomic.Pointer[error]
 }
 
 // Open acquires the data dir and prepares every part, without streaming.
@@ -155,6 +158,7 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	s.Mux.HandleFunc("GET /readyz", s.handleReady)
 	s.Mux.HandleFunc("GET /v1/status", s.handleStatus)
 	s.Mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	consumers.NewHandler(cm).Register(s.Mux)
@@ -190,12 +194,51 @@ func (s *Sidecar) indexBatch(batch []*pgq.Transaction) {
 // Addr is the HTTP listener's address.
 func (s *Sidecar) Addr() string { return s.listener.Addr().String() }
 
+// notReady returns why pgq is not ready to take changes, "" when it is:
+// the replication connection must be streaming and the journal writable.
+func (s *Sidecar) notReady() string {
+	if err := s.storageErr(); err != nil {
+		return "journal not writable: " + err.Error()
+	}
+	st := s.Ingester.Status()
+	if !st.Connected {
+		if st.LastError != nil {
+			return "not connected to PostgreSQL: " + *st.LastError
+		}
+		return "not connected to PostgreSQL"
+	}
+	return ""
+}
+
+// storageErr is the journal's failure, nil while it accepts appends.
+func (s *Sidecar) storageErr() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *Sidecar) handleReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	if why := s.notReady(); why != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(why + "\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
 func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.Ingester.Status()
 	raw, _ := json.Marshal(st)
 	m := map[string]any{}
 	_ = json.Unmarshal(raw, &m)
 	m["groups"] = s.Consumers.Status()
+	if err := s.storageErr(); err != nil {
+		m["journal_error"] = err.Error()
+	} else {
+		m["journal_error"] = nil
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(m)
 }
@@ -224,12 +267,20 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	select {
 	case err = <-ingestDone:
 	case err = <-committerDone:
-		cancelIngest()
-		<-ingestDone
 		if err == nil {
 			err = errors.New("journal committer stopped")
 		}
+		// Fail-stop: nothing more is confirmed; what was not synced is
+		// re-read from the slot after a restart.
 		err = fmt.Errorf("journal: %w", err)
+		s.failed.Store(&err)
+		s.o.Logger.Error("journal failed; stopping (restart pgq once the cause is fixed: the slot re-sends what was not synced)", "error", err)
+		cancelIngest()
+		<-ingestDone
+	case herr := <-httpDone:
+		err = fmt.Errorf("http: serve on %s: %w", s.listener.Addr(), herr)
+		cancelIngest()
+		<-ingestDone
 	}
 	cancelIngest()
 	cancelRetention()

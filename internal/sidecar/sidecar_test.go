@@ -135,3 +135,60 @@ func get(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+// TestReadyzAndDurabilityMetrics: /readyz is 200 while streaming and 503
+// with the reason while the replication connection is down; the received
+// LSN and first-offset gauges are set.
+func TestReadyzAndDurabilityMetrics(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE rz (id int PRIMARY KEY)`)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Open(ctx, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Ingest: ingest.Options{
+		PGURL: db.URL, Slot: "rz", Publication: "rz", CreateSlot: true, CreatePublication: "all",
+		ReconnectMin: 3 * time.Second, ReconnectMax: 3 * time.Second,
+	}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + s.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitUntil("ready", func() bool { code, _ := get("/readyz"); return code == 200 })
+	db.Exec(t, `INSERT INTO rz VALUES (1)`, `INSERT INTO rz VALUES (2)`)
+	waitRecords(t, s, 2)
+	_, metrics := get("/metrics")
+	for _, name := range []string{"pgq_received_lsn", "pgq_journal_first_offset"} {
+		if !strings.Contains(metrics, "\n"+name+" ") || strings.Contains(metrics, "\n"+name+" 0\n") {
+			t.Errorf("metric %s missing or zero", name)
+		}
+	}
+
+	db.Exec(t, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'rz'`)
+	waitUntil("not ready", func() bool {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "not connected to PostgreSQL")
+	})
+	waitUntil("ready again", func() bool { code, _ := get("/readyz"); return code == 200 })
+}
