@@ -81,6 +81,18 @@ func TestGapNewSlotOverJournal(t *testing.T) {
 	}
 	db.Exec(t, `INSERT INTO g VALUES (2)`) // lost: no slot exists
 
+	// The binary, as the README runs it: non-zero exit, one line.
+	p := startPgq(t, "run", "--pg-url", db.URL, "--slot", slot, "--publication", "pgq", "--data-dir", dir,
+		"--create-slot", "--listen", "127.0.0.1:0")
+	code, stderr := p.wait(t, 30*time.Second)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if last := lines[len(lines)-1]; code == 0 || !strings.HasPrefix(last, "pgq: journal and slot disagree: slot "+slot+" was just created at ") {
+		t.Fatalf("pgq run over a new slot: exit %d, last line %q", code, last)
+	}
+	if err := ingest.DropSlot(t.Context(), db.URL, slot, true); err != nil {
+		t.Fatal(err)
+	}
+
 	r = startSidecar(t, db, dir, nil) // --create-slot, as the README runs it
 	err := r.runErr(t)
 	if !errors.Is(err, ingest.ErrGap) {
