@@ -8,8 +8,12 @@ RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/.
 
 all: build
 
+# The version pgq reports (pgq version): the git description when built
+# from a checkout; Go's build information adds the commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	$(GO) build -o bin/pgq ./cmd/pgq
+	$(GO) build -buildvcs=auto -ldflags "-X main.version=$(VERSION)" -o bin/pgq ./cmd/pgq
 
 vet:
 	$(GO) vet $(PKGS)

@@ -1,6 +1,7 @@
 package consumers_test
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -228,14 +229,52 @@ func TestCLI(t *testing.T) {
 	if out, err = run("consume", "--group", "cli"); err != nil || out != "" {
 		t.Fatalf("consume after commit: %v %q", err, out)
 	}
-	if out, err = run("groups", "info", "cli"); err != nil || !strings.Contains(out, fmt.Sprintf(`"committed_offset": %d`, last)) {
+	if out, err = run("groups", "info", "cli"); err != nil || !strings.Contains(out, fmt.Sprintf(`"committed_offset":%d`, last)) {
 		t.Fatalf("info: %v %s", err, out)
 	}
-	if out, err = run("groups", "reset", "cli", "--to", "offset:1", "--dry-run"); err != nil || !strings.Contains(out, `"next_offset": 1`) {
+	if out, err = run("groups", "reset", "cli", "--to", "offset:1", "--dry-run"); err != nil || !strings.Contains(out, `"next_offset":1`) {
 		t.Fatalf("reset: %v %s", err, out)
 	}
-	if out, err = run("groups", "list"); err != nil || !strings.Contains(out, "cli") {
-		t.Fatalf("list: %v %s", err, out)
+	if out, err = run("groups", "list"); err != nil || !strings.HasPrefix(out, `[{"name":"cli"`) {
+		t.Fatalf("list (piped: JSON): %v %s", err, out)
+	}
+	if out, err = run("groups", "list", "--output", "table"); err != nil || !strings.Contains(out, "OUT_OF_RANGE") || !strings.Contains(out, "cli") {
+		t.Fatalf("list --output table: %v %s", err, out)
+	}
+	if out, err = run("groups", "info", "cli", "-o", "table"); err != nil || !strings.HasPrefix(out, "FIELD") || !strings.Contains(out, "committed_offset") {
+		t.Fatalf("info -o table: %v %s", err, out)
+	}
+	// One error prefix, even for errors the API returns.
+	if out, err = run("groups", "create", "bad", "--ops", "nope"); err == nil || strings.Count(out, "pgq: ") != 1 || strings.Contains(out, "consumers: ") {
+		t.Fatalf("create with a bad op: %v %q", err, out)
+	}
+	// journal dump --follow prints what is appended while it runs.
+	dump := exec.Command(bin, "journal", "dump", "--data-dir", filepath.Dir(e.S.Journal.Dir()), "--follow", "--poll", "20ms")
+	stdout, err := dump.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dump.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	readLines := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			if !lines.Scan() {
+				t.Fatalf("journal dump --follow ended after %d lines: %v", i, lines.Err())
+			}
+		}
+	}
+	readLines(int(last))
+	more := e.insert(t, 2)
+	readLines(int(more - last))
+	if err := dump.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := dump.Wait(); err != nil {
+		t.Fatalf("journal dump --follow on SIGINT: %v", err)
 	}
 	out, err = run("groups", "info", "nope")
 	if err == nil || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "not found") {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -29,12 +28,6 @@ type GroupsCmd struct {
 	Reset  GroupsResetCmd  `cmd:"" help:"Move a consumer group to a position."`
 }
 
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
@@ -52,6 +45,7 @@ type GroupsCreateCmd struct {
 	From   string `default:"latest" help:"Start position: earliest, latest, offset:N, lsn:X/Y or time:RFC3339."`
 	Tables string `help:"Only these tables (comma-separated schema.table, globs allowed)."`
 	Ops    string `help:"Only these ops (comma-separated insert,update,delete,truncate,message)."`
+	OutputFlag
 }
 
 // Run creates the group.
@@ -64,15 +58,16 @@ func (c *GroupsCreateCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(gi)
+	return c.print(gi)
 }
 
 // GroupsListCmd is `pgq groups list`.
 type GroupsListCmd struct {
 	APIFlags
+	OutputFlag
 }
 
-// Run lists the groups, one per line.
+// Run lists the groups: a table, or a JSON array.
 func (c *GroupsListCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -82,17 +77,29 @@ func (c *GroupsListCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-24s %12s %10s %12s %10s %s\n", "GROUP", "COMMITTED", "LAG", "LAG_BYTES", "LAG_SEC", "MEMBER")
-	for _, g := range gs {
-		fmt.Printf("%-24s %12d %10d %12d %10.1f %s\n", g.Name, g.Committed, g.Lag.Records, g.Lag.Bytes, g.Lag.Seconds, g.Member)
+	if c.json() {
+		if gs == nil {
+			gs = []consumers.GroupInfo{}
+		}
+		return printJSON(gs)
 	}
-	return nil
+	rows := make([][]string, 0, len(gs))
+	for _, g := range gs {
+		member := g.Member
+		if member == "" {
+			member = "-"
+		}
+		rows = append(rows, []string{g.Name, fmt.Sprint(g.Committed), fmt.Sprint(g.Lag.Records), fmt.Sprint(g.Lag.Bytes),
+			fmt.Sprintf("%.1f", g.Lag.Seconds), fmt.Sprint(g.Lag.OutOfRange), member})
+	}
+	return table(os.Stdout, []string{"GROUP", "COMMITTED", "LAG", "LAG_BYTES", "LAG_SEC", "OUT_OF_RANGE", "MEMBER"}, rows)
 }
 
 // GroupsInfoCmd is `pgq groups info`.
 type GroupsInfoCmd struct {
 	APIFlags
 	Name string `arg:"" help:"Group name."`
+	OutputFlag
 }
 
 // Run prints the group as JSON.
@@ -105,7 +112,7 @@ func (c *GroupsInfoCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(gi)
+	return c.print(gi)
 }
 
 // GroupsDeleteCmd is `pgq groups delete`.
@@ -129,6 +136,7 @@ type GroupsResetCmd struct {
 	Name   string `arg:"" help:"Group name."`
 	To     string `required:"" help:"Position: earliest, latest, offset:N, lsn:X/Y or time:RFC3339."`
 	DryRun bool   `name:"dry-run" help:"Only report where the group would land."`
+	OutputFlag
 }
 
 // Run resets the group and prints where it landed.
@@ -141,5 +149,5 @@ func (c *GroupsResetCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(rr)
+	return c.print(rr)
 }

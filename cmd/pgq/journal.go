@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/journal"
@@ -20,9 +22,11 @@ type JournalCmd struct {
 
 // JournalDumpCmd is `pgq journal dump`.
 type JournalDumpCmd struct {
-	DataDir string `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"existingdir" help:"pgq data directory."`
-	From    uint64 `help:"First offset to print (default: the journal's first)."`
-	Limit   uint64 `help:"Print at most N records (0: all)."`
+	DataDir string   `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"existingdir" help:"pgq data directory."`
+	From    uint64   `help:"First offset to print (default: the journal's first)."`
+	Limit   uint64   `help:"Print at most N records (0: all)."`
+	Follow  bool     `short:"f" help:"Keep printing records as pgq appends them (until interrupted)."`
+	Poll    Duration `default:"200ms" help:"With --follow: how often to look for new records."`
 }
 
 func journalDir(dataDir string) (string, error) {
@@ -33,8 +37,9 @@ func journalDir(dataDir string) (string, error) {
 	return dir, nil
 }
 
-// Run prints the records.
-func (c *JournalDumpCmd) Run() error {
+// Run prints the records; with --follow it then waits for more, reading
+// the segment files beside the running pgq, until interrupted.
+func (c *JournalDumpCmd) Run(ctx context.Context) error {
 	dir, err := journalDir(c.DataDir)
 	if err != nil {
 		return err
@@ -43,25 +48,40 @@ func (c *JournalDumpCmd) Run() error {
 	defer w.Flush()
 	var buf []byte
 	n := uint64(0)
-	err = journal.Scan(dir, pgq.Offset(c.From), func(tx *pgq.Transaction) error {
-		if c.Limit > 0 && n >= c.Limit {
-			return io.EOF
+	next := pgq.Offset(c.From)
+	for {
+		err = journal.Scan(dir, next, func(tx *pgq.Transaction) error {
+			if c.Limit > 0 && n >= c.Limit {
+				return io.EOF
+			}
+			n++
+			next = tx.Offset + 1
+			buf = pgq.AppendJSON(buf[:0], tx)
+			buf = append(buf, '\n')
+			_, err := w.Write(buf)
+			return err
+		})
+		if errors.Is(err, io.EOF) {
+			return nil
 		}
-		n++
-		buf = pgq.AppendJSON(buf[:0], tx)
-		buf = append(buf, '\n')
-		_, err := w.Write(buf)
-		return err
-	})
-	if errors.Is(err, io.EOF) {
-		err = nil
+		if err != nil || !c.Follow {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(c.Poll.D()):
+		}
 	}
-	return err
 }
 
 // JournalVerifyCmd is `pgq journal verify`.
 type JournalVerifyCmd struct {
 	DataDir string `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"existingdir" help:"pgq data directory."`
+	OutputFlag
 }
 
 // Run checks the journal.
@@ -73,6 +93,9 @@ func (c *JournalVerifyCmd) Run() error {
 	sum, err := journal.Verify(dir)
 	if err != nil {
 		return &exitError{code: 2, err: err}
+	}
+	if c.json() {
+		return printJSON(map[string]any{"ok": true, "records": sum.Records, "first_offset": sum.First, "last_offset": sum.Last, "last_end_lsn": sum.LastEndLSN})
 	}
 	fmt.Printf("ok: %d records, offsets %d..%d, last end LSN %s\n", sum.Records, sum.First, sum.Last, sum.LastEndLSN)
 	return nil

@@ -23,12 +23,14 @@ type CLI struct {
 	LogLevel  string `help:"Log level: debug, info, warn, error." default:"info" enum:"debug,info,warn,error" env:"PGQ_LOG_LEVEL"`
 	LogFormat string `help:"Log format: text or json." default:"text" enum:"text,json" env:"PGQ_LOG_FORMAT"`
 
-	Run     RunCmd           `cmd:"" help:"Stream a replication slot into the journal and serve the API."`
-	Journal JournalCmd       `cmd:"" help:"Inspect the journal."`
-	Slot    SlotCmd          `cmd:"" help:"Inspect or drop the replication slot."`
-	Groups  GroupsCmd        `cmd:"" help:"Manage consumer groups of a running pgq."`
-	Consume ConsumeCmd       `cmd:"" help:"Print a consumer group's transactions as NDJSON (as journal dump) and commit them."`
-	Version kong.VersionFlag `help:"Print the version." env:"-"`
+	Run     RunCmd     `cmd:"" help:"Stream a replication slot into the journal and serve the API."`
+	Journal JournalCmd `cmd:"" help:"Inspect the journal."`
+	Slot    SlotCmd    `cmd:"" help:"Inspect or drop the replication slot."`
+	Groups  GroupsCmd  `cmd:"" help:"Manage consumer groups of a running pgq."`
+	Consume ConsumeCmd `cmd:"" help:"Print a consumer group's transactions as NDJSON (as journal dump) and commit them."`
+	Ver     VersionCmd `cmd:"" name:"version" help:"Print the version and the commit pgq was built from."`
+
+	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
 func main() {
@@ -37,7 +39,7 @@ func main() {
 		kong.Name("pgq"),
 		kong.Description("A PostgreSQL logical replication slot as a durable local queue."),
 		kong.UsageOnError(),
-		kong.Vars{"version": version},
+		kong.Vars{"version": versionString()},
 	)
 	logger := newLogger(cli.LogLevel, cli.LogFormat)
 	slog.SetDefault(logger)
@@ -46,7 +48,7 @@ func main() {
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	kctx.Bind(logger)
 	if err := kctx.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "pgq: "+oneLine(err))
+		fmt.Fprintln(os.Stderr, "pgq: "+errorLine(err))
 		var ec interface{ ExitCode() int }
 		if errors.As(err, &ec) {
 			os.Exit(ec.ExitCode())
@@ -68,6 +70,22 @@ func newLogger(level, format string) *slog.Logger {
 // oneLine keeps error output to a single line.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ")), " ")
+}
+
+// innerPrefixes are package prefixes that add nothing after "pgq: " (the
+// API's own errors arrive with them).
+var innerPrefixes = []string{"pgq: ", "consumers: "}
+
+// errorLine is the one line printed after "pgq: ": without repeated
+// package prefixes ("pgq: consumers: bad request: pgq: unknown op" reads
+// "pgq: bad request: unknown op").
+func errorLine(err error) string {
+	s := oneLine(err)
+	for _, p := range innerPrefixes {
+		s = strings.TrimPrefix(s, p)
+		s = strings.ReplaceAll(s, ": "+p, ": ")
+	}
+	return s
 }
 
 // exitError carries a specific exit code.

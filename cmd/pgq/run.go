@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
-	"time"
 
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/ingest"
@@ -14,47 +15,50 @@ import (
 
 // RunCmd is `pgq run`.
 type RunCmd struct {
-	PGURL             string        `name:"pg-url" required:"" env:"PGQ_PG_URL" help:"PostgreSQL URL (sslmode/sslrootcert honoured)."`
-	Slot              string        `required:"" env:"PGQ_SLOT" help:"Logical replication slot (pgoutput)."`
-	Publication       string        `required:"" env:"PGQ_PUBLICATION" help:"Publication to stream."`
-	DataDir           string        `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"path" help:"Directory for the journal and index."`
-	CreateSlot        bool          `name:"create-slot" env:"PGQ_CREATE_SLOT" help:"Create the slot when missing."`
-	AcceptGap         bool          `name:"accept-gap" env:"PGQ_ACCEPT_GAP" help:"When the slot resumes past the journal's end (a new slot over an existing journal, a lost journal tail), journal a gap change naming the missing LSN range and go on, instead of refusing to start."`
-	CreatePublication string        `name:"create-publication" placeholder:"all|schema.table,..." help:"Create the publication when missing."`
-	Listen            string        `default:"127.0.0.1:5480" env:"PGQ_LISTEN" help:"HTTP address for /healthz, /v1/status, /metrics and the API."`
-	ReconnectMin      time.Duration `name:"reconnect-min" default:"500ms" help:"First reconnect delay."`
-	ReconnectMax      time.Duration `name:"reconnect-max" default:"30s" help:"Longest reconnect delay."`
-	StatusInterval    time.Duration `name:"status-interval" default:"10s" help:"Longest time between standby status updates."`
-	SegmentSize       int           `name:"segment-size" default:"16777216" help:"Journal segment size in bytes (the tail segment is held in memory)."`
-	MaxRecordBytes    int           `name:"max-record-bytes" default:"8388608" help:"Record size limit: a larger transaction is journaled as several records (parts)."`
-	MemoryLimit       int64         `name:"memory-limit" default:"201326592" help:"Soft memory limit of the Go runtime in bytes (0: none); the GOMEMLIMIT environment variable takes precedence."`
-	AuthToken         string        `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
-	RetainMinAge      time.Duration `name:"retain-min-age" help:"Keep journal records younger than this even when every group committed them."`
-	RetainMaxAge      time.Duration `name:"retain-max-age" help:"Drop journal records older than this, even if a group still needs them (0: no cap)."`
-	RetainMaxBytes    int64         `name:"retain-max-bytes" help:"Drop the oldest segments while the journal is larger than this, regardless of groups (0: no cap)."`
-	RetainInterval    time.Duration `name:"retain-interval" default:"10s" help:"Time between retention passes."`
+	PGURL             string   `name:"pg-url" required:"" env:"PGQ_PG_URL" help:"PostgreSQL URL (sslmode/sslrootcert honoured)."`
+	Slot              string   `required:"" env:"PGQ_SLOT" help:"Logical replication slot (pgoutput)."`
+	Publication       string   `required:"" env:"PGQ_PUBLICATION" help:"Publication to stream."`
+	DataDir           string   `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"path" help:"Directory for the journal and index."`
+	CreateSlot        bool     `name:"create-slot" env:"PGQ_CREATE_SLOT" help:"Create the slot when missing."`
+	AcceptGap         bool     `name:"accept-gap" env:"PGQ_ACCEPT_GAP" help:"When the slot resumes past the journal's end (a new slot over an existing journal, a lost journal tail), journal a gap change naming the missing LSN range and go on, instead of refusing to start."`
+	CreatePublication string   `name:"create-publication" placeholder:"all|schema.table,..." help:"Create the publication when missing."`
+	Listen            string   `default:"127.0.0.1:5480" env:"PGQ_LISTEN" help:"HTTP address for /healthz, /v1/status, /metrics and the API."`
+	ReconnectMin      Duration `name:"reconnect-min" default:"500ms" env:"PGQ_RECONNECT_MIN" help:"First reconnect delay."`
+	ReconnectMax      Duration `name:"reconnect-max" default:"30s" env:"PGQ_RECONNECT_MAX" help:"Longest reconnect delay."`
+	StatusInterval    Duration `name:"status-interval" default:"10s" env:"PGQ_STATUS_INTERVAL" help:"Longest time between standby status updates."`
+	SegmentSize       ByteSize `name:"segment-size" default:"16MiB" env:"PGQ_SEGMENT_SIZE" help:"Journal segment size (bytes, or with a unit: 16MiB; the tail segment is held in memory)."`
+	MaxRecordBytes    ByteSize `name:"max-record-bytes" default:"8MiB" env:"PGQ_MAX_RECORD_BYTES" help:"Record size limit: a larger transaction is journaled as several records (parts)."`
+	MemoryLimit       ByteSize `name:"memory-limit" default:"192MiB" help:"Soft memory limit of the Go runtime (0: none); the GOMEMLIMIT environment variable takes precedence."`
+	AuthToken         string   `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
+	RetainMinAge      Duration `name:"retain-min-age" env:"PGQ_RETAIN_MIN_AGE" help:"Keep journal records younger than this even when every group committed them (e.g. 1h, 7d)."`
+	RetainMaxAge      Duration `name:"retain-max-age" env:"PGQ_RETAIN_MAX_AGE" help:"Drop journal records older than this, even if a group still needs them (0: no cap; e.g. 7d)."`
+	RetainMaxBytes    ByteSize `name:"retain-max-bytes" env:"PGQ_RETAIN_MAX_BYTES" help:"Drop the oldest segments while the journal is larger than this, regardless of groups (0: no cap; e.g. 50GiB)."`
+	RetainInterval    Duration `name:"retain-interval" default:"10s" env:"PGQ_RETAIN_INTERVAL" help:"Time between retention passes."`
 }
 
 // Run runs the sidecar until SIGINT/SIGTERM.
 func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	if int64(c.SegmentSize) > math.MaxInt32 || int64(c.MaxRecordBytes) > math.MaxInt32 {
+		return fmt.Errorf("%w: --segment-size and --max-record-bytes must be below 2GiB", ingest.ErrConfig)
+	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && c.MemoryLimit > 0 {
 		// Large transactions stream through pgq in bounded memory; the
 		// soft limit keeps the garbage collector from letting the heap
 		// double on top of that.
-		debug.SetMemoryLimit(c.MemoryLimit)
+		debug.SetMemoryLimit(int64(c.MemoryLimit))
 	}
 	s, err := sidecar.Open(ctx, sidecar.Options{
 		DataDir:     c.DataDir,
 		Listen:      c.Listen,
-		SegmentSize: c.SegmentSize,
+		SegmentSize: int(c.SegmentSize),
 		Logger:      logger,
 		AuthToken:   c.AuthToken,
-		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge, MaxAge: c.RetainMaxAge, MaxBytes: c.RetainMaxBytes, Interval: c.RetainInterval},
+		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge.D(), MaxAge: c.RetainMaxAge.D(), MaxBytes: int64(c.RetainMaxBytes), Interval: c.RetainInterval.D()},
 		Ingest: ingest.Options{
 			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
 			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication, AcceptGap: c.AcceptGap,
-			ReconnectMin: c.ReconnectMin, ReconnectMax: c.ReconnectMax, StatusInterval: c.StatusInterval,
-			MaxRecordBytes: c.MaxRecordBytes,
+			ReconnectMin: c.ReconnectMin.D(), ReconnectMax: c.ReconnectMax.D(), StatusInterval: c.StatusInterval.D(),
+			MaxRecordBytes: int(c.MaxRecordBytes),
 		},
 	})
 	if err != nil {

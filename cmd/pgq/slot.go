@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/pgq-dev/pgq/ingest"
 )
 
 // SlotCmd is `pgq slot`.
 type SlotCmd struct {
-	Info SlotInfoCmd `cmd:"" help:"Show the slot and its lag (JSON)."`
+	Info SlotInfoCmd `cmd:"" help:"Show the slot and its lag."`
 	Drop SlotDropCmd `cmd:"" help:"Drop the slot (stop pgq first, or --force)."`
 }
 
@@ -21,7 +19,10 @@ type slotFlags struct {
 }
 
 // SlotInfoCmd is `pgq slot info`.
-type SlotInfoCmd struct{ slotFlags }
+type SlotInfoCmd struct {
+	slotFlags
+	OutputFlag
+}
 
 // Run prints the slot's state.
 func (c *SlotInfoCmd) Run(ctx context.Context) error {
@@ -29,8 +30,7 @@ func (c *SlotInfoCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(os.Stdout)
-	return enc.Encode(info)
+	return c.print(info)
 }
 
 // SlotDropCmd is `pgq slot drop`.

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+)
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{
+		"4096": 4096, "16MiB": 16 << 20, "1GB": 1e9, "512KiB": 512 << 10, "1.5GiB": 3 << 29, "2 MB": 2e6, "0": 0, "10B": 10,
+	} {
+		got, err := ParseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "-1", "12XB", "1e400", "abc"} {
+		if _, err := ParseByteSize(bad); err == nil {
+			t.Errorf("ParseByteSize(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour, "1.5d": 36 * time.Hour, "90s": 90 * time.Second, "500ms": 500 * time.Millisecond, "0": 0,
+	} {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "d", "7days", "-1d", "1d-"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+}
+
+// TestRunFlagsUnits parses a `pgq run` command line with kong: sizes and
+// days are accepted, defaults apply, and a bad size is one clear error.
+func TestRunFlagsUnits(t *testing.T) {
+	parse := func(args ...string) (*CLI, error) {
+		var cli CLI
+		p, err := kong.New(&cli, kong.Vars{"version": "test"}, kong.Exit(func(int) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Parse(append([]string{"run", "--pg-url", "postgres://x", "--slot", "s", "--publication", "p", "--data-dir", t.TempDir()}, args...))
+		return &cli, err
+	}
+	cli, err := parse("--segment-size", "4MiB", "--retain-max-age", "7d", "--retain-max-bytes", "50GiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cli.Run
+	if r.SegmentSize != 4<<20 || r.RetainMaxAge.D() != 7*24*time.Hour || r.RetainMaxBytes != 50<<30 {
+		t.Fatalf("parsed %d %s %d", r.SegmentSize, r.RetainMaxAge.D(), r.RetainMaxBytes)
+	}
+	if r.MaxRecordBytes != 8<<20 || r.MemoryLimit != 192<<20 || r.ReconnectMax.D() != 30*time.Second {
+		t.Fatalf("defaults: %d %d %s", r.MaxRecordBytes, r.MemoryLimit, r.ReconnectMax.D())
+	}
+	if _, err := parse("--segment-size", "16XB"); err == nil || !strings.Contains(err.Error(), "invalid size") {
+		t.Fatalf("bad size: %v", err)
+	}
+}
+
+func TestErrorLineOnePrefix(t *testing.T) {
+	err := fmt.Errorf("consumers: bad request: %w", errors.New(`pgq: unknown op "x" (want insert)`))
+	if got, want := errorLine(err), `bad request: unknown op "x" (want insert)`; got != want {
+		t.Fatalf("errorLine = %q, want %q", got, want)
+	}
+	if got := errorLine(errors.New("journal: open d: disk\nfull")); got != "journal: open d: disk full" {
+		t.Fatalf("errorLine kept context badly: %q", got)
+	}
+}
+
+func TestVersionString(t *testing.T) {
+	v := versionString()
+	if !strings.HasPrefix(v, "pgq ") || !strings.Contains(v, "go1.") {
+		t.Fatalf("version %q", v)
+	}
+}
