@@ -10,19 +10,20 @@ import (
 // sentinel error below; an *Error matches its sentinel with errors.Is on
 // both sides of the wire.
 const (
-	CodeBadRequest    = "bad_request"    // malformed body, unknown field, bad value
-	CodeInvalidName   = "invalid_name"   // group name not [A-Za-z0-9_.-]{1,128}
-	CodeBadPosition   = "bad_position"   // unparsable start position
-	CodeNotFound      = "not_found"      // no such group (or route)
-	CodeExists        = "already_exists" // group exists
-	CodeConflict      = "conflict"       // another member holds the lease
-	CodeFenced        = "fenced"         // the member's lease expired or was taken over
-	CodeInvalidCommit = "invalid_commit" // commit backwards, beyond delivered, or inside a transaction
-	CodeOutOfRange    = "out_of_range"   // cursor or position below the journal start (or past its end)
-	CodeUnauthorized  = "unauthorized"   // missing or wrong bearer token
-	CodeTooLarge      = "too_large"      // request body over the limit
-	CodeUnavailable   = "unavailable"    // server shutting down
-	CodeInternal      = "internal"       // anything else
+	CodeBadRequest    = "bad_request"        // malformed body, unknown field, bad value
+	CodeInvalidName   = "invalid_name"       // group name not [A-Za-z0-9_.-]{1,128}
+	CodeBadPosition   = "bad_position"       // unparsable start position
+	CodeNotFound      = "not_found"          // no such group (or route)
+	CodeExists        = "already_exists"     // group exists
+	CodeConflict      = "conflict"           // another member holds the lease
+	CodeFenced        = "fenced"             // the member's lease expired or was taken over
+	CodeInvalidCommit = "invalid_commit"     // commit backwards, beyond delivered, or inside a transaction
+	CodeOutOfRange    = "out_of_range"       // cursor or position below the journal start (or past its end)
+	CodeUnauthorized  = "unauthorized"       // missing or wrong bearer token
+	CodeMethod        = "method_not_allowed" // the route exists, not with this method (see Allow)
+	CodeTooLarge      = "too_large"          // request body over the limit
+	CodeUnavailable   = "unavailable"        // server shutting down
+	CodeInternal      = "internal"           // anything else
 )
 
 // Sentinel errors; errors returned by the Manager and the Client wrap them.
@@ -37,6 +38,7 @@ var (
 	ErrInvalidCommit = errors.New("consumers: invalid commit")
 	ErrOutOfRange    = errors.New("consumers: offset out of range")
 	ErrUnauthorized  = errors.New("consumers: unauthorized")
+	ErrMethod        = errors.New("consumers: method not allowed")
 	ErrTooLarge      = errors.New("consumers: request too large")
 	ErrUnavailable   = errors.New("consumers: unavailable")
 	ErrInternal      = errors.New("consumers: internal error")
@@ -59,6 +61,7 @@ var codes = []struct {
 	{CodeInvalidCommit, ErrInvalidCommit, http.StatusConflict},
 	{CodeOutOfRange, ErrOutOfRange, http.StatusRequestedRangeNotSatisfiable},
 	{CodeUnauthorized, ErrUnauthorized, http.StatusUnauthorized},
+	{CodeMethod, ErrMethod, http.StatusMethodNotAllowed},
 	{CodeTooLarge, ErrTooLarge, http.StatusRequestEntityTooLarge},
 	{CodeUnavailable, ErrUnavailable, http.StatusServiceUnavailable},
 	{CodeInternal, ErrInternal, http.StatusInternalServerError},

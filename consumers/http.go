@@ -127,10 +127,47 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/groups/{name}/commit", h.commit)
 	mux.HandleFunc("POST /v1/groups/{name}/heartbeat", h.heartbeat)
 	mux.HandleFunc("POST /v1/groups/{name}/release", h.release)
-	mux.HandleFunc("/v1/groups/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, errf(ErrNotFound, "no route %s %s", r.Method, r.URL.Path))
+}
+
+// JSONErrors wraps a ServeMux so that its own replies for an unknown route
+// (404) and a known route with another method (405, with Allow) are JSON
+// errors like every other: not_found and method_not_allowed.
+func JSONErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&muxErrorWriter{ResponseWriter: w, r: r}, r)
 	})
 }
+
+// muxErrorWriter replaces the mux's plain-text 404 and 405 bodies.
+type muxErrorWriter struct {
+	http.ResponseWriter
+	r        *http.Request
+	replaced bool // the mux's body is being dropped
+}
+
+func (w *muxErrorWriter) WriteHeader(code int) {
+	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) &&
+		strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.replaced = true
+		err := errf(ErrNotFound, "no route %s %s", w.r.Method, w.r.URL.Path)
+		if code == http.StatusMethodNotAllowed {
+			err = errf(ErrMethod, "%s %s: allowed: %s", w.r.Method, w.r.URL.Path, w.Header().Get("Allow"))
+		}
+		WriteError(w.ResponseWriter, err)
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *muxErrorWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *muxErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // internalErrors numbers the internal errors logged by WriteError.
 var internalErrors atomic.Uint64
@@ -216,7 +253,10 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, status int, v an
 // decode reads a JSON body strictly: at most MaxRequestBytes, no unknown
 // fields, exactly one value.
 func decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+	// Bodies are JSON whatever they are labelled: curl -d sends
+	// application/x-www-form-urlencoded. Only types that cannot be JSON are
+	// refused.
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") || strings.HasPrefix(ct, MediaMsgpack) {
 		return errf(ErrBadRequest, "Content-Type %q: request bodies are JSON", ct)
 	}
 	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)

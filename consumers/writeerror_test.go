@@ -34,3 +34,55 @@ func TestWriteErrorHidesInternalDetail(t *testing.T) {
 		t.Fatalf("404 lost its message: %d %s", rec.Code, rec.Body.String())
 	}
 }
+
+// TestHTTPErrorsAlwaysJSON: unknown routes are 404 not_found, a known route
+// with another method 405 method_not_allowed with Allow, both JSON; a body
+// labelled as a form (curl -d) or not labelled is read as JSON.
+func TestHTTPErrorsAlwaysJSON(t *testing.T) {
+	e := start(t, nil)
+	do := func(method, path, ct, body string) (*http.Response, consumers.Error) {
+		t.Helper()
+		req, err := http.NewRequest(method, e.Base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b struct{ Error consumers.Error }
+		_ = json.NewDecoder(resp.Body).Decode(&b)
+		return resp, b.Error
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code, allow  string
+	}{
+		{"GET", "/v1/nope", 404, consumers.CodeNotFound, ""},
+		{"GET", "/nope", 404, consumers.CodeNotFound, ""},
+		{"PUT", "/v1/groups/x", 405, consumers.CodeMethod, "DELETE, GET, HEAD"},
+		{"GET", "/v1/groups/x/fetch", 405, consumers.CodeMethod, "POST"},
+	} {
+		resp, apiErr := do(tc.method, tc.path, "", "")
+		if resp.StatusCode != tc.status || apiErr.Code != tc.code || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %q %q, want %d %q JSON", tc.method, tc.path, resp.StatusCode, apiErr.Code, resp.Header.Get("Content-Type"), tc.status, tc.code)
+		}
+		if tc.allow != "" && resp.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, resp.Header.Get("Allow"), tc.allow)
+		}
+	}
+	for i, ct := range []string{"", "application/x-www-form-urlencoded", "text/plain", "application/json; charset=utf-8"} {
+		resp, apiErr := do("POST", "/v1/groups", ct, fmt.Sprintf(`{"name":"g%d","from":"earliest"}`, i))
+		if resp.StatusCode >= 300 {
+			t.Errorf("create with Content-Type %q: %d %+v", ct, resp.StatusCode, apiErr)
+		}
+	}
+	if resp, apiErr := do("POST", "/v1/groups", "application/msgpack", `{"name":"m"}`); resp.StatusCode != 400 || apiErr.Code != consumers.CodeBadRequest {
+		t.Errorf("msgpack request body: %d %+v, want 400 bad_request", resp.StatusCode, apiErr)
+	}
+}

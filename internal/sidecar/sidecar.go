@@ -166,7 +166,7 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		s.closeStores()
 		return nil, err
 	}
-	s.server = &http.Server{Handler: consumers.RequireBearer(o.AuthToken, s.Mux), ReadHeaderTimeout: 10 * time.Second}
+	s.server = &http.Server{Handler: consumers.RequireBearer(o.AuthToken, consumers.JSONErrors(s.Mux)), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
