@@ -20,58 +20,24 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
 )
 
 // MaxRequestBytes is the largest request body the API reads.
 const MaxRequestBytes = 1 << 20
 
 // MediaMsgpack is the media type of msgpack responses.
-const MediaMsgpack = "application/msgpack"
+const MediaMsgpack = api.MediaMsgpack
 
-// Duration is a time.Duration written as a Go duration string ("2s",
-// "1m30s") in JSON and msgpack.
-type Duration time.Duration
+// Duration is a time.Duration written as a Go duration string (api.Duration).
+type Duration = api.Duration
 
-// MarshalText renders the duration as "2s".
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText parses a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("invalid duration %q (want e.g. \"2s\")", b)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// Request bodies of the HTTP API.
+// Request bodies of the HTTP API (package api).
 type (
-	// ResetBody is the body of POST /v1/groups/{name}/reset.
-	ResetBody struct {
-		To     string `json:"to"`
-		DryRun bool   `json:"dry_run,omitempty"`
-	}
-	// FetchBody is the body of POST /v1/groups/{name}/fetch.
-	FetchBody struct {
-		Member   string   `json:"member"`
-		Max      int      `json:"max,omitempty"`
-		MaxBytes int64    `json:"max_bytes,omitempty"`
-		Wait     Duration `json:"wait,omitempty"`
-		FailFast bool     `json:"fail_fast,omitempty"`
-		LeaseTTL Duration `json:"lease_ttl,omitempty"`
-	}
-	// CommitBody is the body of POST /v1/groups/{name}/commit.
-	CommitBody struct {
-		Member   string     `json:"member"`
-		Offset   pgq.Offset `json:"offset"`
-		LeaseTTL Duration   `json:"lease_ttl,omitempty"`
-	}
-	// MemberBody is the body of heartbeat and release.
-	MemberBody struct {
-		Member   string   `json:"member"`
-		LeaseTTL Duration `json:"lease_ttl,omitempty"`
-	}
+	ResetBody  = api.ResetBody
+	FetchBody  = api.FetchBody
+	CommitBody = api.CommitBody
+	MemberBody = api.MemberBody
 )
 
 // Response bodies that are not Manager types.
@@ -79,15 +45,9 @@ type (
 	listResponse struct {
 		Groups []GroupInfo `json:"groups" msgpack:"groups"`
 	}
-	leaseResponse struct {
-		LeaseExpires time.Time `json:"lease_expires" msgpack:"lease_expires"`
-	}
-	okResponse struct {
-		OK bool `json:"ok" msgpack:"ok"`
-	}
-	errorBody struct {
-		Error Error `json:"error" msgpack:"error"`
-	}
+	leaseResponse = api.LeaseResponse
+	okResponse    = api.OKResponse
+	errorBody     = api.ErrorBody
 	// wireFetch is the msgpack form of a fetch response.
 	wireFetch struct {
 		Transactions []wireTx  `msgpack:"transactions"`

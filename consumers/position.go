@@ -3,12 +3,12 @@ package consumers
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
 )
 
 // PositionKind is the kind of a start position.
@@ -85,15 +85,8 @@ func (p Position) String() string {
 	return "invalid"
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
 // ValidateName checks a group name: 1 to 128 of [A-Za-z0-9_.-].
-func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
-		return errf(ErrInvalidName, "%q: want 1 to 128 of A-Z a-z 0-9 _ . -", name)
-	}
-	return nil
-}
+func ValidateName(name string) error { return api.ValidateName(name) }
 
 // Filter selects changes. The zero Filter selects everything.
 type Filter struct {

@@ -1,0 +1,20 @@
+// Package api holds the wire types of pgq's HTTP API and its error codes:
+// the one vocabulary the server (package consumers) and the Go client
+// (package client) share. It imports nothing heavier than the standard
+// library and the root pgq package, so a client program stays small.
+//
+// # Errors
+//
+// Every error response is {"error":{"code":…,"message":…}} with a 4xx/5xx
+// status. Each code has a sentinel error; an *Error matches its sentinel
+// with errors.Is on both sides of the wire.
+//
+// # Encodings
+//
+// Request bodies are JSON. Responses are JSON, or msgpack when the request
+// has "Accept: application/msgpack": the same maps with the same field
+// names (docs/http-api.md describes both), except fetch, whose msgpack
+// form carries journal record bodies (see package client).
+//
+// The package has no state; everything in it is safe for concurrent use.
+package api
