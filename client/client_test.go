@@ -1,0 +1,308 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/journal"
+)
+
+// clock is a settable clock for lease expiry.
+type clock struct {
+	mu sync.Mutex // guards now
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// server is an in-process pgq API over a real journal and index (no
+// PostgreSQL): what the client talks to.
+type server struct {
+	t       *testing.T
+	dir     string
+	addr    string
+	clock   *clock
+	j       *journal.Journal
+	ix      *index.Index
+	m       *consumers.Manager
+	srv     *http.Server
+	lastEnd pgq.LSN
+}
+
+func startServer(t *testing.T, dir, addr string, clk *clock) *server {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	j, err := journal.Open(journal.Options{Dir: dir + "/journal", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := index.Open(index.Options{Dir: dir + "/index", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := consumers.NewManager(consumers.ManagerOptions{Journal: j, Index: ix, Logger: log, Now: clk.Now, LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	consumers.NewHandler(m).Register(mux)
+	var ln net.Listener
+	for i := 0; ; i++ { // the old listener's port may take a moment to free
+		ln, err = net.Listen("tcp", addr)
+		if err == nil || i == 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, dir: dir, addr: ln.Addr().String(), clock: clk, j: j, ix: ix, m: m,
+		srv: &http.Server{Handler: consumers.JSONErrors(mux)}, lastEnd: j.LastEndLSN()}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s
+}
+
+func (s *server) stop() {
+	_ = s.m.Close()
+	_ = s.srv.Close()
+	_ = s.ix.Close()
+	_ = s.j.Close()
+}
+
+// append journals n one-row transactions (ids continue from the journal).
+func (s *server) append(n int) {
+	s.t.Helper()
+	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}}
+	batch := make([]*pgq.Transaction, n)
+	for i := range batch {
+		s.lastEnd += 100
+		id := strconv.Itoa(int(s.j.LastOffset()) + i + 1)
+		batch[i] = &pgq.Transaction{Xid: uint32(s.lastEnd), CommitLSN: s.lastEnd - 10, EndLSN: s.lastEnd, CommitTime: time.Now().UTC().Truncate(time.Microsecond), Final: true,
+			Changes: []pgq.Change{{Op: pgq.OpInsert, Schema: "public", Table: "t", Columns: cols, New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(id)}}}}}
+	}
+	if err := s.j.Append(batch); err != nil {
+		s.t.Fatal(err)
+	}
+	entries := make([]index.Entry, n)
+	for i, tx := range batch {
+		entries[i] = index.EntryOf(tx, tx.RecordBytes)
+	}
+	if err := s.ix.Add(entries); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func dial(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestConsumeRidesThroughRestart: Consume runs while the server stops
+// (nothing listens for a while) and starts again on the same address over
+// the same data. Every transaction is handled, none skipped, in order
+// (redeliveries of uncommitted ones are allowed).
+func TestConsumeRidesThroughRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := &clock{now: time.Now()}
+	s := startServer(t, dir, "127.0.0.1:0", clk)
+	addr := s.addr
+	c := dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(50)
+	cs, err := c.Consumer("g", client.ConsumerOptions{Member: "m1", Wait: 100 * time.Millisecond, Max: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 150
+	var mu sync.Mutex
+	var seen []pgq.Offset
+	done := make(chan error, 1)
+	cctx, stop := context.WithCancel(ctx)
+	go func() {
+		done <- cs.Consume(cctx, func(_ context.Context, tx *pgq.Transaction) error {
+			mu.Lock()
+			seen = append(seen, tx.Offset)
+			mu.Unlock()
+			return nil
+		})
+	}()
+	maxSeen := func() pgq.Offset {
+		mu.Lock()
+		defer mu.Unlock()
+		var m pgq.Offset
+		for _, o := range seen {
+			m = max(m, o)
+		}
+		return m
+	}
+	waitUntil(t, "first batch", func() bool { return maxSeen() >= 20 })
+	s.stop()
+	time.Sleep(300 * time.Millisecond) // pgq is down: the consumer retries
+	s = startServer(t, dir, addr, clk)
+	s.append(50)
+	waitUntil(t, "after restart", func() bool { return maxSeen() >= 100 })
+	s.stop()
+	s = startServer(t, dir, addr, clk)
+	defer s.stop()
+	s.append(50)
+	waitUntil(t, "everything", func() bool { return maxSeen() >= total })
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Consume: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var hi pgq.Offset
+	for i, o := range seen {
+		if o > hi+1 {
+			t.Fatalf("delivery %d skipped from %d to %d", i, hi, o)
+		}
+		hi = max(hi, o)
+	}
+	if hi != total {
+		t.Fatalf("highest offset handled %d, want %d", hi, total)
+	}
+}
+
+// TestStandbyTakesOver: a second member waits while the first holds the
+// group, and takes over when the first's lease expires (fake clock) or it
+// releases. The first member's late commit is fenced.
+func TestStandbyTakesOver(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", clk)
+	defer s.stop()
+	c := dial(t, s.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(10)
+	a, _ := c.Consumer("g", client.ConsumerOptions{Member: "a", Wait: 50 * time.Millisecond, LeaseTTL: 2 * time.Second})
+	b, _ := c.Consumer("g", client.ConsumerOptions{Member: "b", Wait: 50 * time.Millisecond, LeaseTTL: 2 * time.Second})
+	tx, err := a.Next(ctx)
+	if err != nil || tx.Offset != 1 {
+		t.Fatalf("a.Next: %v %v", tx, err)
+	}
+	// b is a standby: it waits instead of failing.
+	got := make(chan *pgq.Transaction, 1)
+	go func() {
+		tx, err := b.Next(ctx)
+		if err != nil {
+			t.Errorf("b.Next: %v", err)
+		}
+		got <- tx
+	}()
+	select {
+	case tx := <-got:
+		t.Fatalf("standby got %d while a holds the lease", tx.Offset)
+	case <-time.After(300 * time.Millisecond):
+	}
+	clk.Advance(3 * time.Second) // a dies: its lease expires
+	select {
+	case tx := <-got:
+		if tx == nil || tx.Offset != 1 {
+			t.Fatalf("standby took over at %v, want offset 1 (a never committed)", tx)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("standby did not take over after the lease expired")
+	}
+	// a comes back: its commit is fenced, and it redelivers.
+	if err := a.Commit(ctx); !errors.Is(err, client.ErrRedeliver) || !errors.Is(err, api.ErrFenced) {
+		t.Fatalf("stale commit: %v, want ErrRedeliver wrapping fenced", err)
+	}
+	if err := b.Commit(ctx); err != nil {
+		t.Fatalf("new holder's commit: %v", err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// b released: a (standby again) takes over at once, after b's commit.
+	tx, err = a.Next(ctx)
+	if err != nil || tx.Offset != 2 {
+		t.Fatalf("a after b released: %v %v, want offset 2", tx, err)
+	}
+}
+
+// TestFetchFailsFastWhenAsked keeps the old behaviour for FailFast.
+func TestFetchFailsFastWhenAsked(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", clk)
+	defer s.stop()
+	c := dial(t, s.addr)
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(1)
+	a, _ := c.Consumer("g", client.ConsumerOptions{Member: "a", Wait: 50 * time.Millisecond})
+	if _, err := a.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := c.Consumer("g", client.ConsumerOptions{Member: "b", Wait: 50 * time.Millisecond, FailFast: true})
+	if _, err := b.Next(ctx); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("fail-fast standby: %v, want conflict", err)
+	}
+}
+
+// TestGiveUp: with Retry.GiveUp a call against a dead address returns the
+// network error after about that long.
+func TestGiveUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := client.Dial(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond, GiveUp: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Groups(context.Background())
+	if err == nil || !client.IsTransient(err) || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("Groups against a dead address: %v after %s", err, time.Since(start))
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,320 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
+)
+
+// ConsumerOptions configure Client.Consumer. Zero values get the defaults
+// noted.
+type ConsumerOptions struct {
+	// Member identifies this consumer; zero → "<hostname>-<random>".
+	Member string
+	// Max and MaxBytes per fetch; zero → the server defaults (100, 1 MiB).
+	Max      int
+	MaxBytes int64
+	// Wait is the long-poll wait of each fetch; zero → 10s.
+	Wait time.Duration
+	// LeaseTTL is this member's lease; zero → 30s (the server default).
+	// Consume renews it every LeaseTTL/3 while a handler runs.
+	LeaseTTL time.Duration
+	// FailFast makes a fetch fail with api.ErrConflict at once when another
+	// member holds the group. Without it the consumer is a standby: it
+	// waits, and takes over when the holder releases the lease or its
+	// lease expires.
+	FailFast bool
+}
+
+// Validate rejects negative values.
+func (o ConsumerOptions) Validate() error {
+	if o.Max < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || len(o.Member) > api.MaxMemberLen {
+		return errors.New("client: consumer options: negative limit or member over 256 bytes")
+	}
+	return nil
+}
+
+// ErrRedeliver is returned by Consumer.Commit when the commit was refused
+// because the lease was lost (taken over, reset, or pgq restarted with
+// the delivery forgotten): the consumer has dropped what it buffered, and
+// the uncommitted transactions will be delivered again (at-least-once).
+var ErrRedeliver = errors.New("client: lease lost; uncommitted transactions will be delivered again")
+
+// Consumer reads one group as one member, riding through pgq restarts and
+// network errors (retried with jittered backoff) and waiting as a standby
+// while another member holds the group. It is not safe for concurrent use:
+// one goroutine calls Next/Messages/Consume/Commit.
+type Consumer struct {
+	c     *Client
+	group string
+	o     ConsumerOptions
+
+	buf        []*pgq.Transaction // fetched, not yet returned by Next
+	next       pgq.Offset         // NextOffset of the last fetch
+	done       pgq.Offset         // highest offset safe to commit
+	committed  pgq.Offset
+	generation uint64 // lease generation of the last fetch
+	// Redeliveries counts the times the lease was lost and buffered or
+	// uncommitted work dropped for redelivery.
+	Redeliveries int
+}
+
+// Consumer returns a consumer of group. Nothing is sent until Next.
+func (c *Client) Consumer(group string, o ConsumerOptions) (*Consumer, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := api.ValidateName(group); err != nil {
+		return nil, err
+	}
+	if o.Member == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		host, _ := os.Hostname()
+		o.Member = host + "-" + hex.EncodeToString(b[:])
+	}
+	if o.Wait == 0 {
+		o.Wait = 10 * time.Second
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 30 * time.Second
+	}
+	return &Consumer{c: c, group: group, o: o}, nil
+}
+
+// Member returns the member id.
+func (cs *Consumer) Member() string { return cs.o.Member }
+
+// Poll does one fetch with the given wait, retrying transient failures
+// (and, unless FailFast, waiting while another member holds the lease),
+// and buffers the result. It reports whether the group has caught up.
+func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool, err error) {
+	var res *FetchResult
+	err = cs.c.retry(ctx, func() error {
+		var err error
+		res, err = cs.c.Fetch(ctx, cs.group, FetchRequest{Member: cs.o.Member, Max: cs.o.Max, MaxBytes: cs.o.MaxBytes, Wait: wait, LeaseTTL: cs.o.LeaseTTL, FailFast: cs.o.FailFast})
+		if err != nil && !cs.o.FailFast && errors.Is(err, api.ErrConflict) {
+			// Standby: the holder's lease has not expired within wait.
+			// Asking again at once is what takes over when it does.
+			if ctx.Err() == nil {
+				return cs.standbyPause(ctx, wait)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if res == nil {
+		return false, nil // standby: nothing yet
+	}
+	if res.Generation != cs.generation && cs.generation != 0 {
+		// A new lease: whatever this member buffered under the old one is
+		// redelivered from the cursor.
+		cs.buf = nil
+	}
+	cs.generation = res.Generation
+	cs.buf = append(cs.buf, res.Transactions...)
+	cs.next = res.NextOffset
+	if cs.committed == 0 || res.Committed > cs.committed {
+		cs.committed = res.Committed
+	}
+	cs.done = max(cs.done, cs.committed)
+	if len(cs.buf) == 0 {
+		cs.done = max(cs.done, res.NextOffset-1) // filtered-out records
+	}
+	return res.NextOffset > res.LastOffset, nil
+}
+
+// standbyPause waits briefly before a standby asks again, so that a
+// server answering a conflict at once (an old pgq) is not hammered.
+func (cs *Consumer) standbyPause(ctx context.Context, wait time.Duration) error {
+	return sleep(ctx, jitter(max(cs.c.o.Retry.Min, min(wait, time.Second))))
+}
+
+// Buffered reports how many fetched transactions Next will return without
+// a fetch.
+func (cs *Consumer) Buffered() int { return len(cs.buf) }
+
+// Next returns the next transaction, long-polling as needed until one
+// arrives or ctx ends. Returned transactions are not committed: call
+// Commit after processing them (at-least-once).
+func (cs *Consumer) Next(ctx context.Context) (*pgq.Transaction, error) {
+	for len(cs.buf) == 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, err := cs.Poll(ctx, cs.o.Wait); err != nil {
+			return nil, err
+		}
+	}
+	tx := cs.buf[0]
+	cs.buf[0] = nil
+	cs.buf = cs.buf[1:]
+	if tx.Final {
+		cs.done = max(cs.done, tx.Offset)
+	}
+	if len(cs.buf) == 0 {
+		cs.done = max(cs.done, cs.next-1)
+	}
+	return tx, nil
+}
+
+// Commit commits everything Next returned (and the filtered-out records
+// around it), retrying transient failures. It never commits inside a
+// multi-part transaction. When the lease was lost it returns an error
+// wrapping ErrRedeliver and the api error, after dropping the buffer.
+func (cs *Consumer) Commit(ctx context.Context) error {
+	if cs.done <= cs.committed {
+		return nil
+	}
+	cr, err := cs.c.Commit(ctx, cs.group, cs.o.Member, cs.done, cs.generation)
+	if err != nil {
+		return cs.commitFailed(err)
+	}
+	cs.committed = max(cs.committed, cr.Committed)
+	return nil
+}
+
+// commitFailed turns a refused commit into ErrRedeliver and forgets what
+// was fetched: the next fetch starts at the group's cursor.
+func (cs *Consumer) commitFailed(err error) error {
+	if errors.Is(err, api.ErrFenced) || errors.Is(err, api.ErrInvalidCommit) {
+		cs.buf, cs.done, cs.committed, cs.generation = nil, 0, 0, 0
+		cs.Redeliveries++
+		return fmt.Errorf("%w: %w", ErrRedeliver, err)
+	}
+	return err
+}
+
+// Messages iterates over transactions until ctx ends or a fetch fails (the
+// error is yielded last). Commit is the caller's: call Consumer.Commit.
+func (cs *Consumer) Messages(ctx context.Context) iter.Seq2[*pgq.Transaction, error] {
+	return func(yield func(*pgq.Transaction, error) bool) {
+		for {
+			tx, err := cs.Next(ctx)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(tx, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Consume calls handler for each transaction and commits after each
+// fetched batch. It rides through pgq restarts and network errors, waits
+// as a standby while another member holds the group, and renews the lease
+// every LeaseTTL/3 while a handler runs, so a slow handler keeps the
+// group. Delivery is at-least-once: when the lease is lost (taken over
+// after an expiry, reset, or a restart that forgot the delivery), what was
+// handled but not committed is delivered again, here or to another
+// member. When handler fails, what succeeded is committed and the error is
+// returned. It returns ctx's error when ctx ends, after committing what
+// was handled.
+func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *pgq.Transaction) error) error {
+	hb := cs.startHeartbeats(ctx)
+	defer hb.stop()
+	commit := func(ctx context.Context) error {
+		err := cs.Commit(ctx)
+		if errors.Is(err, ErrRedeliver) {
+			return nil // refetch from the cursor
+		}
+		return err
+	}
+	commitRest := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return commit(cctx)
+	}
+	for {
+		before := cs.done // always a transaction boundary
+		tx, err := cs.Next(ctx)
+		if err != nil {
+			if cerr := commitRest(); cerr != nil && ctx.Err() == nil {
+				return errors.Join(err, cerr)
+			}
+			return err
+		}
+		hb.busy(true)
+		err = handler(ctx, tx)
+		hb.busy(false)
+		if err != nil {
+			cs.done = before
+			cs.buf = nil // redelivered after the lease changes
+			if cerr := commitRest(); cerr != nil {
+				return errors.Join(err, cerr)
+			}
+			return err
+		}
+		if len(cs.buf) == 0 {
+			if err := commit(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return err
+			}
+		}
+	}
+}
+
+// heartbeats renew the lease while a handler runs.
+type heartbeats struct {
+	mu      sync.Mutex // guards running
+	running bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (h *heartbeats) busy(b bool) {
+	h.mu.Lock()
+	h.running = b
+	h.mu.Unlock()
+}
+
+func (h *heartbeats) stop() {
+	h.cancel()
+	<-h.done
+}
+
+func (cs *Consumer) startHeartbeats(ctx context.Context) *heartbeats {
+	hctx, cancel := context.WithCancel(ctx)
+	h := &heartbeats{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(cs.o.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			}
+			h.mu.Lock()
+			running := h.running
+			h.mu.Unlock()
+			if running {
+				// A failure here shows at the next commit (fenced → redeliver).
+				_ = cs.c.Heartbeat(hctx, cs.group, cs.o.Member, cs.o.LeaseTTL)
+			}
+		}
+	}()
+	return h
+}
+
+// Close releases the lease so another member can take over at once.
+// Uncommitted transactions will be delivered again.
+func (cs *Consumer) Close(ctx context.Context) error {
+	return cs.c.Release(ctx, cs.group, cs.o.Member)
+}

@@ -1,0 +1,45 @@
+// Package client is the Go client of pgq's HTTP API: consumer groups,
+// fetch and commit, and a Consumer that rides through pgq restarts.
+//
+// It imports the standard library, msgpack, pgx's pgtype (for typed
+// values) and the small pgq and pgq/api packages, and never the server
+// (Pebble, tidwall/wal, Prometheus): a test fails if that changes.
+//
+// # Resilience
+//
+// Every call retries transient failures (pgq unreachable or restarting:
+// network errors, 502, 503, 504) with capped, jittered exponential backoff
+// (Options.Retry: 100ms doubling to 5s, each wait drawn from its upper
+// half) until the call's context ends or Options.Retry.GiveUp passes. A
+// commit is idempotent (committing the same offset twice is harmless), so
+// a commit whose answer was lost is simply sent again.
+//
+// A Consumer is at-least-once. It commits after handling; when a commit is
+// refused because the lease was lost (another member took over after the
+// lease expired, the group was reset, or pgq restarted and forgot what it
+// had delivered), it drops what it fetched and fetches again from the
+// group's cursor, so handled-but-uncommitted transactions are delivered
+// again. Nothing is ever skipped.
+//
+// # Standby and failover
+//
+// Several members may run for one group; one holds the lease and the
+// others wait in their fetches (unless FailFast). When the holder
+// releases (Close) or dies, a standby takes over as soon as the lease is
+// free or expired (within LeaseTTL). Consume renews the lease every
+// LeaseTTL/3 while a handler runs, so a slow handler keeps the group.
+// Commits carry the generation of the lease the records were fetched
+// under, so a member whose lease was taken over or reset is always fenced
+// (api.ErrFenced), never half-accepted.
+//
+// # Values
+//
+// Changes carry PostgreSQL's text form. Values decodes a row image into Go
+// values by column name and Scan stores it into a struct, both through
+// pgx's type map.
+//
+// # Concurrency
+//
+// A Client is safe for concurrent use. A Consumer is used by one goroutine
+// (its Consume runs one background heartbeat goroutine of its own).
+package client
