@@ -21,7 +21,7 @@ import (
 
 // clock is a settable clock for lease expiry.
 type clock struct {
-	mu sync.Mutex // guards now
+	mu  sync.Mutex // guards now
 	now time.Time
 }
 
