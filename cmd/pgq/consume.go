@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
-	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/client"
 )
 
 // ConsumeCmd is `pgq consume`.
@@ -17,26 +18,34 @@ type ConsumeCmd struct {
 	Group    string        `required:"" help:"Consumer group."`
 	Max      int           `default:"100" help:"Transactions per fetch."`
 	Wait     time.Duration `default:"1s" help:"Long-poll wait per fetch (with --follow: how long each fetch waits)."`
-	Follow   bool          `help:"Keep waiting for new transactions instead of exiting once caught up."`
+	Follow   bool          `help:"Keep waiting for new transactions instead of exiting once caught up; rides through pgq restarts and waits while another member holds the group."`
 	NoCommit bool          `name:"no-commit" help:"Do not commit: the next consume sees the same transactions."`
 	Member   string        `help:"Member id (default: host name and a random suffix)."`
+	GiveUp   Duration      `name:"give-up" help:"How long to retry while pgq is unreachable before failing (default: 5s, with --follow: never)."`
 }
 
 // Run prints transactions as `pgq journal dump` lines, committing after
-// each printed batch. Without --follow it exits 0 once caught up.
+// each printed batch. Without --follow it exits 0 once caught up. With
+// --follow it is a standby while another member holds the group, and rides
+// through pgq restarts: transactions printed but not committed when pgq
+// went away are printed again (at-least-once), none is skipped.
 func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
-	cl, err := c.client()
+	giveUp := c.GiveUp.D()
+	if giveUp == 0 && !c.Follow {
+		giveUp = 5 * time.Second
+	}
+	cl, err := client.Dial(c.Addr, client.Options{Token: c.AuthToken, Retry: client.RetryOptions{GiveUp: giveUp}})
 	if err != nil {
 		return err
 	}
-	cs, err := cl.Consumer(c.Group, consumers.ConsumerOptions{Member: c.Member, Max: c.Max, Wait: c.Wait, FailFast: true})
+	cs, err := cl.Consumer(c.Group, client.ConsumerOptions{Member: c.Member, Max: c.Max, Wait: c.Wait, FailFast: !c.Follow})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if rerr := cs.Close(rctx); rerr != nil && err == nil && !errors.Is(rerr, consumers.ErrNotFound) {
+		if rerr := cs.Close(rctx); rerr != nil && err == nil && !errors.Is(rerr, api.ErrNotFound) && !client.IsTransient(rerr) {
 			err = rerr
 		}
 	}()
@@ -71,6 +80,12 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 		}
 		if !c.NoCommit {
 			if err := cs.Commit(ctx); err != nil {
+				if c.Follow && errors.Is(err, client.ErrRedeliver) {
+					continue // the next fetch starts at the cursor again
+				}
+				if c.Follow && ctx.Err() != nil {
+					return nil
+				}
 				return err
 			}
 		}

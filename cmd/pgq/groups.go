@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
-	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/client"
 )
 
 // APIFlags address a running sidecar.
@@ -15,8 +17,10 @@ type APIFlags struct {
 	AuthToken string `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Bearer token of the API."`
 }
 
-func (f APIFlags) client() (*consumers.Client, error) {
-	return consumers.Dial(f.Addr, consumers.ClientOptions{Token: f.AuthToken})
+// client dials the API. Admin commands retry a restarting pgq for a
+// short while, then report it unreachable.
+func (f APIFlags) client() (*client.Client, error) {
+	return client.Dial(f.Addr, client.Options{Token: f.AuthToken, Retry: client.RetryOptions{GiveUp: 5 * time.Second}})
 }
 
 // GroupsCmd is `pgq groups`.
@@ -54,7 +58,7 @@ func (c *GroupsCreateCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gi, err := cl.CreateGroup(ctx, consumers.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops)})
+	gi, err := cl.CreateGroup(ctx, api.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops)})
 	if err != nil {
 		return err
 	}
@@ -79,7 +83,7 @@ func (c *GroupsListCmd) Run(ctx context.Context) error {
 	}
 	if c.json() {
 		if gs == nil {
-			gs = []consumers.GroupInfo{}
+			gs = []api.GroupInfo{}
 		}
 		return printJSON(gs)
 	}
