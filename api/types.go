@@ -8,8 +8,14 @@ import (
 	"github.com/pgq-dev/pgq"
 )
 
-// MediaMsgpack is the media type of msgpack responses.
+// MediaMsgpack is the media type of msgpack responses: the same maps, with
+// the same field names, as the JSON responses.
 const MediaMsgpack = "application/msgpack"
+
+// MediaRecords is the media type of the Go client's fetch responses: a
+// msgpack map whose transactions are [offset, journal record body] pairs,
+// the bodies exactly as journaled (decoded with pgq.BodyDecoder).
+const MediaRecords = "application/vnd.pgq.records+msgpack"
 
 // MaxMemberLen is the longest member id, in bytes.
 const MaxMemberLen = 256

@@ -158,7 +158,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // retrying transient failures.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	return c.retry(ctx, func() error {
-		data, mp, err := c.roundTrip(ctx, method, path, body)
+		data, mp, err := c.roundTrip(ctx, method, path, "", body)
 		if err != nil || out == nil {
 			return err
 		}
@@ -175,7 +175,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 }
 
 // roundTrip sends one request; an error response becomes an *api.Error.
-func (c *Client) roundTrip(ctx context.Context, method, path string, body any) (data []byte, msgpackBody bool, err error) {
+// accept overrides the Accept header ("": msgpack, or JSON with
+// Options.JSON); msgpackBody reports a msgpack answer of either kind.
+func (c *Client) roundTrip(ctx context.Context, method, path, accept string, body any) (data []byte, msgpackBody bool, err error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -191,9 +193,12 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, body any) (
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.o.JSON {
+	switch {
+	case accept != "":
+		req.Header.Set("Accept", accept)
+	case c.o.JSON:
 		req.Header.Set("Accept", "application/json")
-	} else {
+	default:
 		req.Header.Set("Accept", api.MediaMsgpack)
 	}
 	if c.o.Token != "" {
@@ -216,7 +221,8 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, body any) (
 		}
 		return nil, false, &api.Error{Code: api.CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: HTTP %s", method, path, resp.Status)}
 	}
-	return data, strings.HasPrefix(resp.Header.Get("Content-Type"), api.MediaMsgpack), nil
+	ct := resp.Header.Get("Content-Type")
+	return data, strings.HasPrefix(ct, api.MediaMsgpack) || strings.HasPrefix(ct, api.MediaRecords), nil
 }
 
 func groupPath(name string) string { return "/v1/groups/" + url.PathEscape(name) }
@@ -308,12 +314,12 @@ func (c *Client) Fetch(ctx context.Context, group string, req FetchRequest) (*Fe
 		return nil, errors.New("client: fetch needs msgpack responses (Options.JSON is set)")
 	}
 	body := api.FetchBody{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: api.Duration(req.Wait), FailFast: req.FailFast, LeaseTTL: api.Duration(req.LeaseTTL)}
-	data, mp, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", body)
+	data, mp, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", api.MediaRecords, body)
 	if err != nil {
 		return nil, err
 	}
 	if !mp {
-		return nil, fmt.Errorf("client: fetch %q: the server did not answer in msgpack", group)
+		return nil, fmt.Errorf("client: fetch %q: the server did not answer with records", group)
 	}
 	res, err := decodeFetch(data)
 	if err != nil {

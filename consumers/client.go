@@ -20,6 +20,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
 )
 
 // ClientOptions configure Dial. The zero value talks msgpack without auth.
@@ -114,7 +115,7 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, body any) (
 	if c.o.JSON {
 		req.Header.Set("Accept", "application/json")
 	} else {
-		req.Header.Set("Accept", MediaMsgpack)
+		req.Header.Set("Accept", MediaMsgpack+", "+api.MediaRecords)
 	}
 	if c.o.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.o.Token)
@@ -136,7 +137,8 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, body any) (
 		}
 		return nil, false, &Error{Code: CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: HTTP %s", method, path, resp.Status)}
 	}
-	return data, strings.HasPrefix(resp.Header.Get("Content-Type"), MediaMsgpack), nil
+	ct := resp.Header.Get("Content-Type")
+	return data, strings.HasPrefix(ct, MediaMsgpack) || strings.HasPrefix(ct, api.MediaRecords), nil
 }
 
 // maxPresize bounds the buffer readBody allocates from Content-Length

@@ -301,21 +301,31 @@ func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	mp := wantsMsgpack(r)
+	records := strings.Contains(r.Header.Get("Accept"), api.MediaRecords)
 	res, err := h.m.fetch(r.Context(), r.PathValue("name"), FetchRequest{
 		Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait),
 		FailFast: req.FailFast, LeaseTTL: time.Duration(req.LeaseTTL),
-	}, !mp)
+	}, !records)
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	if mp {
+	if records {
 		wf := wireFetch{NextOffset: uint64(res.next), Committed: uint64(res.committed), LastOffset: uint64(res.last), LeaseExpires: res.leaseExpires, Transactions: make([]wireTx, len(res.recs))}
 		for i := range res.recs {
 			wf.Transactions[i] = wireTx{Offset: uint64(res.recs[i].off), Body: res.recs[i].body()}
 		}
-		h.reply(w, r, http.StatusOK, &wf)
+		b := getBuf()
+		defer putBuf(b)
+		enc := msgpack.GetEncoder()
+		enc.Reset(b)
+		err := enc.Encode(&wf)
+		msgpack.PutEncoder(enc)
+		if err != nil {
+			WriteError(w, fmt.Errorf("%w: encode response: %v", ErrInternal, err))
+			return
+		}
+		writeBody(w, http.StatusOK, api.MediaRecords, b.Bytes())
 		return
 	}
 	// JSON: each transaction exactly as a `pgq journal dump` line.
@@ -339,7 +349,52 @@ func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 	b.WriteString(`,"lease_expires":"`)
 	b.WriteString(res.leaseExpires.UTC().Format(time.RFC3339Nano))
 	b.WriteString("\"}\n")
+	if wantsMsgpack(r) {
+		// The language-neutral msgpack form: the JSON response's maps.
+		mp, err := jsonToMsgpack(b.Bytes())
+		if err != nil {
+			WriteError(w, fmt.Errorf("%w: encode response: %v", ErrInternal, err))
+			return
+		}
+		writeBody(w, http.StatusOK, MediaMsgpack, mp)
+		return
+	}
 	writeBody(w, http.StatusOK, "application/json", b.Bytes())
+}
+
+// jsonToMsgpack re-encodes a JSON document as msgpack: objects as maps,
+// integers as integers, other numbers as float64.
+func jsonToMsgpack(js []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return msgpack.Marshal(numbersOf(v))
+}
+
+func numbersOf(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+			return u
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = numbersOf(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = numbersOf(e)
+		}
+	}
+	return v
 }
 
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
