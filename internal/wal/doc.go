@@ -1,0 +1,44 @@
+// Package wal is a fork of github.com/tidwall/wal v1.2.1 (MIT licence, see
+// LICENSE in this directory): a segmented append-only log whose entries are
+// numbered by dense indexes. pgq's journal stores its records in it.
+//
+// The on-disk format is byte-identical to tidwall/wal's binary format: a
+// directory of segment files named by the index of their first entry (20
+// zero-padded decimal digits), each holding entries
+//
+//	uvarint(len(data)) | data
+//
+// back to back, plus the transient NAME.START and NAME.END files of an
+// interrupted TruncateFront or TruncateBack, which Open finishes. A log
+// written by either library opens with the other.
+//
+// What changed from tidwall/wal v1.2.1:
+//
+//   - Every file operation goes through a github.com/cockroachdb/pebble/v2/vfs
+//     FS (Options.FS; nil means vfs.Default), so tests can inject faults
+//     (vfs/errorfs) and simulate crashes (vfs.NewCrashableMem).
+//   - The directory is fsynced whenever the set of segment files changes:
+//     after a segment is created by a cycle (before the write that follows
+//     it returns), after the first segment of a new log is created, after
+//     Open finishes an interrupted truncation, and after TruncateFront and
+//     TruncateBack. tidwall/wal never fsyncs a directory. NoSync skips these
+//     too.
+//   - Fail-stop: the first failed write, fsync or segment cycle marks the log
+//     failed; every later Write, WriteBatch, TruncateFront, TruncateBack and
+//     Sync returns an error wrapping ErrFailed and the cause, and Close
+//     releases the files without another fsync (an fsync is never retried:
+//     after a failed fsync the kernel may have dropped the dirty pages and a
+//     second fsync would report success). Reads of entries written before
+//     the failure keep working. tidwall/wal kept accepting writes after a
+//     short write, appending after the torn bytes, so those entries were
+//     acknowledged and later lost.
+//   - Options.OnSync reports the latency of every fsync (segment data and
+//     directory).
+//   - Concurrent Read calls no longer race on the segment cache
+//     (tidwall/wal#34): loading a sealed segment into the cache is
+//     serialized by a mutex of its own.
+//   - Removed: the JSON log format (and the gjson dependency), NoCopy,
+//     FilePerms (vfs creates files with mode 0666 before umask), ClearCache
+//     and the ":memory:" path check. Paths are used as given, not made
+//     absolute.
+package wal

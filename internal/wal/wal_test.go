@@ -1,0 +1,333 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	upstream "github.com/tidwall/wal"
+)
+
+func entry(i uint64) []byte {
+	return bytes.Repeat([]byte(fmt.Sprintf("entry-%d;", i)), int(i%7)+1)
+}
+
+// fileSet returns the name and contents of every file in dir.
+func fileSet(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string][]byte{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[e.Name()] = b
+	}
+	return m
+}
+
+// writer is the part of both libraries' Log the workload uses.
+type writer interface {
+	WriteBatch(index uint64, datas [][]byte) error
+	TruncateFront(uint64) error
+	TruncateBack(uint64) error
+	Close() error
+}
+
+type forkW struct{ l *Log }
+
+func (w forkW) WriteBatch(index uint64, datas [][]byte) error {
+	var b Batch
+	for i, d := range datas {
+		b.Write(index+uint64(i), d)
+	}
+	return w.l.WriteBatch(&b)
+}
+func (w forkW) TruncateFront(i uint64) error { return w.l.TruncateFront(i) }
+func (w forkW) TruncateBack(i uint64) error  { return w.l.TruncateBack(i) }
+func (w forkW) Close() error                 { return w.l.Close() }
+
+type upW struct{ l *upstream.Log }
+
+func (w upW) WriteBatch(index uint64, datas [][]byte) error {
+	var b upstream.Batch
+	for i, d := range datas {
+		b.Write(index+uint64(i), d)
+	}
+	return w.l.WriteBatch(&b)
+}
+func (w upW) TruncateFront(i uint64) error { return w.l.TruncateFront(i) }
+func (w upW) TruncateBack(i uint64) error  { return w.l.TruncateBack(i) }
+func (w upW) Close() error                 { return w.l.Close() }
+
+// workload writes entries 1..300 in batches (segments of 512 bytes roll
+// often), truncates the front to 40 and the back to 280, and returns the
+// range kept.
+func workload(t *testing.T, w writer) (first, last uint64) {
+	t.Helper()
+	next := uint64(1)
+	for next <= 300 {
+		n := min(next%5+1, 301-next)
+		var datas [][]byte
+		for i := range n {
+			datas = append(datas, entry(next+i))
+		}
+		if err := w.WriteBatch(next, datas); err != nil {
+			t.Fatal(err)
+		}
+		next += n
+	}
+	if err := w.TruncateFront(40); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.TruncateBack(280); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return 40, 280
+}
+
+type reader interface {
+	Read(uint64) ([]byte, error)
+	FirstIndex() (uint64, error)
+	LastIndex() (uint64, error)
+	Close() error
+}
+
+func checkRead(t *testing.T, r reader, first, last uint64) {
+	t.Helper()
+	f, err1 := r.FirstIndex()
+	l, err2 := r.LastIndex()
+	if err := errors.Join(err1, err2); err != nil || f != first || l != last {
+		t.Fatalf("range %d..%d (%v), want %d..%d", f, l, err, first, last)
+	}
+	for i := first; i <= last; i++ {
+		got, err := r.Read(i)
+		if err != nil || !bytes.Equal(got, entry(i)) {
+			t.Fatalf("entry %d: %q, %v", i, got, err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFormatCompatibility writes the same workload with the fork and with
+// tidwall/wal v1.2.1: the files are byte-identical, and each library reads
+// (and appends to) what the other wrote.
+func TestFormatCompatibility(t *testing.T) {
+	forkDir, upDir := t.TempDir(), t.TempDir()
+	l, err := Open(forkDir, &Options{SegmentSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := workload(t, forkW{l})
+	u, err := upstream.Open(upDir, &upstream.Options{SegmentSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workload(t, upW{u})
+
+	fa, fb := fileSet(t, forkDir), fileSet(t, upDir)
+	if len(fa) < 5 {
+		t.Fatalf("only %d segment files; the workload should roll more", len(fa))
+	}
+	for name, b := range fb {
+		if !bytes.Equal(fa[name], b) {
+			t.Errorf("file %s differs: fork %d bytes, tidwall/wal %d bytes", name, len(fa[name]), len(b))
+		}
+	}
+	if len(fa) != len(fb) {
+		t.Errorf("fork wrote %d files, tidwall/wal %d", len(fa), len(fb))
+	}
+
+	// Fork writes, tidwall/wal reads.
+	u, err = upstream.Open(forkDir, &upstream.Options{SegmentSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRead(t, u, first, last)
+	// tidwall/wal writes, fork reads, appends, and tidwall/wal reads again.
+	l, err = Open(upDir, &Options{SegmentSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b Batch
+	for i := last + 1; i <= last+30; i++ {
+		b.Write(i, entry(i))
+	}
+	if err := l.WriteBatch(&b); err != nil {
+		t.Fatal(err)
+	}
+	checkRead(t, l, first, last+30)
+	u, err = upstream.Open(upDir, &upstream.Options{SegmentSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRead(t, u, first, last+30)
+}
+
+// TestInterruptedTruncateCompat: a START file left by tidwall/wal (as if it
+// crashed mid-TruncateFront) is finished by the fork's Open.
+func TestInterruptedTruncateCompat(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := Open("/w", &Options{FS: fs, SegmentSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b Batch
+	for i := uint64(1); i <= 50; i++ {
+		b.Write(i, entry(i))
+	}
+	if err := l.WriteBatch(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Simulate: START written for index 20, old files not yet removed.
+	l, err = Open("/w", &Options{FS: fs, SegmentSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.loadSegment(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.atomicWrite(l.join(segmentName(20)+".START"), s.ebuf[s.epos[20-s.index].pos:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open("/w", &Options{FS: fs, SegmentSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRead(t, l, 20, 50)
+}
+
+// TestConcurrentReads reads sealed segments from many goroutines with a
+// one-segment cache: with -race this is tidwall/wal#34.
+func TestConcurrentReads(t *testing.T) {
+	l, err := Open(t.TempDir(), &Options{SegmentSize: 256, SegmentCacheSize: 1, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var b Batch
+	for i := uint64(1); i <= 400; i++ {
+		b.Write(i, entry(i))
+	}
+	if err := l.WriteBatch(&b); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 2000 {
+				i := uint64((k*37+g*101)%400 + 1)
+				got, err := l.Read(i)
+				if err != nil || !bytes.Equal(got, entry(i)) {
+					t.Errorf("read %d: %q, %v", i, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestFailStop: after a failed fsync every write is refused with
+// ErrFailed and the cause, reads of earlier entries work, Close does not
+// fsync again, and a reopened log holds exactly what was acknowledged.
+func TestFailStop(t *testing.T) {
+	for _, op := range []errorfs.OpKind{errorfs.OpFileSync, errorfs.OpFileWrite, errorfs.OpCreate, errorfs.OpOpenDir} {
+		t.Run(fmt.Sprint(op), func(t *testing.T) {
+			mem := vfs.NewMem()
+			var armed bool
+			syncs := 0
+			inj := errorfs.InjectorFunc(func(o errorfs.Op) error {
+				if armed && o.Kind == op {
+					return syscall.ENOSPC
+				}
+				return nil
+			})
+			l, err := Open("/w", &Options{FS: errorfs.Wrap(mem, inj), SegmentSize: 128,
+				OnSync: func(string, time.Duration) { syncs++ }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b Batch
+			next := uint64(1)
+			write := func() error {
+				b.Clear()
+				for range 3 {
+					b.Write(next, entry(next))
+					next++
+				}
+				err := l.WriteBatch(&b)
+				if err != nil {
+					next -= 3
+				}
+				return err
+			}
+			for range 5 {
+				if err := write(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if syncs < 6 {
+				t.Fatalf("OnSync called %d times for 5 batches and a new log", syncs)
+			}
+			acked := next - 1
+			armed = true
+			var failErr error
+			for range 10 { // a cycle (create, dir sync) comes within a few batches
+				if failErr = write(); failErr != nil {
+					break
+				}
+				acked = next - 1
+			}
+			if !errors.Is(failErr, ErrFailed) || !errors.Is(failErr, syscall.ENOSPC) {
+				t.Fatalf("write: %v, want ErrFailed and ENOSPC", failErr)
+			}
+			armed = false
+			if err := write(); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("write after failure: %v, want ErrFailed and ENOSPC", err)
+			}
+			if err := l.TruncateFront(2); !errors.Is(err, ErrFailed) {
+				t.Fatalf("truncate after failure: %v", err)
+			}
+			for i := uint64(1); i <= acked; i++ {
+				if got, err := l.Read(i); err != nil || !bytes.Equal(got, entry(i)) {
+					t.Fatalf("read %d after failure: %q, %v", i, got, err)
+				}
+			}
+			_ = l.Close()
+			l, err = Open("/w", &Options{FS: mem, SegmentSize: 128})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last, _ := l.LastIndex()
+			if last < acked {
+				t.Fatalf("reopened log ends at %d, %d were acknowledged", last, acked)
+			}
+			checkRead(t, l, 1, last)
+		})
+	}
+}
