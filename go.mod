@@ -5,7 +5,6 @@ go 1.26.8
 require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
-	github.com/gofrs/flock v0.13.2
 	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
+	"time"
 
-	"github.com/gofrs/flock"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
-	"github.com/tidwall/wal"
+	"github.com/pgq-dev/pgq/internal/wal"
 )
 
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is zero.
@@ -22,12 +23,21 @@ const DefaultSegmentSize = 64 << 20
 // LockFile is the name of the lock file inside the journal directory.
 const LockFile = "LOCK"
 
+// DefaultSlowSync is the fsync latency above which a warning is logged when
+// Options.SlowSync is zero (etcd's threshold).
+const DefaultSlowSync = time.Second
+
 // Errors returned (wrapped) by the journal.
 var (
 	ErrLocked   = errors.New("journal: directory is locked by another journal")
 	ErrNotFound = errors.New("journal: offset not in journal")
 	ErrCorrupt  = errors.New("journal: corrupt")
 	ErrClosed   = errors.New("journal: closed")
+	// ErrFailed is returned, wrapped together with the first write or sync
+	// error, by every Append and TruncateFront after that error (fail-stop,
+	// see the package documentation). Close and Open the journal to
+	// recover.
+	ErrFailed = errors.New("journal: failed")
 )
 
 // Options configure Open.
@@ -39,8 +49,21 @@ type Options struct {
 	// NoSync skips fsync. Only for tests and benchmarks: records are not
 	// durable and must not be confirmed to PostgreSQL.
 	NoSync bool
-	// Logger receives repair and retention messages; nil means slog.Default().
+	// Logger receives repair, retention, failure and slow-fsync messages;
+	// nil means slog.Default().
 	Logger *slog.Logger
+	// FS is the file system every file operation of the journal goes
+	// through; nil means vfs.Default (the operating system's). Tests use it
+	// to inject faults (vfs/errorfs) and simulate crashes.
+	FS vfs.FS
+	// OnSync, when set, is called with the latency of every fsync of
+	// segment data or of the directory, failed or not (hook a histogram on
+	// it). It runs on the writer's goroutine with the log locked: keep it
+	// short.
+	OnSync func(d time.Duration)
+	// SlowSync is the fsync latency above which a warning is logged; zero
+	// means DefaultSlowSync (1 s).
+	SlowSync time.Duration
 }
 
 // Validate reports whether the options are usable.
@@ -50,6 +73,9 @@ func (o Options) Validate() error {
 	}
 	if o.SegmentSize < 0 {
 		return fmt.Errorf("journal: options: SegmentSize %d is negative", o.SegmentSize)
+	}
+	if o.SlowSync < 0 {
+		return fmt.Errorf("journal: options: SlowSync %v is negative", o.SlowSync)
 	}
 	return nil
 }
@@ -65,18 +91,18 @@ type Segment struct {
 // dense offsets starting at 1. See the package documentation for the
 // concurrency rules.
 type Journal struct {
-	dir    string
-	opts   Options
-	log    *slog.Logger
-	lock   *flock.Flock
-	segMax int
+	dir      string
+	opts     Options
+	log      *slog.Logger
+	fs       vfs.FS
+	lock     io.Closer
+	slowSync time.Duration
 
 	// appendMu serializes writers (Append, TruncateFront, Close) and guards
 	// the writer state below it.
 	appendMu sync.Mutex
 	batch    wal.Batch
 	buf      []byte // encode buffer, reused
-	tailSize int    // bytes in the tail segment file, mirrors wal's cycling rule
 
 	// readMu serializes wal.Read calls: tidwall/wal reads mutate its
 	// segment cache under a shared lock and race with each other (#34).
@@ -93,6 +119,7 @@ type Journal struct {
 	last       pgq.Offset // 0 when empty
 	lastEndLSN pgq.LSN
 	changed    chan struct{} // closed and replaced by each Append
+	failed     error         // wraps ErrFailed and the first write/sync error; nil when healthy
 }
 
 // Open opens (creating if needed) the journal in opts.Dir. It takes an
@@ -106,59 +133,70 @@ func Open(opts Options) (*Journal, error) {
 	if opts.SegmentSize == 0 {
 		opts.SegmentSize = DefaultSegmentSize
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
+	j := &Journal{
+		dir:      opts.Dir,
+		opts:     opts,
+		log:      opts.Logger,
+		fs:       opts.FS,
+		slowSync: opts.SlowSync,
+		changed:  make(chan struct{}),
 	}
-	dir := opts.Dir
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if j.log == nil {
+		j.log = slog.Default()
+	}
+	if j.fs == nil {
+		j.fs = vfs.Default
+	}
+	if j.slowSync == 0 {
+		j.slowSync = DefaultSlowSync
+	}
+	dir := j.dir
+	if err := j.fs.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
-	lk := flock.New(filepath.Join(dir, LockFile))
-	ok, err := lk.TryLock()
+	lk, err := j.fs.Lock(j.fs.PathJoin(dir, LockFile))
 	if err != nil {
+		if lockHeld(err) {
+			return nil, fmt.Errorf("journal: open %s: %w (%v)", dir, ErrLocked, err)
+		}
 		return nil, fmt.Errorf("journal: open %s: lock: %w", dir, err)
 	}
-	if !ok {
-		return nil, fmt.Errorf("journal: open %s: %w", dir, ErrLocked)
-	}
-	j, err := open(dir, opts, logger, lk)
-	if err != nil {
-		_ = lk.Unlock()
-		return nil, err
+	j.lock = lk
+	if err := j.open(); err != nil {
+		_ = lk.Close()
+		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	return j, nil
 }
 
-func open(dir string, opts Options, logger *slog.Logger, lk *flock.Flock) (*Journal, error) {
-	tailSize, err := repairTail(dir, logger)
-	if err != nil {
-		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+// lockHeld reports whether err from vfs.FS.Lock means that another holder
+// has the lock: fcntl's EAGAIN/EACCES from another process (or a MemFS), or
+// pebble's refusal of a second lock within this process.
+func lockHeld(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		strings.Contains(err.Error(), "lock held by current process")
+}
+
+func (j *Journal) open() error {
+	if err := j.repairTail(); err != nil {
+		return err
 	}
-	w, err := wal.Open(dir, &wal.Options{
-		NoSync:           opts.NoSync,
-		SegmentSize:      opts.SegmentSize,
+	w, err := wal.Open(j.dir, &wal.Options{
+		FS:               j.fs,
+		NoSync:           j.opts.NoSync,
+		SegmentSize:      j.opts.SegmentSize,
 		SegmentCacheSize: 1,
 		AllowEmpty:       true,
 		DirPerms:         0o750,
-		FilePerms:        0o640,
+		OnSync:           j.onSync,
 	})
 	if err != nil {
 		if errors.Is(err, wal.ErrCorrupt) {
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
-		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+		return err
 	}
-	j := &Journal{
-		dir:      dir,
-		opts:     opts,
-		log:      logger,
-		lock:     lk,
-		segMax:   opts.SegmentSize,
-		w:        w,
-		tailSize: tailSize,
-		changed:  make(chan struct{}),
-	}
+	j.w = w
 	first, err := w.FirstIndex()
 	if err == nil {
 		var last uint64
@@ -177,15 +215,43 @@ func open(dir string, opts Options, logger *slog.Logger, lk *flock.Flock) (*Jour
 			j.lastEndLSN = tx.EndLSN
 		}
 	}
-	if err == nil {
-		// wal.Open may have created the first segment file.
-		err = syncDir(dir)
-	}
 	if err != nil {
 		_ = w.Close()
-		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+		return err
 	}
-	return j, nil
+	return nil
+}
+
+// onSync observes one fsync: the OnSync hook and the slow-fsync warning.
+func (j *Journal) onSync(path string, d time.Duration) {
+	if j.opts.OnSync != nil {
+		j.opts.OnSync(d)
+	}
+	if d > j.slowSync {
+		j.log.Warn("journal: slow fsync", "path", path, "took", d, "threshold", j.slowSync)
+	}
+}
+
+// fail makes the journal fail-stop on cause, the first write or sync error
+// (later ones keep the first), and returns the error every writer gets
+// from now on: it wraps ErrFailed and the first cause.
+func (j *Journal) fail(cause error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failed == nil {
+		j.failed = fmt.Errorf("%w: %w", ErrFailed, cause)
+		j.log.Error("journal: failed; it accepts no more writes until reopened", "dir", j.dir, "err", cause.Error())
+	}
+	return j.failed
+}
+
+// Err returns nil while the journal is healthy and, after the first failed
+// write or sync, an error wrapping ErrFailed and that failure (see the
+// package documentation: fail-stop). Reopening the journal recovers.
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failed
 }
 
 // Dir returns the journal directory.
@@ -193,9 +259,12 @@ func (j *Journal) Dir() string { return j.dir }
 
 // Append writes batch as consecutive records with one write and one fsync
 // (group commit) and sets tx.Offset and tx.RecordBytes on each. A
-// transaction with Encoded set is written as that record, as is. It fsyncs the directory when
-// a segment file was created. Append is for the single writer: concurrent
-// calls are serialized.
+// transaction with Encoded set is written as that record, as is. When a
+// segment file was created, the directory is fsynced too before Append
+// returns. Append is for the single writer: concurrent calls are
+// serialized. A write or sync error fails the journal: that Append and
+// every later one return an error wrapping ErrFailed and the cause, and
+// nothing of the batch is published (see the package documentation).
 func (j *Journal) Append(batch []*pgq.Transaction) error {
 	if len(batch) == 0 {
 		return nil
@@ -203,10 +272,13 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
 	j.mu.Lock()
-	closed, last := j.closed, j.last
+	closed, last, failed := j.closed, j.last, j.failed
 	j.mu.Unlock()
 	if closed {
 		return fmt.Errorf("journal: append: %w", ErrClosed)
+	}
+	if failed != nil {
+		return failed
 	}
 	if last == 0 {
 		// Empty journal: the next index follows whatever was truncated.
@@ -217,13 +289,6 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 		last = pgq.Offset(li)
 	}
 	j.batch.Clear()
-	newSegment := false
-	// Mirror wal.writeBatch: cycle before the batch when the tail is over
-	// the limit, and after any entry that brings it to the limit.
-	if j.tailSize > j.segMax {
-		newSegment = true
-		j.tailSize = 0
-	}
 	for i, tx := range batch {
 		data := tx.Encoded
 		if data == nil {
@@ -232,23 +297,13 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 		}
 		tx.RecordBytes = len(data)
 		j.batch.Write(uint64(last)+uint64(i)+1, data)
-		j.tailSize += uvarintLen(uint64(len(data))) + len(data)
-		if j.tailSize >= j.segMax {
-			newSegment = true
-			j.tailSize = 0
-		}
-	}
-	if err := j.w.WriteBatch(&j.batch); err != nil {
-		j.batch.Clear()
-		return fmt.Errorf("journal: append %d records at offset %d: %w", len(batch), last+1, err)
-	}
-	if newSegment && !j.opts.NoSync {
-		if err := syncDir(j.dir); err != nil {
-			return fmt.Errorf("journal: append: %w", err)
-		}
 	}
 	if cap(j.buf) > 4<<20 {
 		j.buf = nil // don't pin one huge record's buffer
+	}
+	if err := j.w.WriteBatch(&j.batch); err != nil {
+		j.batch.Clear()
+		return j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
 	}
 	for i, tx := range batch {
 		tx.Offset = last + pgq.Offset(i) + 1
@@ -265,15 +320,6 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 	j.changed = make(chan struct{})
 	j.mu.Unlock()
 	return nil
-}
-
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
 }
 
 // FirstOffset returns the offset of the first record, 0 when empty.
@@ -355,15 +401,19 @@ func (j *Journal) Read(off pgq.Offset) (*pgq.Transaction, error) {
 // when off holds a part after the first, the cut moves back to its part 0.
 // Offsets at or below FirstOffset are a no-op. tidwall/wal
 // rewrites the rest of the segment holding off, so call it with offsets
-// near segment starts (see Segments).
+// near segment starts (see Segments). A write or sync error fails the
+// journal, as in Append.
 func (j *Journal) TruncateFront(off pgq.Offset) error {
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
 	j.mu.Lock()
-	closed, first, last := j.closed, j.first, j.last
+	closed, first, last, failed := j.closed, j.first, j.last, j.failed
 	j.mu.Unlock()
 	if closed {
 		return fmt.Errorf("journal: truncate front: %w", ErrClosed)
+	}
+	if failed != nil {
+		return failed
 	}
 	off = min(off, last)
 	if off <= first {
@@ -379,44 +429,29 @@ func (j *Journal) TruncateFront(off pgq.Offset) error {
 		return nil
 	}
 	// Reads are excluded too: wal's truncate rewrites its segment cache.
+	// wal's truncate fsyncs the new first segment and the directory.
 	j.readMu.Lock()
 	err = j.w.TruncateFront(uint64(off))
 	j.readMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("journal: truncate front to %d: %w", off, err)
-	}
-	if err := syncDir(j.dir); err != nil {
-		return fmt.Errorf("journal: truncate front to %d: %w", off, err)
-	}
-	if _, last, size, err := j.tailState(); err == nil {
-		j.log.Info("journal: truncated front", "dir", j.dir, "dropped", int64(off-first), "first", off, "last", last, "tail_bytes", size)
+		return j.fail(fmt.Errorf("truncate front to %d: %w", off, err))
 	}
 	j.mu.Lock()
 	j.first = off
 	j.mu.Unlock()
-	return nil
-}
-
-// tailState re-reads the segment list; used after TruncateFront, which may
-// have rewritten the tail segment.
-func (j *Journal) tailState() (first, last pgq.Offset, tail int64, err error) {
-	segs, err := listSegments(j.dir)
-	if err != nil || len(segs) == 0 {
-		return 0, 0, 0, err
+	attrs := []any{"dir", j.dir, "dropped", int64(off - first), "first", off, "last", last}
+	if segs, err := listSegments(j.fs, j.dir); err == nil && len(segs) > 0 {
+		attrs = append(attrs, "tail_bytes", segs[len(segs)-1].Bytes)
 	}
-	j.mu.Lock()
-	first, last = j.first, j.last
-	j.mu.Unlock()
-	t := segs[len(segs)-1]
-	j.tailSize = int(t.Bytes)
-	return first, last, t.Bytes, nil
+	j.log.Info("journal: truncated front", attrs...)
+	return nil
 }
 
 // Segments lists the segment files, oldest first.
 func (j *Journal) Segments() ([]Segment, error) {
 	j.appendMu.Lock() // no truncate renaming files underneath
 	defer j.appendMu.Unlock()
-	segs, err := listSegments(j.dir)
+	segs, err := listSegments(j.fs, j.dir)
 	if err != nil {
 		return nil, fmt.Errorf("journal: segments of %s: %w", j.dir, err)
 	}
@@ -437,7 +472,8 @@ func (j *Journal) Size() int64 {
 }
 
 // Close closes the log and releases the directory lock. Later calls
-// return ErrClosed.
+// return ErrClosed. Close of a failed journal closes the files without
+// another fsync; Open again to recover.
 func (j *Journal) Close() error {
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
@@ -452,7 +488,7 @@ func (j *Journal) Close() error {
 	j.readMu.Lock()
 	err := j.w.Close()
 	j.readMu.Unlock()
-	if uerr := j.lock.Unlock(); err == nil {
+	if uerr := j.lock.Close(); err == nil {
 		err = uerr
 	}
 	if err != nil {
@@ -504,22 +540,26 @@ func (r *Reader) Next() (*pgq.Transaction, error) {
 }
 
 // listSegments lists the final segment files (20-digit names) of dir.
-func listSegments(dir string) ([]Segment, error) {
-	ents, err := os.ReadDir(dir)
+func listSegments(fs vfs.FS, dir string) ([]Segment, error) {
+	names, err := fs.List(dir)
 	if err != nil {
 		return nil, err
 	}
 	var segs []Segment
-	for _, e := range ents {
-		idx, ok := segmentIndex(e.Name())
-		if !ok || e.IsDir() {
+	for _, name := range names {
+		idx, ok := segmentIndex(name)
+		if !ok {
 			continue
 		}
-		info, err := e.Info()
+		path := fs.PathJoin(dir, name)
+		info, err := fs.Stat(path)
 		if err != nil {
 			return nil, err
 		}
-		segs = append(segs, Segment{FirstOffset: pgq.Offset(idx), Path: filepath.Join(dir, e.Name()), Bytes: info.Size()})
+		if info.IsDir() {
+			continue
+		}
+		segs = append(segs, Segment{FirstOffset: pgq.Offset(idx), Path: path, Bytes: info.Size()})
 	}
 	slices.SortFunc(segs, func(a, b Segment) int {
 		return cmp.Compare(a.FirstOffset, b.FirstOffset)
@@ -547,17 +587,36 @@ func segmentIndex(name string) (uint64, bool) {
 	return v, v > 0
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+// syncDir fsyncs the journal directory (unless NoSync).
+func (j *Journal) syncDir() error {
+	if j.opts.NoSync {
+		return nil
 	}
+	d, err := j.fs.OpenDir(j.dir)
+	if err != nil {
+		return fmt.Errorf("fsync directory %s: %w", j.dir, err)
+	}
+	start := time.Now()
 	err = d.Sync()
+	j.onSync(j.dir, time.Since(start))
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
+		return fmt.Errorf("fsync directory %s: %w", j.dir, err)
 	}
 	return nil
+}
+
+// readFile returns the contents of the file at path.
+func readFile(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return data, err
 }

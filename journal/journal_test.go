@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
 )
 
@@ -190,7 +191,7 @@ func TestVerify(t *testing.T) {
 	}
 
 	// Flip a byte in the middle of record 50's payload.
-	segs, err := listSegments(dir)
+	segs, err := listSegments(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestOpenOnTornTail(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	segs, err := listSegments(base)
+	segs, err := listSegments(vfs.Default, base)
 	if err != nil || len(segs) < 2 {
 		t.Fatalf("want several segments: %v %v", segs, err)
 	}

@@ -75,23 +75,14 @@ func (j *Journal) partZero(last *pgq.Transaction) pgq.Offset {
 // truncateBack removes the records after off (off = first-1 empties the
 // journal; the next Append continues at off+1). It is only used at Open.
 func (j *Journal) truncateBack(off pgq.Offset) error {
+	// wal's truncate fsyncs the new tail and the directory.
 	if err := j.w.TruncateBack(uint64(off)); err != nil {
-		return fmt.Errorf("journal: truncate back to %d: %w", off, err)
-	}
-	if err := syncDir(j.dir); err != nil {
 		return fmt.Errorf("journal: truncate back to %d: %w", off, err)
 	}
 	if off < j.first {
 		j.first, j.last = 0, 0
 	} else {
 		j.last = off
-	}
-	segs, err := listSegments(j.dir)
-	if err != nil {
-		return fmt.Errorf("journal: truncate back to %d: %w", off, err)
-	}
-	if len(segs) > 0 {
-		j.tailSize = int(segs[len(segs)-1].Bytes)
 	}
 	return nil
 }

@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
+	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
 )
 
@@ -62,77 +62,110 @@ func scanEntries(data []byte, check func(payload []byte) error) entryScan {
 	return s
 }
 
+// repairSuffix names the temporary file a repair writes the kept prefix
+// of the tail to before renaming it over the tail (vfs.File has no
+// Truncate). tidwall/wal ignores such names; Open removes leftovers.
+const repairSuffix = ".REPAIR"
+
 // tailSegmentPath returns the segment file that tidwall/wal will treat as
 // its tail: the last of the names it loads (20 digits, optionally .START or
-// .END), in directory order.
-func tailSegmentPath(dir string) (path string, first uint64, err error) {
-	ents, err := os.ReadDir(dir)
+// .END), in directory order. It removes leftover repair files.
+func (j *Journal) tailSegmentPath() (path string, first uint64, err error) {
+	names, err := j.fs.List(j.dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", 0, nil
 		}
 		return "", 0, err
 	}
-	var names []string
-	for _, e := range ents {
-		name := e.Name()
-		if e.IsDir() || len(name) < 20 {
+	var segs []string
+	for _, name := range names {
+		if strings.HasSuffix(name, repairSuffix) {
+			if err := j.fs.Remove(j.fs.PathJoin(j.dir, name)); err != nil {
+				return "", 0, err
+			}
+			continue
+		}
+		if len(name) < 20 {
 			continue
 		}
 		base := strings.TrimSuffix(strings.TrimSuffix(name, ".START"), ".END")
 		if _, ok := segmentIndex(base); ok && (base == name || len(name) == 26 || len(name) == 24) {
-			names = append(names, name)
+			if fi, err := j.fs.Stat(j.fs.PathJoin(j.dir, name)); err != nil {
+				return "", 0, err
+			} else if !fi.IsDir() {
+				segs = append(segs, name)
+			}
 		}
 	}
-	if len(names) == 0 {
+	if len(segs) == 0 {
 		return "", 0, nil
 	}
-	sort.Strings(names)
-	name := names[len(names)-1]
+	slices.Sort(segs)
+	name := segs[len(segs)-1]
 	first, _ = segmentIndex(name[:20])
-	return filepath.Join(dir, name), first, nil
+	return j.fs.PathJoin(j.dir, name), first, nil
 }
 
 // repairTail cuts the tail segment file after its last complete entry whose
-// payload passes the record checksum, and returns the resulting file size.
-func repairTail(dir string, logger *slog.Logger) (int, error) {
-	path, first, err := tailSegmentPath(dir)
+// payload passes the record checksum. It writes the kept prefix to a
+// temporary file, fsyncs it, renames it over the tail and fsyncs the
+// directory, so a crash during the repair leaves the old or the new tail.
+func (j *Journal) repairTail() error {
+	path, first, err := j.tailSegmentPath()
 	if err != nil || path == "" {
-		return 0, err
+		if err != nil {
+			err = fmt.Errorf("repair: %w", err)
+		}
+		return err
 	}
-	data, err := os.ReadFile(path)
+	data, err := readFile(j.fs, path)
 	if err != nil {
-		return 0, fmt.Errorf("repair: %w", err)
+		return fmt.Errorf("repair: %w", err)
 	}
 	s := scanEntries(data, pgq.CheckRecord)
 	if s.err == nil {
-		return len(data), nil
+		return nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return 0, fmt.Errorf("repair: %w", err)
-	}
-	err = f.Truncate(int64(s.good))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return 0, fmt.Errorf("repair: truncate %s to %d bytes: %w", path, s.good, err)
+	if err := j.rewrite(path, data[:s.good]); err != nil {
+		return fmt.Errorf("repair: truncate %s to %d bytes: %w", path, s.good, err)
 	}
 	// Entries after the bad one can be well-formed only if they were part
 	// of the same unsynced write; count them for the operator.
 	after := scanEntries(data[s.good:], func([]byte) error { return nil }).count
-	logger.Warn("journal: cut torn tail",
+	j.log.Warn("journal: cut torn tail",
 		"file", path,
 		"kept_records", s.count,
 		"first_cut_offset", first+uint64(s.count),
 		"cut_bytes", len(data)-s.good,
 		"cut_entries", after,
 		"reason", s.err.Error())
-	return s.good, nil
+	return nil
+}
+
+// rewrite atomically replaces the file at path with data.
+func (j *Journal) rewrite(path string, data []byte) error {
+	tmp := path + repairSuffix
+	f, err := j.fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(slices.Clone(data)); err == nil && !j.opts.NoSync {
+		start := time.Now()
+		err = f.Sync()
+		j.onSync(tmp, time.Since(start))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = j.fs.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = j.fs.Remove(tmp)
+		return err
+	}
+	return j.syncDir()
 }
 
 // Summary describes a verified journal.

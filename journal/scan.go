@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
 )
 
@@ -25,7 +26,7 @@ func Scan(dir string, from pgq.Offset, fn func(tx *pgq.Transaction) error) error
 // scan is Scan; with strict, an incomplete last entry is corruption too,
 // and so is a gap between segments.
 func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction) error) error {
-	segs, err := listSegments(dir)
+	segs, err := listSegments(vfs.Default, dir)
 	if err != nil {
 		return err
 	}
@@ -38,7 +39,7 @@ func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction)
 		if i+1 < len(segs) && segs[i+1].FirstOffset <= from {
 			continue
 		}
-		data, err := os.ReadFile(seg.Path)
+		data, err := readFile(vfs.Default, seg.Path)
 		if err != nil {
 			if !strict && errors.Is(err, os.ErrNotExist) {
 				continue // removed by retention meanwhile
