@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pgq-dev/pgq"
@@ -76,7 +77,16 @@ func (in *Ingester) checkContinuity(ctx context.Context, info ServerInfo) error 
 	covered := in.coveredLSN()
 	slotAt := info.SlotConfirmed
 	if in.fresh {
-		in.o.Logger.Info("the journal is empty: it starts at the slot's position", "slot", in.o.Slot, "slot_lsn", slotAt)
+		start, _ := parseStart(in.o.Start) // validated
+		switch {
+		case start.lsn != 0 && start.lsn < slotAt:
+			return fatalf(ErrConfig, "--start lsn:%s: slot %s can no longer serve it: it resumes at %s", start.lsn, in.o.Slot, slotAt)
+		case start.lsn != 0:
+			in.startAt = start.lsn
+		case start.latest:
+			in.startAt = max(slotAt, info.CurrentWAL)
+		}
+		in.o.Logger.Info("the journal is empty: it starts at the slot's position", "slot", in.o.Slot, "slot_lsn", slotAt, "start_lsn", max(slotAt, in.startAt))
 		in.fresh = false
 		return nil
 	}
@@ -111,4 +121,46 @@ func (in *Ingester) checkContinuity(ctx context.Context, info ServerInfo) error 
 	}
 	in.o.Metrics.Gaps.Inc()
 	return nil
+}
+
+// warnTables warns, once per table, about published tables whose updates
+// and deletes cannot replicate, and about tables the operator asked for
+// that the publication does not publish.
+func (in *Ingester) warnTables(info ServerInfo) {
+	var keyless, missing []string
+	for _, t := range info.Keyless {
+		if !in.warned["k"+t] {
+			in.warned["k"+t] = true
+			keyless = append(keyless, t)
+		}
+	}
+	for _, t := range info.Unpublished {
+		if !in.warned["u"+t] {
+			in.warned["u"+t] = true
+			missing = append(missing, t)
+		}
+	}
+	if len(keyless) > 0 {
+		in.o.Logger.Warn("published tables without a primary key or replica identity: UPDATE and DELETE on them fail in the application (add a primary key, set REPLICA IDENTITY FULL, or publish without them: --skip-tables-without-key)",
+			"publication", in.o.Publication, "tables", strings.Join(keyless, ","))
+	}
+	if len(missing) > 0 {
+		in.o.Logger.Warn("the publication does not publish tables named in --create-publication", "publication", in.o.Publication, "tables", strings.Join(missing, ","))
+	}
+}
+
+// dropOnExit drops the slot after a clean stop with
+// --slot-lifecycle drop-on-exit.
+func (in *Ingester) dropOnExit() {
+	if in.o.SlotLifecycle != LifecycleDropOnExit {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The walsender of the closed connection may linger a moment: force.
+	if err := DropSlot(ctx, in.o.PGURL, in.o.Slot, true); err != nil {
+		in.o.Logger.Error("cannot drop the slot on exit (--slot-lifecycle drop-on-exit)", "slot", in.o.Slot, "error", err)
+		return
+	}
+	in.o.Logger.Info("dropped the slot on exit (--slot-lifecycle drop-on-exit): changes committed from now on are not kept for pgq", "slot", in.o.Slot)
 }

@@ -26,6 +26,12 @@ type Status struct {
 	Running            bool       `json:"running"`
 	// Connected is true while a replication connection is streaming.
 	Connected bool `json:"connected"`
+	// LastErrorAt is when LastError happened; LastMessageAt when the
+	// server last sent anything (data or keepalive).
+	LastErrorAt   *time.Time `json:"last_error_at"`
+	LastMessageAt *time.Time `json:"last_message_at"`
+	// ChangesWritten counts the changes in fsynced records.
+	ChangesWritten uint64 `json:"changes_written"`
 	LastError          *string    `json:"last_error"`
 	Slot               string     `json:"slot"`
 	Publication        string     `json:"publication"`
@@ -72,6 +78,12 @@ type Ingester struct {
 	coverageStoredAt time.Time
 
 	recordsWritten atomic.Uint64
+	changesWritten atomic.Uint64
+	// startAt is where a brand-new journal begins (Options.Start); warned
+	// names the tables already warned about. Only Run's goroutine touches
+	// them.
+	startAt pgq.LSN
+	warned  map[string]bool
 	reconnects     atomic.Uint64
 
 	mu sync.Mutex // guards the fields below
@@ -79,6 +91,8 @@ type Ingester struct {
 	// session.
 	running   bool
 	connected bool
+	// lastErrAt and lastMsgAt are the status timestamps (zero: never).
+	lastErrAt, lastMsgAt time.Time
 	lastErr   string
 	proto     int
 	streaming bool
@@ -110,7 +124,7 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 	// The tracker starts at what the journal covers, so a restart after an
 	// idle advance confirms where it left off; re-sends are still judged
 	// against the journal's own end.
-	in := &Ingester{o: o, tracker: feedback.NewTracker(covered), lastSubmitted: last, fresh: fresh}
+	in := &Ingester{o: o, tracker: feedback.NewTracker(covered), lastSubmitted: last, fresh: fresh, warned: map[string]bool{}}
 	in.covered.Store(uint64(covered))
 	o.Committer.SetOnAppend(func(batch []*pgq.Transaction) {
 		if len(batch) == 0 {
@@ -135,6 +149,7 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 			}
 		}
 		in.recordsWritten.Add(uint64(len(batch)))
+		in.changesWritten.Add(uint64(changes))
 		in.o.Metrics.RecordsWritten.Add(float64(len(batch)))
 		in.o.Metrics.ChangesWritten.Add(float64(changes))
 		in.o.Metrics.BatchSize.Observe(float64(len(batch)))
@@ -173,12 +188,21 @@ func (in *Ingester) Status() Status {
 		e := in.lastErr
 		s.LastError = &e
 	}
+	if !in.lastErrAt.IsZero() {
+		t := in.lastErrAt
+		s.LastErrorAt = &t
+	}
+	if !in.lastMsgAt.IsZero() {
+		t := in.lastMsgAt
+		s.LastMessageAt = &t
+	}
 	in.mu.Unlock()
 	s.JournalFirstOffset = in.o.Journal.FirstOffset()
 	s.JournalLastOffset = in.o.Journal.LastOffset()
 	s.JournalLastEndLSN = in.o.Journal.LastEndLSN()
 	s.CoveredLSN = in.coveredLSN()
 	s.RecordsWritten = in.recordsWritten.Load()
+	s.ChangesWritten = in.changesWritten.Load()
 	s.Reconnects = in.reconnects.Load()
 	return s
 }
@@ -195,6 +219,7 @@ func (in *Ingester) setErr(err error) {
 		in.lastErr = ""
 	} else {
 		in.lastErr = err.Error()
+		in.lastErrAt = time.Now().UTC()
 	}
 	in.mu.Unlock()
 }
@@ -213,9 +238,11 @@ func (in *Ingester) Run(ctx context.Context) error {
 	}()
 	backoff := in.o.ReconnectMin
 	first := true
+	var failingSince time.Time // when the current run of failures began
 	for {
 		err := in.session(ctx, first)
 		if ctx.Err() != nil {
+			in.dropOnExit()
 			return nil
 		}
 		if err == nil {
@@ -227,7 +254,16 @@ func (in *Ingester) Run(ctx context.Context) error {
 		if IsFatal(err) {
 			return err
 		}
+		if in.o.NoReconnect {
+			return fmt.Errorf("ingest: replication interrupted (--no-reconnect): %w", err)
+		}
 		first = false
+		if errors.Is(err, errStartedStreaming) || failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		if g := in.o.ReconnectGiveUp; g > 0 && time.Since(failingSince) >= g {
+			return fmt.Errorf("ingest: gave up reconnecting after %s (--reconnect-give-up): %w", g, err)
+		}
 		if errors.Is(err, errStartedStreaming) {
 			backoff = in.o.ReconnectMin
 		}
@@ -270,9 +306,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	if err != nil {
 		return err
 	}
-	if err := in.checkContinuity(ctx, info); err != nil {
-		return err
-	}
+	in.warnTables(info)
 	cfg, err := pgconn.ParseConfig(in.o.PGURL)
 	if err != nil {
 		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
@@ -283,6 +317,21 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		return fmt.Errorf("ingest: replication connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if in.o.SlotLifecycle == LifecycleTemporary {
+		res, err := pglogrepl.CreateReplicationSlot(ctx, conn, in.o.Slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Temporary: true, Mode: pglogrepl.LogicalReplication})
+		if err != nil {
+			return classifyServerErr(fmt.Errorf("ingest: create temporary slot %q: %w", in.o.Slot, err))
+		}
+		info.SlotCreated = true
+		info.SlotConfirmed, err = pgq.ParseLSN(res.ConsistentPoint)
+		if err != nil {
+			return fmt.Errorf("ingest: temporary slot %q: consistent point %q: %w", in.o.Slot, res.ConsistentPoint, err)
+		}
+		in.o.Logger.Info("created temporary replication slot (dropped when the connection ends)", "slot", in.o.Slot, "lsn", info.SlotConfirmed)
+	}
+	if err := in.checkContinuity(ctx, info); err != nil {
+		return err
+	}
 
 	proto, streaming := 1, false
 	args := []string{"proto_version '1'"}
@@ -299,7 +348,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	in.proto, in.streaming = proto, streaming
 	in.mu.Unlock()
 
-	start := max(in.lastSubmitted, in.coveredLSN())
+	start := max(in.lastSubmitted, in.coveredLSN(), in.startAt)
 	if err := pglogrepl.StartReplication(ctx, conn, in.o.Slot, pglogrepl.LSN(start),
 		pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication, PluginArgs: args}); err != nil {
 		return classifyServerErr(fmt.Errorf("ingest: start replication on slot %q: %w", in.o.Slot, err))
@@ -507,6 +556,7 @@ func (s *session) handleCopyData(ctx context.Context, data []byte) error {
 		s.in.tracker.ServerWALEnd(pgq.LSN(ka.ServerWALEnd))
 		s.in.mu.Lock()
 		s.in.walEnd = pgq.LSN(ka.ServerWALEnd)
+		s.in.lastMsgAt = time.Now().UTC()
 		s.in.mu.Unlock()
 		s.in.o.Metrics.ServerWALEnd.Set(float64(ka.ServerWALEnd))
 		if ka.ReplyRequested {
@@ -520,6 +570,7 @@ func (s *session) handleCopyData(ctx context.Context, data []byte) error {
 		}
 		s.in.mu.Lock()
 		s.in.received = pgq.LSN(xld.WALStart)
+		s.in.lastMsgAt = time.Now().UTC()
 		s.in.mu.Unlock()
 		s.in.o.Metrics.ReceivedLSN.Set(float64(xld.WALStart))
 		s.in.o.Metrics.BytesReceived.Add(float64(len(xld.WALData)))

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/feedback"
 	"github.com/pgq-dev/pgq/journal"
 )
@@ -51,6 +53,28 @@ type Options struct {
 	// larger transaction is journaled as several consecutive records
 	// (parts). Zero → DefaultMaxRecordBytes.
 	MaxRecordBytes int
+	// Start says where a brand-new journal (empty, no coverage file)
+	// begins: "" or "slot" → the slot's confirmed position (everything the
+	// slot kept); "latest" → the server's current WAL position (skip the
+	// slot's backlog); "lsn:X/Y" → that LSN, refused when the slot can no
+	// longer serve it. Ignored once the journal has records.
+	Start string
+	// SlotLifecycle is "keep" (zero: the slot outlives pgq), "drop-on-exit"
+	// (dropped after a clean shutdown: changes committed while pgq is
+	// stopped are lost, and the next start over the journal is a gap) or
+	// "temporary" (a TEMPORARY slot that dies with each connection: every
+	// reconnect is a gap; refused over a non-empty journal without
+	// AcceptGap).
+	SlotLifecycle string
+	// ReconnectGiveUp ends Run with the last error once reconnecting has
+	// failed for this long; zero → never.
+	ReconnectGiveUp time.Duration
+	// NoReconnect ends Run with the error of the first interruption.
+	NoReconnect bool
+	// SkipTablesWithoutKey: with CreatePublication "all", publish only the
+	// tables that can replicate UPDATE and DELETE (a primary key or a
+	// replica identity), so the others keep working in the application.
+	SkipTablesWithoutKey bool
 	// AcceptGap lets ingest go on when the slot would resume past the
 	// journal's end (see the package documentation, "Continuity"): it
 	// journals one gap change naming the missing LSN range and streams on.
@@ -65,6 +89,34 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics; zero → metrics registered nowhere.
 	Metrics *Metrics
+}
+
+// Slot lifecycles (Options.SlotLifecycle).
+const (
+	LifecycleKeep       = "keep"
+	LifecycleDropOnExit = "drop-on-exit"
+	LifecycleTemporary  = "temporary"
+)
+
+// startPos is a parsed Options.Start.
+type startPos struct {
+	latest bool
+	lsn    pgq.LSN
+}
+
+func parseStart(s string) (startPos, error) {
+	switch {
+	case s == "" || s == "slot":
+		return startPos{}, nil
+	case s == "latest":
+		return startPos{latest: true}, nil
+	case strings.HasPrefix(s, "lsn:"):
+		lsn, err := pgq.ParseLSN(strings.TrimPrefix(s, "lsn:"))
+		if err == nil && lsn > 0 {
+			return startPos{lsn: lsn}, nil
+		}
+	}
+	return startPos{}, fmt.Errorf("%w: --start %q: want slot, latest or lsn:X/Y", ErrConfig, s)
 }
 
 // Validate checks required fields and fills defaults.
@@ -86,6 +138,22 @@ func (o *Options) Validate() error {
 		if _, err := ParseTableList(o.CreatePublication); err != nil {
 			return err
 		}
+	}
+	switch o.SlotLifecycle {
+	case "":
+		o.SlotLifecycle = LifecycleKeep
+	case LifecycleKeep, LifecycleDropOnExit, LifecycleTemporary:
+	default:
+		return fmt.Errorf("%w: --slot-lifecycle %q: want keep, drop-on-exit or temporary", ErrConfig, o.SlotLifecycle)
+	}
+	if _, err := parseStart(o.Start); err != nil {
+		return err
+	}
+	if o.ReconnectGiveUp < 0 {
+		return fmt.Errorf("%w: --reconnect-give-up is negative", ErrConfig)
+	}
+	if o.SkipTablesWithoutKey && o.CreatePublication != "all" {
+		return fmt.Errorf("%w: --skip-tables-without-key goes with --create-publication all", ErrConfig)
 	}
 	if o.ReconnectMin <= 0 {
 		o.ReconnectMin = 500 * time.Millisecond

@@ -67,6 +67,13 @@ type ServerInfo struct {
 	// resumes streaming. SlotCreated is true when preflight created it.
 	SlotConfirmed pgq.LSN
 	SlotCreated   bool
+	// CurrentWAL is pg_current_wal_insert_lsn() at preflight: past every
+	// commit so far (the write position can lag with asynchronous commit).
+	CurrentWAL pgq.LSN
+	// Keyless are published tables that cannot replicate UPDATE/DELETE (no
+	// primary key or replica identity); Unpublished are tables named in
+	// CreatePublication that the existing publication does not publish.
+	Keyless, Unpublished []string
 }
 
 // preflight checks the server and the slot and publication before
@@ -87,10 +94,11 @@ func preflight(ctx context.Context, o *Options, firstStart bool) (ServerInfo, er
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
-	var level, version string
-	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level'), current_setting('server_version_num'), current_database()").Scan(&level, &version, &info.Database); err != nil {
+	var level, version, current string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level'), current_setting('server_version_num'), current_database(), pg_current_wal_insert_lsn()::text").Scan(&level, &version, &info.Database, &current); err != nil {
 		return info, fmt.Errorf("ingest: read server settings: %w", err)
 	}
+	info.CurrentWAL, _ = pgq.ParseLSN(current)
 	info.VersionNum, _ = strconv.Atoi(version)
 	if level != "logical" {
 		return info, fatalf(ErrWALLevel, "wal_level is %q; set wal_level = logical and restart PostgreSQL", level)
@@ -104,6 +112,9 @@ func preflight(ctx context.Context, o *Options, firstStart bool) (ServerInfo, er
 	}
 
 	if err := checkPublication(ctx, conn, o, firstStart); err != nil {
+		return info, err
+	}
+	if err := publicationTables(ctx, conn, o, &info); err != nil {
 		return info, err
 	}
 	if err := checkSlot(ctx, conn, o, &info, firstStart); err != nil {
@@ -134,9 +145,19 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, o *Options, firstStar
 		return fatalf(ErrPubMissing, "publication %q does not exist (create it, or pass --create-publication all|schema.table,...)", o.Publication)
 	}
 	sql := "CREATE PUBLICATION " + pgx.Identifier{o.Publication}.Sanitize()
-	if o.CreatePublication == "all" {
+	switch {
+	case o.CreatePublication == "all" && o.SkipTablesWithoutKey:
+		tables, err := tablesWithKey(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if len(tables) == 0 {
+			return fatalf(ErrConfig, "--skip-tables-without-key: no table has a primary key or replica identity to publish")
+		}
+		sql += " FOR TABLE " + strings.Join(tables, ", ")
+	case o.CreatePublication == "all":
 		sql += " FOR ALL TABLES"
-	} else {
+	default:
 		tables, err := ParseTableList(o.CreatePublication)
 		if err != nil {
 			return &FatalError{Err: err}
@@ -185,6 +206,69 @@ func ParseTableList(list string) ([]pgx.Identifier, error) {
 	return out, nil
 }
 
+// keylessCondition is true for a table (pg_class c) whose updates and
+// deletes cannot replicate: replica identity nothing, or default without
+// a primary key, or an index identity without its index.
+const keylessCondition = `(c.relreplident = 'n'
+	OR (c.relreplident = 'd' AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
+	OR (c.relreplident = 'i' AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))`
+
+// tablesWithKey lists the user tables that can replicate UPDATE and
+// DELETE, quoted for SQL.
+func tablesWithKey(ctx context.Context, conn *pgx.Conn) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+		AND NOT `+keylessCondition+` ORDER BY 1, 2`)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: list tables: %w", err)
+	}
+	var out []string
+	for rows.Next() {
+		var schema, table string
+		if err := rows.Scan(&schema, &table); err != nil {
+			return nil, fmt.Errorf("ingest: list tables: %w", err)
+		}
+		out = append(out, pgx.Identifier{schema, table}.Sanitize())
+	}
+	return out, rows.Err()
+}
+
+// publicationTables fills info.Keyless (published tables whose updates
+// and deletes cannot replicate, when the publication publishes them) and
+// info.Unpublished (tables of CreatePublication missing from an existing
+// publication).
+func publicationTables(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo) error {
+	rows, err := conn.Query(ctx, `SELECT pt.schemaname || '.' || pt.tablename FROM pg_publication p
+		JOIN pg_publication_tables pt ON pt.pubname = p.pubname
+		JOIN pg_namespace n ON n.nspname = pt.schemaname JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+		WHERE p.pubname = $1 AND (p.pubupdate OR p.pubdelete) AND `+keylessCondition+` ORDER BY 1`, o.Publication)
+	if err != nil {
+		return fmt.Errorf("ingest: read publication tables: %w", err)
+	}
+	info.Keyless, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("ingest: read publication tables: %w", err)
+	}
+	if o.CreatePublication == "" || o.CreatePublication == "all" {
+		return nil
+	}
+	tables, err := ParseTableList(o.CreatePublication)
+	if err != nil {
+		return &FatalError{Err: err}
+	}
+	for _, t := range tables {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
+			o.Publication, t[0], t[1]).Scan(&ok); err != nil {
+			return fmt.Errorf("ingest: read publication tables: %w", err)
+		}
+		if !ok {
+			info.Unpublished = append(info.Unpublished, t[0]+"."+t[1])
+		}
+	}
+	return nil
+}
+
 func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo, firstStart bool) error {
 	var (
 		plugin, slotType string
@@ -195,6 +279,15 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 	)
 	err := conn.QueryRow(ctx, "SELECT coalesce(plugin, ''), slot_type, database, active, active_pid, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", o.Slot).
 		Scan(&plugin, &slotType, &database, &active, &activePID, &confirmed)
+	if o.SlotLifecycle == LifecycleTemporary {
+		// The slot is created on the replication connection itself.
+		if err == nil {
+			return fatalf(ErrConfig, "slot %q exists; --slot-lifecycle temporary creates its own slot: use a name no slot has", o.Slot)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		if !o.CreateSlot || !firstStart {
 			return fatalf(ErrSlotMissing, "replication slot %q does not exist (create it, or pass --create-slot)", o.Slot)

@@ -21,7 +21,12 @@ type RunCmd struct {
 	DataDir           string   `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"path" help:"Directory for the journal and index."`
 	CreateSlot        bool     `name:"create-slot" env:"PGQ_CREATE_SLOT" help:"Create the slot when missing."`
 	AcceptGap         bool     `name:"accept-gap" env:"PGQ_ACCEPT_GAP" help:"When the slot resumes past the journal's end (a new slot over an existing journal, a lost journal tail), journal a gap change naming the missing LSN range and go on, instead of refusing to start."`
-	CreatePublication string   `name:"create-publication" placeholder:"all|schema.table,..." help:"Create the publication when missing."`
+	CreatePublication string   `name:"create-publication" env:"PGQ_CREATE_PUBLICATION" placeholder:"all|schema.table,..." help:"Create the publication when missing. FOR ALL TABLES makes UPDATE/DELETE fail in the application on tables without a primary key or replica identity (pgq warns naming them; see --skip-tables-without-key)."`
+	Start             string   `default:"slot" env:"PGQ_START" placeholder:"slot|latest|lsn:X/Y" help:"Where a brand-new journal begins: the slot's position (slot), the server's current WAL (latest), or an LSN the slot can still serve. Ignored once the journal has records."`
+	SlotLifecycle     string   `name:"slot-lifecycle" default:"keep" enum:"keep,drop-on-exit,temporary" env:"PGQ_SLOT_LIFECYCLE" help:"keep: the slot outlives pgq. drop-on-exit: dropped after a clean shutdown (changes made while pgq is stopped are lost). temporary: a TEMPORARY slot per connection (every reconnect loses changes; for throwaway runs)."`
+	ReconnectGiveUp   Duration `name:"reconnect-give-up" env:"PGQ_RECONNECT_GIVE_UP" help:"Exit non-zero with the last error once reconnecting failed for this long (0: never)."`
+	NoReconnect       bool     `name:"no-reconnect" env:"PGQ_NO_RECONNECT" help:"Exit non-zero at the first interruption instead of reconnecting."`
+	SkipKeyless       bool     `name:"skip-tables-without-key" env:"PGQ_SKIP_TABLES_WITHOUT_KEY" help:"With --create-publication all: publish only tables with a primary key or replica identity (UPDATE/DELETE of the others would fail in the application)."`
 	Listen            string   `default:"127.0.0.1:5480" env:"PGQ_LISTEN" help:"HTTP address for /healthz, /v1/status, /metrics and the API."`
 	ReconnectMin      Duration `name:"reconnect-min" default:"500ms" env:"PGQ_RECONNECT_MIN" help:"First reconnect delay."`
 	ReconnectMax      Duration `name:"reconnect-max" default:"30s" env:"PGQ_RECONNECT_MAX" help:"Longest reconnect delay."`
@@ -57,7 +62,9 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		Ingest: ingest.Options{
 			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
 			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication, AcceptGap: c.AcceptGap,
-			ReconnectMin: c.ReconnectMin.D(), ReconnectMax: c.ReconnectMax.D(), StatusInterval: c.StatusInterval.D(),
+			Start: c.Start, SlotLifecycle: c.SlotLifecycle, ReconnectGiveUp: c.ReconnectGiveUp.D(), NoReconnect: c.NoReconnect,
+			SkipTablesWithoutKey: c.SkipKeyless,
+			ReconnectMin:         c.ReconnectMin.D(), ReconnectMax: c.ReconnectMax.D(), StatusInterval: c.StatusInterval.D(),
 			MaxRecordBytes: int(c.MaxRecordBytes),
 		},
 	})

@@ -154,6 +154,13 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
 	s.listener = l
+	if o.AuthToken == "" {
+		if host, _, err := net.SplitHostPort(l.Addr().String()); err == nil {
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				o.Logger.Warn("the API listens on a non-loopback address without --auth-token: anyone who can reach it can read every change and move every group", "listen", l.Addr().String())
+			}
+		}
+	}
 	s.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
