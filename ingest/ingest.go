@@ -23,7 +23,7 @@ import (
 
 // Status is the ingest part of `GET /v1/status`.
 type Status struct {
-	Running            bool       `json:"running"`
+	Running bool `json:"running"`
 	// Connected is true while a replication connection is streaming.
 	Connected bool `json:"connected"`
 	// LastErrorAt is when LastError happened; LastMessageAt when the
@@ -31,7 +31,7 @@ type Status struct {
 	LastErrorAt   *time.Time `json:"last_error_at"`
 	LastMessageAt *time.Time `json:"last_message_at"`
 	// ChangesWritten counts the changes in fsynced records.
-	ChangesWritten uint64 `json:"changes_written"`
+	ChangesWritten     uint64     `json:"changes_written"`
 	LastError          *string    `json:"last_error"`
 	Slot               string     `json:"slot"`
 	Publication        string     `json:"publication"`
@@ -82,9 +82,9 @@ type Ingester struct {
 	// startAt is where a brand-new journal begins (Options.Start); warned
 	// names the tables already warned about. Only Run's goroutine touches
 	// them.
-	startAt pgq.LSN
-	warned  map[string]bool
-	reconnects     atomic.Uint64
+	startAt    pgq.LSN
+	warned     map[string]bool
+	reconnects atomic.Uint64
 
 	mu sync.Mutex // guards the fields below
 	// running, connected, lastErr, proto and streaming describe the
@@ -93,9 +93,9 @@ type Ingester struct {
 	connected bool
 	// lastErrAt and lastMsgAt are the status timestamps (zero: never).
 	lastErrAt, lastMsgAt time.Time
-	lastErr   string
-	proto     int
-	streaming bool
+	lastErr              string
+	proto                int
+	streaming            bool
 	// received, walEnd and confirmed are LSNs for status.
 	received, walEnd, confirmed pgq.LSN
 }

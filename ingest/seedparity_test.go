@@ -135,7 +135,9 @@ func TestReconnectGiveUpAndNoReconnect(t *testing.T) {
 	if err := c.Exec(t.Context(), "postgres", `ALTER DATABASE `+db.Name+` ALLOW_CONNECTIONS false`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Exec(context.Background(), "postgres", `ALTER DATABASE `+db.Name+` ALLOW_CONNECTIONS true`) })
+	t.Cleanup(func() {
+		_ = c.Exec(context.Background(), "postgres", `ALTER DATABASE `+db.Name+` ALLOW_CONNECTIONS true`)
+	})
 	if err := c.Exec(t.Context(), "postgres", `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '`+slot+`'`); err != nil {
 		t.Fatal(err)
 	}
