@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,83 @@ func TestVersionString(t *testing.T) {
 	v := versionString()
 	if !strings.HasPrefix(v, "pgq ") || !strings.Contains(v, "go1.") {
 		t.Fatalf("version %q", v)
+	}
+}
+
+// TestConfigPrecedence: flag > env > file > default, for every kind of
+// run flag; required flags may come from the file; unknown keys are
+// refused.
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	cfg := dir + "/pgq.yaml"
+	write := func(s string) {
+		if err := os.WriteFile(cfg, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`
+pg-url: postgres://file
+slot: file_slot
+publication: file_pub
+data_dir: ` + dir + `
+segment-size: 4MiB
+retain-max-age: 7d
+start: latest
+listen: 127.0.0.1:7000
+`)
+	parse := func(args ...string) (*CLI, error) {
+		var cli CLI
+		p, err := kong.New(&cli, kong.Vars{"version": "test"}, kong.Exit(func(int) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Parse(append([]string{"run", "--config", cfg}, args...))
+		return &cli, err
+	}
+	t.Setenv("PGQ_SLOT", "env_slot")
+	t.Setenv("PGQ_PUBLICATION", "env_pub")
+	t.Setenv("PGQ_LISTEN", "")
+	os.Unsetenv("PGQ_LISTEN")
+	cli, err := parse("--publication", "flag_pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cli.Run
+	if r.PGURL != "postgres://file" || r.Slot != "env_slot" || r.Publication != "flag_pub" || r.DataDir != dir {
+		t.Fatalf("precedence: url %q slot %q publication %q data dir %q", r.PGURL, r.Slot, r.Publication, r.DataDir)
+	}
+	if r.SegmentSize != 4<<20 || r.RetainMaxAge.D() != 7*24*time.Hour || r.Start != "latest" || r.Listen != "127.0.0.1:7000" {
+		t.Fatalf("file values: %d %s %q %q", r.SegmentSize, r.RetainMaxAge.D(), r.Start, r.Listen)
+	}
+	if r.MaxRecordBytes != 8<<20 || r.StatusInterval.D() != 10*time.Second {
+		t.Fatalf("defaults under a file: %d %s", r.MaxRecordBytes, r.StatusInterval.D())
+	}
+	write("pg-url: x\nslott: typo\n")
+	if _, err := parse("--slot", "s", "--publication", "p", "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "unknown keys slott") {
+		t.Fatalf("unknown key: %v", err)
+	}
+	write("pg-url: [unclosed\n")
+	if _, err := parse("--slot", "s", "--publication", "p", "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "--config") {
+		t.Fatalf("bad YAML: %v", err)
+	}
+}
+
+// TestEveryRunFlagHasAnEnv: every `pgq run` flag can be set from the
+// environment (and so from a service's environment file).
+func TestEveryRunFlagHasAnEnv(t *testing.T) {
+	var cli CLI
+	p, err := kong.New(&cli, kong.Vars{"version": "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range p.Model.Children {
+		if n.Name != "run" {
+			continue
+		}
+		for _, f := range n.Flags {
+			if len(f.Envs) == 0 && f.Name != "help" {
+				t.Errorf("--%s has no environment variable", f.Name)
+			}
+		}
 	}
 }

@@ -15,30 +15,31 @@ import (
 
 // RunCmd is `pgq run`.
 type RunCmd struct {
-	PGURL             string   `name:"pg-url" required:"" env:"PGQ_PG_URL" help:"PostgreSQL URL (sslmode/sslrootcert honoured)."`
-	Slot              string   `required:"" env:"PGQ_SLOT" help:"Logical replication slot (pgoutput)."`
-	Publication       string   `required:"" env:"PGQ_PUBLICATION" help:"Publication to stream."`
-	DataDir           string   `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"path" help:"Directory for the journal and index."`
-	CreateSlot        bool     `name:"create-slot" env:"PGQ_CREATE_SLOT" help:"Create the slot when missing."`
-	AcceptGap         bool     `name:"accept-gap" env:"PGQ_ACCEPT_GAP" help:"When the slot resumes past the journal's end (a new slot over an existing journal, a lost journal tail), journal a gap change naming the missing LSN range and go on, instead of refusing to start."`
-	CreatePublication string   `name:"create-publication" env:"PGQ_CREATE_PUBLICATION" placeholder:"all|schema.table,..." help:"Create the publication when missing. FOR ALL TABLES makes UPDATE/DELETE fail in the application on tables without a primary key or replica identity (pgq warns naming them; see --skip-tables-without-key)."`
-	Start             string   `default:"slot" env:"PGQ_START" placeholder:"slot|latest|lsn:X/Y" help:"Where a brand-new journal begins: the slot's position (slot), the server's current WAL (latest), or an LSN the slot can still serve. Ignored once the journal has records."`
-	SlotLifecycle     string   `name:"slot-lifecycle" default:"keep" enum:"keep,drop-on-exit,temporary" env:"PGQ_SLOT_LIFECYCLE" help:"keep: the slot outlives pgq. drop-on-exit: dropped after a clean shutdown (changes made while pgq is stopped are lost). temporary: a TEMPORARY slot per connection (every reconnect loses changes; for throwaway runs)."`
-	ReconnectGiveUp   Duration `name:"reconnect-give-up" env:"PGQ_RECONNECT_GIVE_UP" help:"Exit non-zero with the last error once reconnecting failed for this long (0: never)."`
-	NoReconnect       bool     `name:"no-reconnect" env:"PGQ_NO_RECONNECT" help:"Exit non-zero at the first interruption instead of reconnecting."`
-	SkipKeyless       bool     `name:"skip-tables-without-key" env:"PGQ_SKIP_TABLES_WITHOUT_KEY" help:"With --create-publication all: publish only tables with a primary key or replica identity (UPDATE/DELETE of the others would fail in the application)."`
-	Listen            string   `default:"127.0.0.1:5480" env:"PGQ_LISTEN" help:"HTTP address for /healthz, /v1/status, /metrics and the API."`
-	ReconnectMin      Duration `name:"reconnect-min" default:"500ms" env:"PGQ_RECONNECT_MIN" help:"First reconnect delay."`
-	ReconnectMax      Duration `name:"reconnect-max" default:"30s" env:"PGQ_RECONNECT_MAX" help:"Longest reconnect delay."`
-	StatusInterval    Duration `name:"status-interval" default:"10s" env:"PGQ_STATUS_INTERVAL" help:"Longest time between standby status updates."`
-	SegmentSize       ByteSize `name:"segment-size" default:"16MiB" env:"PGQ_SEGMENT_SIZE" help:"Journal segment size (bytes, or with a unit: 16MiB; the tail segment is held in memory)."`
-	MaxRecordBytes    ByteSize `name:"max-record-bytes" default:"8MiB" env:"PGQ_MAX_RECORD_BYTES" help:"Record size limit: a larger transaction is journaled as several records (parts)."`
-	MemoryLimit       ByteSize `name:"memory-limit" default:"192MiB" help:"Soft memory limit of the Go runtime (0: none); the GOMEMLIMIT environment variable takes precedence."`
-	AuthToken         string   `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
-	RetainMinAge      Duration `name:"retain-min-age" env:"PGQ_RETAIN_MIN_AGE" help:"Keep journal records younger than this even when every group committed them (e.g. 1h, 7d)."`
-	RetainMaxAge      Duration `name:"retain-max-age" env:"PGQ_RETAIN_MAX_AGE" help:"Drop journal records older than this, even if a group still needs them (0: no cap; e.g. 7d)."`
-	RetainMaxBytes    ByteSize `name:"retain-max-bytes" env:"PGQ_RETAIN_MAX_BYTES" help:"Drop the oldest segments while the journal is larger than this, regardless of groups (0: no cap; e.g. 50GiB)."`
-	RetainInterval    Duration `name:"retain-interval" default:"10s" env:"PGQ_RETAIN_INTERVAL" help:"Time between retention passes."`
+	Config            ConfigFile `name:"config" env:"PGQ_CONFIG" type:"existingfile" placeholder:"pgq.yaml" help:"YAML or JSON file of run flags by name (pg-url: …). A flag beats its environment variable, which beats the file, which beats the default."`
+	PGURL             string     `name:"pg-url" required:"" env:"PGQ_PG_URL" help:"PostgreSQL URL (sslmode/sslrootcert honoured)."`
+	Slot              string     `required:"" env:"PGQ_SLOT" help:"Logical replication slot (pgoutput)."`
+	Publication       string     `required:"" env:"PGQ_PUBLICATION" help:"Publication to stream."`
+	DataDir           string     `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"path" help:"Directory for the journal and index."`
+	CreateSlot        bool       `name:"create-slot" env:"PGQ_CREATE_SLOT" help:"Create the slot when missing."`
+	AcceptGap         bool       `name:"accept-gap" env:"PGQ_ACCEPT_GAP" help:"When the slot resumes past the journal's end (a new slot over an existing journal, a lost journal tail), journal a gap change naming the missing LSN range and go on, instead of refusing to start."`
+	CreatePublication string     `name:"create-publication" env:"PGQ_CREATE_PUBLICATION" placeholder:"all|schema.table,..." help:"Create the publication when missing. FOR ALL TABLES makes UPDATE/DELETE fail in the application on tables without a primary key or replica identity (pgq warns naming them; see --skip-tables-without-key)."`
+	Start             string     `default:"slot" env:"PGQ_START" placeholder:"slot|latest|lsn:X/Y" help:"Where a brand-new journal begins: the slot's position (slot), the server's current WAL (latest), or an LSN the slot can still serve. Ignored once the journal has records."`
+	SlotLifecycle     string     `name:"slot-lifecycle" default:"keep" enum:"keep,drop-on-exit,temporary" env:"PGQ_SLOT_LIFECYCLE" help:"keep: the slot outlives pgq. drop-on-exit: dropped after a clean shutdown (changes made while pgq is stopped are lost). temporary: a TEMPORARY slot per connection (every reconnect loses changes; for throwaway runs)."`
+	ReconnectGiveUp   Duration   `name:"reconnect-give-up" env:"PGQ_RECONNECT_GIVE_UP" help:"Exit non-zero with the last error once reconnecting failed for this long (0: never)."`
+	NoReconnect       bool       `name:"no-reconnect" env:"PGQ_NO_RECONNECT" help:"Exit non-zero at the first interruption instead of reconnecting."`
+	SkipKeyless       bool       `name:"skip-tables-without-key" env:"PGQ_SKIP_TABLES_WITHOUT_KEY" help:"With --create-publication all: publish only tables with a primary key or replica identity (UPDATE/DELETE of the others would fail in the application)."`
+	Listen            string     `default:"127.0.0.1:5480" env:"PGQ_LISTEN" help:"HTTP address for /healthz, /v1/status, /metrics and the API."`
+	ReconnectMin      Duration   `name:"reconnect-min" default:"500ms" env:"PGQ_RECONNECT_MIN" help:"First reconnect delay."`
+	ReconnectMax      Duration   `name:"reconnect-max" default:"30s" env:"PGQ_RECONNECT_MAX" help:"Longest reconnect delay."`
+	StatusInterval    Duration   `name:"status-interval" default:"10s" env:"PGQ_STATUS_INTERVAL" help:"Longest time between standby status updates."`
+	SegmentSize       ByteSize   `name:"segment-size" default:"16MiB" env:"PGQ_SEGMENT_SIZE" help:"Journal segment size (bytes, or with a unit: 16MiB; the tail segment is held in memory)."`
+	MaxRecordBytes    ByteSize   `name:"max-record-bytes" default:"8MiB" env:"PGQ_MAX_RECORD_BYTES" help:"Record size limit: a larger transaction is journaled as several records (parts)."`
+	MemoryLimit       ByteSize   `name:"memory-limit" default:"192MiB" env:"PGQ_MEMORY_LIMIT" help:"Soft memory limit of the Go runtime (0: none); the GOMEMLIMIT environment variable takes precedence."`
+	AuthToken         string     `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
+	RetainMinAge      Duration   `name:"retain-min-age" env:"PGQ_RETAIN_MIN_AGE" help:"Keep journal records younger than this even when every group committed them (e.g. 1h, 7d)."`
+	RetainMaxAge      Duration   `name:"retain-max-age" env:"PGQ_RETAIN_MAX_AGE" help:"Drop journal records older than this, even if a group still needs them (0: no cap; e.g. 7d)."`
+	RetainMaxBytes    ByteSize   `name:"retain-max-bytes" env:"PGQ_RETAIN_MAX_BYTES" help:"Drop the oldest segments while the journal is larger than this, regardless of groups (0: no cap; e.g. 50GiB)."`
+	RetainInterval    Duration   `name:"retain-interval" default:"10s" env:"PGQ_RETAIN_INTERVAL" help:"Time between retention passes."`
 }
 
 // Run runs the sidecar until SIGINT/SIGTERM.

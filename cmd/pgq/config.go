@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"sigs.k8s.io/yaml"
+)
+
+// ConfigFile is `pgq run --config FILE`: a YAML or JSON map of run flags
+// by name ("pg-url", or pg_url). Precedence: a flag on the command line
+// beats its environment variable, which beats the file, which beats the
+// default.
+type ConfigFile string
+
+// BeforeResolve loads the file and adds two resolvers: the file's, then
+// the environment's, so that (the last resolver winning in kong) the
+// environment beats the file.
+func (c ConfigFile) BeforeResolve(k *kong.Kong, ctx *kong.Context, trace *kong.Path) error {
+	path := string(ctx.FlagValue(trace.Flag).(ConfigFile))
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	r, err := configResolver(data)
+	if err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	ctx.AddResolver(r)
+	ctx.AddResolver(envResolver)
+	return nil
+}
+
+// configResolver reads YAML (or JSON, which is YAML).
+func configResolver(data []byte) (*fileResolver, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		js = []byte("{}")
+	}
+	var values map[string]any
+	if err := json.Unmarshal(js, &values); err != nil {
+		return nil, fmt.Errorf("want a map of flag names to values: %w", err)
+	}
+	return &fileResolver{values: values}, nil
+}
+
+// fileResolver resolves a flag from the file's key of the same name, with
+// dashes or underscores.
+type fileResolver struct {
+	values map[string]any
+}
+
+// Resolve implements kong.Resolver.
+func (r *fileResolver) Resolve(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, error) {
+	for _, k := range []string{flag.Name, strings.ReplaceAll(flag.Name, "-", "_")} {
+		v, ok := r.values[k]
+		if !ok {
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			return x, nil
+		case bool:
+			return strconv.FormatBool(x), nil
+		case float64:
+			return strconv.FormatFloat(x, 'f', -1, 64), nil
+		default:
+			return nil, fmt.Errorf("--config: %s: want a string, number or boolean", k)
+		}
+	}
+	return nil, nil
+}
+
+// Validate refuses keys that are not flags of `pgq run`.
+func (r *fileResolver) Validate(app *kong.Application) error {
+	known := map[string]bool{}
+	for _, n := range app.Children {
+		if n.Name != "run" {
+			continue
+		}
+		for _, f := range n.Flags {
+			known[f.Name] = true
+		}
+	}
+	var unknown []string
+	for k := range r.values {
+		if !known[strings.ReplaceAll(k, "_", "-")] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fmt.Errorf("--config: unknown keys %s (keys are pgq run's flag names, e.g. pg-url)", strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+// envResolver resolves a flag from its environment variables.
+var envResolver kong.ResolverFunc = func(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, error) {
+	for _, e := range flag.Envs {
+		if v, ok := os.LookupEnv(e); ok {
+			return v, nil
+		}
+	}
+	return nil, nil
+}
