@@ -31,7 +31,10 @@
 //     second fsync would report success). Reads of entries written before
 //     the failure keep working. tidwall/wal kept accepting writes after a
 //     short write, appending after the torn bytes, so those entries were
-//     acknowledged and later lost.
+//     acknowledged and later lost. A truncation that fails after its
+//     START/END file is in place fails the log the same way (upstream marks
+//     it corrupt, which refuses reads too); the in-memory state changes only
+//     once the files are done, so reads stay right.
 //   - Options.OnSync reports the latency of every fsync (segment data and
 //     directory).
 //   - Concurrent Read calls no longer race on the segment cache

@@ -837,20 +837,23 @@ func (l *Log) truncateFront(index uint64) (err error) {
 	if err = l.atomicWrite(startName, ebuf); err != nil {
 		return fmt.Errorf("failed to create start segment: %w", err)
 	}
-	// The log was truncated but still needs some file cleanup. Any errors
-	// following this message will not cause an on-disk data ocorruption, but
-	// may cause an inconsistency with the current program, so we'll return
-	// ErrCorrupt so the the user can attempt a recover by calling Close()
-	// followed by Open().
+	// The log was truncated but still needs some file cleanup. An error
+	// from here on does not corrupt the files (Open finishes the
+	// truncation), but the files no longer match the in-memory state: the
+	// log fails (upstream marks it corrupt, which also refuses reads). The
+	// in-memory state changes only once the files are done, so reads go on
+	// returning the right entries, or an error for a removed file.
 	defer func() {
 		if v := recover(); v != nil {
-			err = ErrCorrupt
-		}
-		if err != nil {
+			err = fmt.Errorf("%w: panic: %v", ErrCorrupt, v)
 			l.corrupt = true
 		}
+		if err != nil {
+			err = l.fail(err)
+		}
 	}()
-	if segIdx == len(l.segments)-1 {
+	tail := segIdx == len(l.segments)-1
+	if tail {
 		// Close the tail segment file
 		err = l.sfile.Close()
 		l.sfile = nil
@@ -869,11 +872,9 @@ func (l *Log) truncateFront(index uint64) (err error) {
 	if err = l.fs.Rename(startName, newName); err != nil {
 		return err
 	}
-	s.path = newName
-	s.index = index
-	if segIdx == len(l.segments)-1 {
+	var data []byte
+	if tail {
 		// Reopen the tail segment file
-		var data []byte
 		if data, err = l.openTail(newName); err != nil {
 			return err
 		}
@@ -881,6 +882,10 @@ func (l *Log) truncateFront(index uint64) (err error) {
 			err = errors.New("invalid seek")
 			return err
 		}
+	}
+	s.path = newName
+	s.index = index
+	if tail {
 		// Load the last segment entries
 		if err = s.setEntries(data); err != nil {
 			return err
@@ -949,17 +954,15 @@ func (l *Log) truncateBack(index uint64) (err error) {
 	if err = l.atomicWrite(endName, ebuf); err != nil {
 		return fmt.Errorf("failed to create end segment: %w", err)
 	}
-	// The log was truncated but still needs some file cleanup. Any errors
-	// following this message will not cause an on-disk data ocorruption, but
-	// may cause an inconsistency with the current program, so we'll return
-	// ErrCorrupt so the the user can attempt a recover by calling Close()
-	// followed by Open().
+	// As in truncateFront: an error from here on fails the log, and the
+	// in-memory state changes only once the files are done.
 	defer func() {
 		if v := recover(); v != nil {
-			err = ErrCorrupt
+			err = fmt.Errorf("%w: panic: %v", ErrCorrupt, v)
+			l.corrupt = true
 		}
 		if err != nil {
-			l.corrupt = true
+			err = l.fail(err)
 		}
 	}()
 
