@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -45,10 +46,11 @@ func splitList(s string) []string {
 // GroupsCreateCmd is `pgq groups create`.
 type GroupsCreateCmd struct {
 	APIFlags
-	Name   string `arg:"" help:"Group name."`
-	From   string `default:"latest" help:"Start position: earliest, latest, offset:N, lsn:X/Y or time:RFC3339."`
-	Tables string `help:"Only these tables (comma-separated schema.table, globs allowed)."`
-	Ops    string `help:"Only these ops (comma-separated insert,update,delete,truncate,message)."`
+	Name        string `arg:"" help:"Group name."`
+	From        string `default:"latest" help:"Start position: earliest, latest, offset:N, lsn:X/Y or time:RFC3339."`
+	Tables      string `help:"Only these tables (comma-separated schema.table, globs allowed)."`
+	Ops         string `help:"Only these ops (comma-separated insert,update,delete,truncate,message,gap)."`
+	IfNotExists bool   `name:"if-not-exists" help:"Succeed (printing the existing group) when the group already exists."`
 	OutputFlag
 }
 
@@ -59,6 +61,9 @@ func (c *GroupsCreateCmd) Run(ctx context.Context) error {
 		return err
 	}
 	gi, err := cl.CreateGroup(ctx, api.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops)})
+	if errors.Is(err, api.ErrExists) && c.IfNotExists {
+		gi, err = cl.Group(ctx, c.Name)
+	}
 	if err != nil {
 		return err
 	}
