@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -151,7 +152,7 @@ func Open(opts Options) (*Journal, error) {
 		j.slowSync = DefaultSlowSync
 	}
 	dir := j.dir
-	if err := j.fs.MkdirAll(dir, 0o750); err != nil {
+	if err := j.mkdirAll(); err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	lk, err := j.fs.Lock(j.fs.PathJoin(dir, LockFile))
@@ -587,23 +588,57 @@ func segmentIndex(name string) (uint64, bool) {
 	return v, v > 0
 }
 
+// mkdirAll creates the journal directory and any missing parents, and
+// fsyncs the parent of each directory it created, so that a new journal
+// directory survives a crash with the first records in it.
+func (j *Journal) mkdirAll() error {
+	var created []string
+	for d := j.dir; ; {
+		if _, err := j.fs.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		parent := j.fs.PathDir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if err := j.fs.MkdirAll(j.dir, 0o750); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if parent := j.fs.PathDir(d); parent != d {
+			if err := j.syncPath(parent); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // syncDir fsyncs the journal directory (unless NoSync).
-func (j *Journal) syncDir() error {
+func (j *Journal) syncDir() error { return j.syncPath(j.dir) }
+
+// syncPath fsyncs the directory dir (unless NoSync).
+func (j *Journal) syncPath(dir string) error {
 	if j.opts.NoSync {
 		return nil
 	}
-	d, err := j.fs.OpenDir(j.dir)
+	d, err := j.fs.OpenDir(dir)
 	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", j.dir, err)
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	start := time.Now()
 	err = d.Sync()
-	j.onSync(j.dir, time.Since(start))
+	j.onSync(dir, time.Since(start))
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", j.dir, err)
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil
 }
