@@ -6,15 +6,17 @@
 //
 // # On-disk format
 //
-// A journal directory holds a LOCK file and tidwall/wal (v1.2.1, binary
-// format) segment files. A segment file is named by the offset of its first
+// A journal directory holds a LOCK file and segment files in tidwall/wal's
+// binary format (v1.2.1), written by internal/wal, a fork of tidwall/wal
+// that keeps the format byte for byte. A segment file is named by the offset of its first
 // record, as 20 zero-padded decimal digits, and holds entries
 //
 //	uvarint(len(payload)) | payload
 //
 // back to back. A segment is closed once it reaches Options.SegmentSize
-// (the last entry may overshoot it) and a new one is started; the directory
-// is fsynced when that happens. Offsets are tidwall/wal indexes: dense,
+// (the last entry may overshoot it) and a new one is started: the old
+// segment is fsynced, the new file created and the directory fsynced, all
+// inside the write that rolled, before Append returns. Offsets are tidwall/wal indexes: dense,
 // starting at 1, never reused (retention removes whole prefixes) except
 // those of unfinished parts cut at Open (see Multi-part transactions).
 //
@@ -37,7 +39,11 @@
 // it after the last entry that is complete and whose payload passes the
 // version and CRC32C check; everything from the first bad entry onward is
 // cut and the cut is logged at warning level (file, records kept, first cut
-// offset, bytes cut). Only the tail is repaired: earlier segments were
+// offset, bytes cut). The cut is a rewrite: the kept prefix goes to a
+// temporary file (NAME.REPAIR), which is fsynced and renamed over the tail,
+// and the directory is fsynced, so a crash during the repair leaves the old
+// tail or the new one (a leftover .REPAIR file is removed at the next
+// Open). Only the tail is repaired: earlier segments were
 // fsynced before the tail was created, so damage there is real corruption,
 // reported as ErrCorrupt by Read and by Verify, which never repairs. After
 // opening, Open decodes the last record, cuts an unfinished multi-part
@@ -47,6 +53,45 @@
 // Nothing past the last fsync was ever reported durable, so cutting an
 // unsynced tail never loses a transaction whose LSN was confirmed to
 // PostgreSQL: the server re-sends it.
+//
+// # File system
+//
+// Every file operation of the journal (segments, repair, directory
+// listing and fsyncs, the LOCK file) goes through Options.FS, a pebble
+// vfs.FS: nil means vfs.Default, the operating system's. This is the seam
+// for fault injection (vfs/errorfs) and crash simulation
+// (vfs.NewCrashableMem and CrashClone), which the tests use. Open creates
+// Dir if needed and then fsyncs its parent. Scan and Verify read the
+// operating system's files.
+//
+// # Fail-stop
+//
+// The first write or fsync error (of an Append's write or fsync, of the
+// fsyncs and file creation of a segment roll, of TruncateFront) fails the
+// journal: that call and every later Append and TruncateFront return an
+// error wrapping both ErrFailed and the original cause, so
+// errors.Is(err, ErrFailed) and, say, errors.Is(err, syscall.ENOSPC) both
+// hold, and Err reports it (nil while healthy). An fsync is never retried:
+// after a failed fsync the kernel may have dropped the dirty pages and
+// marked them clean, so a second fsync can succeed without the data being
+// on disk (PostgreSQL's "fsyncgate"). A failed batch publishes nothing:
+// LastOffset, LastEndLSN and Changed stay, its transactions get no
+// Offset, and the Committer stops with the error. Reads of what was
+// appended before go on. Close after a failure closes the files without
+// another fsync.
+//
+// Recovery is Close and Open. Open treats the failed journal like one
+// after a crash: the repair cuts whatever the failed write left at the
+// tail (a torn entry), the records acknowledged before the failure are all
+// there, and the unacknowledged tail, if it reached the disk complete, is
+// kept as ordinary records: PostgreSQL re-sends those transactions and
+// ingest drops what the journal already holds (end LSN at most
+// LastEndLSN).
+//
+// Options.OnSync receives the latency of every fsync of segment data and
+// of the directory (a Prometheus histogram in the sidecar), and an fsync
+// slower than Options.SlowSync (1 s by default) is logged at warning
+// level.
 //
 // # Multi-part transactions
 //
@@ -66,20 +111,22 @@
 //
 // # Concurrency
 //
-// A directory has one Journal at a time: Open takes an exclusive flock on
-// Dir/LOCK and a second Open, from this or another process, fails with
-// ErrLocked. Within a Journal:
+// A directory has one Journal at a time: Open takes the lock on Dir/LOCK
+// with vfs.FS.Lock (an fcntl lock for the default FS, which also refuses a
+// second lock from the same process) and a second Open, from this or
+// another process, fails with ErrLocked. Within a Journal:
 //
 //   - There is a single writer. Append, TruncateFront, Segments and Close
-//     are serialized by appendMu, which also guards the encode buffer, the
-//     wal.Batch and the tail-size tracking. In production the writer is the
+//     are serialized by appendMu, which also guards the encode buffer and
+//     the wal.Batch. In production the writer is the
 //     Committer's Run goroutine.
-//   - Reads (Read, ReadRaw, Reader.Next) are serialized by readMu, because
-//     concurrent tidwall/wal reads race on its segment cache
-//     (tidwall/wal#34). A read never waits for an fsync; wal's own RWMutex
-//     orders it against the in-memory part of a write.
+//   - Reads (Read, ReadRaw, Reader.Next) are serialized by readMu. The
+//     fork fixes the race of concurrent reads on the segment cache
+//     (tidwall/wal#34); readMu stays as a second guard, and it orders reads
+//     against TruncateFront. A read waits for an fsync in flight, since
+//     wal's RWMutex is held across the write and its fsync.
 //   - mu guards the published state: first and last offsets, LastEndLSN,
-//     the closed flag and the Changed channel. It is held only briefly and
+//     the closed flag, the failure and the Changed channel. It is held only briefly and
 //     never across I/O.
 //
 // Changed returns a channel closed by the next Append: readers take it,
