@@ -68,7 +68,7 @@ func AppendRecord(b []byte, tx *Transaction) []byte {
 	return b
 }
 
-func isRowOp(op Op) bool { return op != OpTruncate && op != OpMessage && op != OpGap }
+func isRowOp(op Op) bool { return op != OpTruncate && op != OpMessage && op != OpGap && op != OpDDL }
 
 func sameColumns(a, b []Column) bool {
 	if len(a) != len(b) {
@@ -157,7 +157,7 @@ func appendBody(b []byte, tx *Transaction) []byte {
 				flags |= 2
 			}
 			b = appendUint(b, flags)
-		case OpMessage:
+		case OpMessage, OpDDL:
 			b = appendArrayHdr(b, 4)
 			b = appendUint(b, uint64(c.Op))
 			b = appendStr(b, c.Prefix)
@@ -737,9 +737,9 @@ func (d *reader) decodeTx(t *Transaction) {
 			flags := d.uint(3, "truncate flags")
 			c.Cascade = flags&1 != 0
 			c.RestartIdentity = flags&2 != 0
-		case OpMessage:
+		case OpMessage, OpDDL:
 			if n != 4 {
-				d.fail("message: want 4 elements, got %d", n)
+				d.fail("%s: want 4 elements, got %d", c.Op, n)
 				return
 			}
 			c.Prefix = d.str()

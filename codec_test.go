@@ -53,6 +53,7 @@ func sampleTx() *Transaction {
 			{Op: OpMessage, Prefix: "app", Content: []byte{0, 'h', 'i', 0xfe}, Transactional: true},
 			{Op: OpMessage, Prefix: "", Content: []byte{}},
 			{Op: OpGap, FromLSN: 0x16_0000_0001, ToLSN: 0x16_B374_D848},
+			{Op: OpDDL, Prefix: "pgq.ddl", Content: []byte(`{"command":"ALTER TABLE"}`), Transactional: true},
 		},
 	}
 }

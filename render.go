@@ -126,6 +126,26 @@ func AppendChangeJSON(b []byte, c *Change) []byte {
 		b = append(b, `,"transactional":`...)
 		b = strconv.AppendBool(b, c.Transactional)
 		return append(b, '}')
+	case OpDDL:
+		var d struct {
+			Command    string `json:"command"`
+			Object     string `json:"object"`
+			Schema     string `json:"schema"`
+			ObjectType string `json:"object_type"`
+			Statement  string `json:"statement"`
+		}
+		_ = json.Unmarshal(c.Content, &d) // a malformed payload renders empty fields
+		b = append(b, `,"command":`...)
+		b = appendString(b, d.Command)
+		b = append(b, `,"object":`...)
+		b = appendString(b, d.Object)
+		b = append(b, `,"schema":`...)
+		b = appendString(b, d.Schema)
+		b = append(b, `,"object_type":`...)
+		b = appendString(b, d.ObjectType)
+		b = append(b, `,"statement":`...)
+		b = appendString(b, d.Statement)
+		return append(b, '}')
 	case OpGap:
 		b = append(b, `,"from_lsn":"`...)
 		b = append(b, c.FromLSN.String()...)

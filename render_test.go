@@ -34,3 +34,13 @@ func TestAppendChangeJSONGap(t *testing.T) {
 		t.Fatalf("ParseOp(gap) = %v, %v", op, err)
 	}
 }
+
+func TestAppendChangeJSONDDL(t *testing.T) {
+	c := Change{Op: OpDDL, Prefix: "pgq.ddl", Transactional: true,
+		Content: []byte(`{"command":"ALTER TABLE","object":"public.orders","schema":"public","object_type":"table","statement":"ALTER TABLE orders ADD note text"}`)}
+	got := string(AppendChangeJSON(nil, &c))
+	want := `{"op":"ddl","command":"ALTER TABLE","object":"public.orders","schema":"public","object_type":"table","statement":"ALTER TABLE orders ADD note text"}`
+	if got != want {
+		t.Fatalf("ddl JSON\n got %s\nwant %s", got, want)
+	}
+}

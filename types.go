@@ -19,9 +19,13 @@ const (
 	// accepts a hole (--accept-gap) between the journal's end and the
 	// slot's resume position. FromLSN and ToLSN bound what is missing.
 	OpGap
+	// OpDDL is a schema change captured by pgq's event trigger (pgq ddl
+	// install): Content holds its JSON (command, object, schema,
+	// object_type, statement), journaled in the transaction of the DDL.
+	OpDDL
 )
 
-var opNames = [...]string{OpInsert: "insert", OpUpdate: "update", OpDelete: "delete", OpTruncate: "truncate", OpMessage: "message", OpGap: "gap"}
+var opNames = [...]string{OpInsert: "insert", OpUpdate: "update", OpDelete: "delete", OpTruncate: "truncate", OpMessage: "message", OpGap: "gap", OpDDL: "ddl"}
 
 // String returns the contract name of the op ("insert", ...).
 func (o Op) String() string {
@@ -38,7 +42,7 @@ func ParseOp(s string) (Op, error) {
 			return Op(i), nil
 		}
 	}
-	return 0, fmt.Errorf("pgq: unknown op %q (want insert, update, delete, truncate, message or gap)", s)
+	return 0, fmt.Errorf("pgq: unknown op %q (want insert, update, delete, truncate, message, gap or ddl)", s)
 }
 
 // ValueKind mirrors pgoutput's TupleData column kinds.

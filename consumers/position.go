@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"strconv"
@@ -151,6 +152,13 @@ func (f Filter) Match(c *pgq.Change) bool {
 	switch c.Op {
 	case pgq.OpMessage:
 		return false
+	case pgq.OpDDL:
+		// The object a DDL names: schema.table for tables.
+		var d struct {
+			Object string `json:"object"`
+		}
+		_ = json.Unmarshal(c.Content, &d)
+		return f.tableMatch(d.Object)
 	case pgq.OpTruncate:
 		for _, t := range c.Tables {
 			if f.tableMatch(t) {

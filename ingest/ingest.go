@@ -616,6 +616,7 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 			return fmt.Errorf("ingest: %s change at %s outside a transaction", m.Change.Op, pgq.LSN(xld.WALStart))
 		}
 		s.curSize += size
+		asDDL(&m.Change)
 		if s.curSpill != nil {
 			return s.curSpill.add(s.cur.Xid, &m.Change)
 		}

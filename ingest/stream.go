@@ -75,6 +75,7 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 			if xid == 0 {
 				xid = st.cur.xid
 			}
+			asDDL(&m.Change)
 			return true, st.cur.add(xid, &m.Change)
 		default:
 			return true, fmt.Errorf("ingest: unexpected %T inside a stream block", msg)
