@@ -107,6 +107,9 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 	if err != nil || e.S.Journal.Size() > 8192+4096 {
 		t.Fatalf("max-bytes pass: %+v %v, size %d", res, err, e.S.Journal.Size())
 	}
+	if len(res.Lost) != 1 || res.Lost[0].Group != "slow" || res.Lost[0].From != mid+1 || res.Lost[0].To != res.First-1 {
+		t.Fatalf("max-bytes pass lost %+v, want the slow group's %d..%d", res.Lost, mid+1, res.First-1)
+	}
 	if _, err := e.C.Fetch(ctx, "slow", consumers.FetchRequest{Member: "s"}); err == nil || !strings.Contains(err.Error(), "retention") {
 		t.Fatalf("slow group fetch: %v, want out_of_range", err)
 	}

@@ -46,6 +46,15 @@ type RetainResult struct {
 	First pgq.Offset
 	// Dropped is the number of records removed.
 	Dropped uint64
+	// Lost names the groups that had not committed records the pass
+	// dropped (only age and size caps do that), and the offsets.
+	Lost []GroupLoss
+}
+
+// GroupLoss is a range of offsets a group will never receive.
+type GroupLoss struct {
+	Group    string
+	From, To pgq.Offset
 }
 
 // Retain runs one retention pass. The new start of the journal is
@@ -132,6 +141,15 @@ func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult,
 	res.First = m.j.FirstOffset()
 	res.Dropped = uint64(res.First - first)
 	m.o.Logger.Info("retention: dropped journal records", "dropped", res.Dropped, "first", res.First, "target", target)
+	// A cap (age or size) may drop what a group has not committed: say so
+	// loudly, per group, with the offsets it will never see.
+	for _, g := range m.List(ctx) {
+		if lost := g.Committed + 1; lost < res.First && lost >= first {
+			res.Lost = append(res.Lost, GroupLoss{Group: g.Name, From: lost, To: res.First - 1})
+			m.o.Logger.Warn("retention: dropped records a group had not consumed (--retain-max-age / --retain-max-bytes); the group is out of range until reset",
+				"group", g.Name, "lost_from", lost, "lost_to", res.First-1, "records", uint64(res.First-lost))
+		}
+	}
 	return res, nil
 }
 
