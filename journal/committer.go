@@ -140,7 +140,7 @@ func (c *Committer) drain(all bool) error {
 		c.mu.Unlock()
 
 		if err := c.j.Append(batch); err != nil {
-			return fmt.Errorf("journal: committer: %w", err)
+			return err // Append's error names the journal and the batch
 		}
 		if onAppend != nil {
 			onAppend(batch)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,6 +41,10 @@ type Options struct {
 	// NoSync turns off fsync (benchmarks of the no-durability ceiling
 	// only).
 	NoSync bool
+	// FS does every file operation of the journal, the index and the
+	// coverage file; nil → the operating system (vfs.Default). Tests
+	// fault it (errorfs) to prove the storage invariants.
+	FS vfs.FS
 	// Logger; zero → slog.Default().
 	Logger *slog.Logger
 	// AuthToken, when set, is required as "Authorization: Bearer <token>"
@@ -97,7 +102,16 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
 	s := &Sidecar{o: o, Registry: prometheus.NewRegistry(), Mux: http.NewServeMux()}
-	j, err := journal.Open(journal.Options{Dir: filepath.Join(o.DataDir, "journal"), SegmentSize: o.SegmentSize, NoSync: o.NoSync, Logger: o.Logger})
+	syncs := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "pgq_fsync_seconds", Help: "Latency of fsyncs of pgq's storage (store: journal, index).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	}, []string{"store"})
+	if err := s.Registry.Register(syncs); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	journalSyncs := syncs.WithLabelValues("journal")
+	j, err := journal.Open(journal.Options{Dir: filepath.Join(o.DataDir, "journal"), SegmentSize: o.SegmentSize, NoSync: o.NoSync, Logger: o.Logger,
+		FS: o.FS, OnSync: func(d time.Duration) { journalSyncs.Observe(d.Seconds()) }})
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +151,7 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		return nil, err
 	}
 	io := o.Ingest
-	io.Journal, io.Committer, io.Logger, io.Metrics = j, s.Committer, o.Logger, metrics
+	io.Journal, io.Committer, io.Logger, io.Metrics, io.FS = j, s.Committer, o.Logger, metrics, o.FS
 	if io.SpillDir == "" {
 		io.SpillDir = filepath.Join(o.DataDir, "spill")
 	}
@@ -222,7 +236,7 @@ func (s *Sidecar) storageErr() error {
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
-	return nil
+	return s.Journal.Err()
 }
 
 func (s *Sidecar) handleReady(w http.ResponseWriter, r *http.Request) {
@@ -278,8 +292,8 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			err = errors.New("journal committer stopped")
 		}
 		// Fail-stop: nothing more is confirmed; what was not synced is
-		// re-read from the slot after a restart.
-		err = fmt.Errorf("journal: %w", err)
+		// re-read from the slot after a restart. (The committer's error
+		// names the journal already.)
 		s.failed.Store(&err)
 		s.o.Logger.Error("journal failed; stopping (restart pgq once the cause is fixed: the slot re-sends what was not synced)", "error", err)
 		cancelIngest()
