@@ -1,0 +1,332 @@
+package bridge
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/client"
+)
+
+// Publisher sends messages to one broker. Implementations live in the
+// subpackages (bridge/jetstream, bridge/kafka).
+type Publisher interface {
+	// Publish sends, in order, every msgs[i] whose acked[i] is false and
+	// returns once each of them is acknowledged (acked[i] set to true) or
+	// has failed. It returns nil only when every message is acknowledged.
+	// After a failure it may stop sending the rest, so that no message is
+	// stored after one that failed on the same key. It is never called
+	// concurrently.
+	Publish(ctx context.Context, msgs []Message, acked []bool) error
+	// Name is the broker kind ("jetstream", "kafka"), a metrics label.
+	Name() string
+}
+
+// Options configure New. Zero values get the defaults noted.
+type Options struct {
+	// Client of the pgq API; required.
+	Client *client.Client
+	// Group is the consumer group read; required (it must exist).
+	Group string
+	// Member is the prefix of the member id; zero → the host name. Each
+	// New appends a random suffix: a restarted bridge must not continue
+	// the delivery of a killed one under the same id (pgq would go on
+	// after what it delivered to that id, not from the cursor). A new
+	// member waits until the killed one's lease expires (LeaseTTL).
+	Member string
+	// Publisher; required.
+	Publisher Publisher
+	// MaxTransactions and MaxBytes per fetch; zero → 1000 and 4 MiB.
+	MaxTransactions int
+	MaxBytes        int64
+	// Wait is the long-poll wait of a fetch; zero → 1s.
+	Wait time.Duration
+	// LeaseTTL of the group lease; zero → 30s.
+	LeaseTTL time.Duration
+	// BackoffMin and BackoffMax bound the wait between publish attempts
+	// of a batch the broker did not acknowledge (each wait drawn from
+	// [d/2, d], d doubling); zero → 100ms and 10s.
+	BackoffMin, BackoffMax time.Duration
+	// LagInterval is how often the group's lag is read for Status and
+	// metrics; zero → 5s, negative → never.
+	LagInterval time.Duration
+	// Metrics; nil → not recorded.
+	Metrics *Metrics
+	// Logger; nil → slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether the options are usable.
+func (o Options) Validate() error {
+	switch {
+	case o.Client == nil:
+		return errors.New("bridge: options: no pgq client")
+	case o.Group == "":
+		return errors.New("bridge: options: no group")
+	case o.Publisher == nil:
+		return errors.New("bridge: options: no publisher")
+	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0:
+		return errors.New("bridge: options: negative limit")
+	case o.BackoffMax > 0 && o.BackoffMax < o.BackoffMin:
+		return errors.New("bridge: options: BackoffMax below BackoffMin")
+	}
+	return nil
+}
+
+// Status is a snapshot of a running bridge.
+type Status struct {
+	Group           string     `json:"group"`
+	Broker          string     `json:"broker"`
+	Member          string     `json:"member"`
+	CommittedOffset pgq.Offset `json:"committed_offset"`
+	Published       uint64     `json:"published"`
+	Batches         uint64     `json:"batches"`
+	InFlight        int        `json:"in_flight"`
+	Errors          uint64     `json:"errors"`
+	// BrokerOK is false from a failed publish until the next
+	// acknowledged batch.
+	BrokerOK bool `json:"broker_ok"`
+	// RetryingSince is when the current unacknowledged batch first failed.
+	RetryingSince *time.Time `json:"retrying_since,omitempty"`
+	LastError     string     `json:"last_error,omitempty"`
+	LagRecords    uint64     `json:"lag_records"`
+	LagSeconds    float64    `json:"lag_seconds"`
+}
+
+// Bridge reads one consumer group and publishes every change to a broker,
+// committing the group's cursor only after the broker acknowledged every
+// message of the committed range.
+type Bridge struct {
+	o  Options
+	cs *client.Consumer
+
+	mu sync.Mutex // guards st
+	st Status
+}
+
+// New returns a bridge; nothing is sent until Run.
+func New(o Options) (*Bridge, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.MaxTransactions == 0 {
+		o.MaxTransactions = 1000
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = 4 << 20
+	}
+	if o.Wait == 0 {
+		o.Wait = time.Second
+	}
+	if o.BackoffMin == 0 {
+		o.BackoffMin = 100 * time.Millisecond
+	}
+	if o.BackoffMax == 0 {
+		o.BackoffMax = max(10*time.Second, o.BackoffMin)
+	}
+	if o.LagInterval == 0 {
+		o.LagInterval = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Member == "" {
+		o.Member, _ = os.Hostname()
+	}
+	var rnd [4]byte
+	_, _ = crand.Read(rnd[:])
+	o.Member += "-" + hex.EncodeToString(rnd[:])
+	cs, err := o.Client.Consumer(o.Group, client.ConsumerOptions{Member: o.Member, Max: o.MaxTransactions, MaxBytes: o.MaxBytes, Wait: o.Wait, LeaseTTL: o.LeaseTTL})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	b := &Bridge{o: o, cs: cs}
+	b.st = Status{Group: o.Group, Broker: o.Publisher.Name(), Member: cs.Member(), BrokerOK: true}
+	o.Metrics.init(o.Group, o.Publisher.Name())
+	return b, nil
+}
+
+// Status returns a snapshot.
+func (b *Bridge) Status() Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.st
+}
+
+func (b *Bridge) update(f func(*Status)) {
+	b.mu.Lock()
+	f(&b.st)
+	b.mu.Unlock()
+}
+
+// Run bridges until ctx ends (then it returns nil after releasing the
+// group's lease) or pgq fails for good (the group does not exist, a bad
+// token, ...). A broker outage is not an error: the batch is retried with
+// backoff until the broker acknowledges it or ctx ends.
+func (b *Bridge) Run(ctx context.Context) error {
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = b.cs.Close(rctx) // uncommitted messages are re-published by the next member
+	}()
+	if b.o.LagInterval > 0 {
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() { defer close(done); b.lagLoop(lctx) }()
+	}
+	var (
+		msgs  []Message
+		acked []bool
+	)
+	for {
+		if _, err := b.cs.Poll(ctx, b.o.Wait); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			b.fail("fetch", err)
+			return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
+		}
+		msgs = msgs[:0]
+		for b.cs.Buffered() > 0 {
+			tx, err := b.cs.Next(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
+			}
+			msgs = AppendMessages(msgs, tx)
+		}
+		if len(msgs) > 0 {
+			acked = append(acked[:0], make([]bool, len(msgs))...)
+			if err := b.publish(ctx, msgs, acked); err != nil {
+				return nil // ctx ended; nothing past the acknowledged is committed
+			}
+		}
+		if err := b.cs.Commit(ctx); err != nil {
+			if errors.Is(err, client.ErrRedeliver) {
+				// The lease was lost: the batch comes again from the
+				// cursor (JetStream drops the duplicates by Nats-Msg-Id).
+				b.fail("commit", err)
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			b.fail("commit", err)
+			return fmt.Errorf("bridge: commit group %q: %w", b.o.Group, err)
+		}
+		b.committed()
+	}
+}
+
+// publish retries until every message is acknowledged; it fails only when
+// ctx ends.
+func (b *Bridge) publish(ctx context.Context, msgs []Message, acked []bool) error {
+	m := b.o.Metrics
+	wait := b.o.BackoffMin
+	var since time.Time
+	for {
+		pending := 0
+		for _, a := range acked {
+			if !a {
+				pending++
+			}
+		}
+		b.update(func(s *Status) { s.InFlight = pending })
+		m.inFlight(pending)
+		start := time.Now()
+		err := b.o.Publisher.Publish(ctx, msgs, acked)
+		n := 0
+		for _, a := range acked {
+			if a {
+				n++
+			}
+		}
+		done := pending - (len(msgs) - n)
+		m.published(done)
+		m.inFlight(0)
+		b.update(func(s *Status) { s.InFlight = 0; s.Published += uint64(done) })
+		if err == nil {
+			m.latency(time.Since(start))
+			b.update(func(s *Status) { s.Batches++; s.BrokerOK = true; s.RetryingSince = nil })
+			m.brokerUp(true)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		b.fail("publish", err)
+		b.update(func(s *Status) { s.BrokerOK = false; t := since; s.RetryingSince = &t })
+		m.brokerUp(false)
+		b.o.Logger.Warn("bridge: broker did not acknowledge; retrying", "broker", b.o.Publisher.Name(), "unacknowledged", len(msgs)-n, "retry_in", wait, "err", err)
+		if err := sleep(ctx, jitter(wait)); err != nil {
+			return err
+		}
+		wait = min(wait*2, b.o.BackoffMax)
+	}
+}
+
+func (b *Bridge) fail(kind string, err error) {
+	b.o.Metrics.error(kind)
+	b.update(func(s *Status) { s.Errors++; s.LastError = kind + ": " + err.Error() })
+}
+
+func (b *Bridge) committed() {
+	// The consumer knows what it committed; the group's info is read by
+	// lagLoop. Record what this bridge acknowledged.
+	b.o.Metrics.batchCommitted()
+}
+
+func (b *Bridge) lagLoop(ctx context.Context) {
+	t := time.NewTicker(b.o.LagInterval)
+	defer t.Stop()
+	for {
+		gi, err := b.o.Client.Group(ctx, b.o.Group)
+		if err == nil {
+			b.update(func(s *Status) {
+				s.CommittedOffset = gi.Committed
+				s.LagRecords = gi.Lag.Records
+				s.LagSeconds = gi.Lag.Seconds
+			})
+			b.o.Metrics.lag(gi.Lag.Records, gi.Lag.Seconds, uint64(gi.Committed))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// jitter draws from [d/2, d].
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

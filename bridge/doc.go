@@ -1,0 +1,52 @@
+// Package bridge publishes a pgq consumer group into a message broker,
+// exactly once as the broker's consumers see it. It is a client of pgq
+// through package client (the pgq API may be local or remote) and never
+// imports pgq's server packages; one subpackage per broker implements
+// Publisher: bridge/jetstream (NATS JetStream) and bridge/kafka (Kafka,
+// franz-go).
+//
+// # Delivery
+//
+// Run fetches a batch of transactions, turns every change into one
+// Message, hands the batch to the Publisher and waits until the broker
+// acknowledged every message; only then does it commit the group's
+// cursor. Messages the broker did not acknowledge are sent again (only
+// those) after a capped, jittered backoff (Options.BackoffMin/Max), for as
+// long as the broker is down: the cursor never moves past an
+// unacknowledged message, and pgq's journal absorbs the backlog (the
+// replication slot never waits for the bridge). So every change reaches
+// the broker at least once. A crash (or SIGKILL) between the broker's
+// acknowledgement and pgq's commit publishes that batch again from the
+// cursor: JetStream drops the copies by their Nats-Msg-Id within the
+// stream's duplicate window (exactly once as stream consumers see it);
+// Kafka's idempotent producer only deduplicates its own retries within
+// one producer session, so there the re-published batch is duplicated.
+//
+// Each run takes a fresh member id (Options.Member plus a random suffix):
+// a restarted bridge waits until the lease of the one that died expires
+// (LeaseTTL) and then reads from the committed cursor.
+//
+// # Wire format
+//
+// One message per change. ID is "<offset>.<index>": the journal offset of
+// the record and the change's index in it. Key is the table and the
+// row's replica-identity key values ("public.orders|42"; see AppendKey),
+// so Kafka's key partitioning keeps per-row order. Headers: pgq-offset,
+// pgq-xid, pgq-lsn (commit LSN), pgq-op, pgq-table ("schema.table").
+// Payload (JSON):
+//
+//	{"offset":101,"xid":750,"commit_lsn":"0/1A2B3C8","end_lsn":"0/1A2B3F0",
+//	 "commit_time":"2025-01-01T00:00:01.5Z","part":0,"final":true,"index":0,"count":1,
+//	 "change":{"op":"insert","schema":"public","table":"orders","new":{"id":1},"old":null}}
+//
+// where change is the change as `pgq journal dump` renders it. index and
+// count are within the journal record; a transaction larger than one
+// record spans several records (part counts from 0, final marks the last).
+// Subjects and topics come from a Template ("pgq.{schema}.{table}").
+//
+// # Concurrency
+//
+// A Bridge runs one loop (Run) and, while it runs, one goroutine reading
+// the group's lag; Status is safe to call concurrently. A Publisher is
+// called by that one loop only.
+package bridge

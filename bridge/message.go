@@ -1,0 +1,233 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// Message is one broker message: one change of a journal record.
+type Message struct {
+	// Offset is the journal offset of the record, Index the change's
+	// position in it and Count the number of changes in it.
+	Offset    pgq.Offset
+	Index     int
+	Count     int
+	Xid       uint32
+	CommitLSN pgq.LSN
+	Op        string
+	Schema    string
+	Table     string
+	// ID is "<offset>.<index>": unique and stable across re-publishes
+	// (JetStream's Nats-Msg-Id).
+	ID string
+	// Key is the table and the replica-identity key values of the row
+	// (see AppendKey).
+	Key []byte
+	// Payload is the JSON document (see the package doc).
+	Payload []byte
+	// CommitTime of the transaction, for end-to-end latency.
+	CommitTime time.Time
+}
+
+// Header names carried by every message.
+const (
+	HeaderOffset = "pgq-offset"
+	HeaderXid    = "pgq-xid"
+	HeaderLSN    = "pgq-lsn"
+	HeaderOp     = "pgq-op"
+	HeaderTable  = "pgq-table"
+)
+
+// Headers returns the pgq headers of m as name/value pairs, in a fixed
+// order.
+func (m *Message) Headers() [5][2]string {
+	return [5][2]string{
+		{HeaderOffset, strconv.FormatUint(uint64(m.Offset), 10)},
+		{HeaderXid, strconv.FormatUint(uint64(m.Xid), 10)},
+		{HeaderLSN, m.CommitLSN.String()},
+		{HeaderOp, m.Op},
+		{HeaderTable, m.Schema + "." + m.Table},
+	}
+}
+
+// AppendMessages appends one Message per change of tx to dst.
+func AppendMessages(dst []Message, tx *pgq.Transaction) []Message {
+	n := len(tx.Changes)
+	for i := range tx.Changes {
+		c := &tx.Changes[i]
+		m := Message{
+			Offset: tx.Offset, Index: i, Count: n, Xid: tx.Xid, CommitLSN: tx.CommitLSN,
+			Op: c.Op.String(), Schema: c.Schema, Table: c.Table, CommitTime: tx.CommitTime,
+		}
+		if c.Op == pgq.OpTruncate && m.Table == "" && len(c.Tables) > 0 {
+			m.Schema, m.Table, _ = strings.Cut(c.Tables[0], ".")
+		}
+		m.ID = strconv.FormatUint(uint64(tx.Offset), 10) + "." + strconv.Itoa(i)
+		m.Key = AppendKey(nil, c)
+		m.Payload = AppendPayload(make([]byte, 0, 256), tx, i)
+		dst = append(dst, m)
+	}
+	return dst
+}
+
+// AppendPayload appends the JSON payload of change i of tx: the
+// transaction metadata and the change as `pgq journal dump` renders it.
+func AppendPayload(b []byte, tx *pgq.Transaction, i int) []byte {
+	b = append(b, `{"offset":`...)
+	b = strconv.AppendUint(b, uint64(tx.Offset), 10)
+	b = append(b, `,"xid":`...)
+	b = strconv.AppendUint(b, uint64(tx.Xid), 10)
+	b = append(b, `,"commit_lsn":"`...)
+	b = append(b, tx.CommitLSN.String()...)
+	b = append(b, `","end_lsn":"`...)
+	b = append(b, tx.EndLSN.String()...)
+	b = append(b, `","commit_time":"`...)
+	b = append(b, pgq.FormatCommitTime(tx.CommitTime)...)
+	b = append(b, `","part":`...)
+	b = strconv.AppendUint(b, uint64(tx.Part), 10)
+	b = append(b, `,"final":`...)
+	b = strconv.AppendBool(b, tx.Final)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(len(tx.Changes)), 10)
+	b = append(b, `,"change":`...)
+	b = pgq.AppendChangeJSON(b, &tx.Changes[i])
+	return append(b, '}')
+}
+
+// AppendKey appends the message key of c: "schema.table" followed, for
+// each replica-identity key column, by '|' and the column's text value
+// ('|' and '\' inside values escaped with '\'; NULL as an empty value).
+// Deletes take the key from the old image, inserts and updates from the
+// new one. A table without key columns (or a truncate, a message, a gap)
+// has the table alone as key, so all its changes stay in one partition.
+// Logical messages are keyed by "message:" and their prefix.
+func AppendKey(b []byte, c *pgq.Change) []byte {
+	switch c.Op {
+	case pgq.OpMessage:
+		return append(append(b, "message:"...), c.Prefix...)
+	case pgq.OpGap:
+		return append(b, "gap"...)
+	case pgq.OpTruncate:
+		if len(c.Tables) > 0 {
+			return append(b, c.Tables[0]...)
+		}
+	}
+	b = append(append(append(b, c.Schema...), '.'), c.Table...)
+	vals := c.New
+	if c.Op == pgq.OpDelete || vals == nil {
+		vals = c.Old
+	}
+	for i, col := range c.Columns {
+		if !col.Key || i >= len(vals) {
+			continue
+		}
+		b = append(b, '|')
+		for _, ch := range vals[i].Data {
+			if ch == '|' || ch == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, ch)
+		}
+	}
+	return b
+}
+
+// Template renders a subject or topic name from "{schema}", "{table}" and
+// "{op}" placeholders and literal text.
+type Template struct {
+	parts []string // literal, placeholder, literal, ...
+	src   string
+}
+
+// ParseTemplate parses s; unknown placeholders and unbalanced braces are
+// errors.
+func ParseTemplate(s string) (Template, error) {
+	if s == "" {
+		return Template{}, errors.New("bridge: empty template")
+	}
+	t := Template{src: s}
+	rest := s
+	for {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			if strings.IndexByte(rest, '}') >= 0 {
+				return Template{}, fmt.Errorf("bridge: template %q: unbalanced '}'", s)
+			}
+			t.parts = append(t.parts, rest)
+			return t, nil
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			return Template{}, fmt.Errorf("bridge: template %q: unbalanced '{'", s)
+		}
+		name := rest[i+1 : i+j]
+		switch name {
+		case "schema", "table", "op":
+		default:
+			return Template{}, fmt.Errorf("bridge: template %q: unknown placeholder {%s} (want {schema}, {table} or {op})", s, name)
+		}
+		if strings.IndexByte(rest[:i], '}') >= 0 {
+			return Template{}, fmt.Errorf("bridge: template %q: unbalanced '}'", s)
+		}
+		t.parts = append(t.parts, rest[:i], name)
+		rest = rest[i+j+1:]
+	}
+}
+
+// String returns the template's source.
+func (t Template) String() string { return t.src }
+
+// Render fills in the placeholders for m, each value passed through clean
+// (which makes it a valid subject token or topic name part).
+func (t Template) Render(m *Message, clean func(string) string) string {
+	var sb strings.Builder
+	for i, p := range t.parts {
+		if i%2 == 0 {
+			sb.WriteString(p)
+			continue
+		}
+		var v string
+		switch p {
+		case "schema":
+			v = m.Schema
+		case "table":
+			v = m.Table
+		case "op":
+			v = m.Op
+		}
+		if v == "" {
+			v = "_"
+		}
+		sb.WriteString(clean(v))
+	}
+	return sb.String()
+}
+
+// Cache memoizes Template.Render per schema, table and op. It is not safe
+// for concurrent use.
+type Cache struct {
+	T     Template
+	Clean func(string) string
+	m     map[[3]string]string
+}
+
+// Name returns the rendered name for m.
+func (c *Cache) Name(m *Message) string {
+	k := [3]string{m.Schema, m.Table, m.Op}
+	if s, ok := c.m[k]; ok {
+		return s
+	}
+	if c.m == nil {
+		c.m = make(map[[3]string]string)
+	}
+	s := c.T.Render(m, c.Clean)
+	c.m[k] = s
+	return s
+}
