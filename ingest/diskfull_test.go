@@ -3,6 +3,8 @@ package ingest_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -98,4 +100,64 @@ func TestDiskFull(t *testing.T) {
 	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDiskFullRealFilesystem is TestDiskFull on a real full filesystem: the
+// journal directory is a 1 MiB tmpfs, so `pgq run` hits ENOSPC from the
+// kernel. It exits non-zero naming the error; once the filesystem grows,
+// a restart journals every row exactly once. It needs mount(2) (root);
+// TestDiskFull proves the same through the storage seam everywhere.
+func TestDiskFullRealFilesystem(t *testing.T) {
+	dir := t.TempDir()
+	journalDir := filepath.Join(dir, "journal")
+	if err := os.MkdirAll(journalDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", journalDir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs here (%v: %s); TestDiskFull covers the same through the storage seam", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", journalDir).Run() })
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE dr (id int PRIMARY KEY, pad text)`)
+	slot := "dr_" + db.Name
+	run := func() *proc {
+		return startPgq(t, "run", "--pg-url", db.URL, "--slot", slot, "--publication", "dr_pub", "--data-dir", dir,
+			"--create-slot", "--create-publication", "public.dr", "--listen", "127.0.0.1:0", "--segment-size", "256KiB")
+	}
+	p := run()
+	waitSlotActive(t, db, slot)
+	// ~1.5 MiB of rows: more than the filesystem holds.
+	for i := 1; i <= 3000; i += 100 {
+		var vals []string
+		for id := i; id < i+100; id++ {
+			vals = append(vals, fmt.Sprintf("(%d, repeat('x', 400))", id))
+		}
+		db.Exec(t, `INSERT INTO dr VALUES `+strings.Join(vals, ","))
+	}
+	code, stderr := p.wait(t, 60*time.Second)
+	if code == 0 || !strings.Contains(stderr, "no space left on device") {
+		t.Fatalf("pgq on a full filesystem: exit %d\n%s", code, stderr)
+	}
+	txs := records(t, dir)
+	if conf := slotConfirmed(t, db, slot); len(txs) > 0 && conf > txs[len(txs)-1].EndLSN {
+		t.Fatalf("slot confirmed %s past the journal's end %s", conf, txs[len(txs)-1].EndLSN)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", journalDir).CombinedOutput(); err != nil {
+		t.Fatalf("grow the tmpfs: %v %s", err, out)
+	}
+	p = run()
+	waitFor(t, 60*time.Second, "every row journaled", func() bool { return len(records(t, dir)) >= 30 })
+	ids := idValues(t, records(t, dir))
+	if len(ids) != 3000 {
+		t.Fatalf("journal has %d rows, want 3000", len(ids))
+	}
+	for i, id := range ids {
+		if id != float64(i+1) {
+			t.Fatalf("row %d of the journal is id %v", i+1, id)
+		}
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, 30*time.Second)
+	db.Exec(t, `SELECT pg_drop_replication_slot('`+slot+`')`)
 }
