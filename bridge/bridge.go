@@ -55,6 +55,10 @@ type Options struct {
 	// of a batch the broker did not acknowledge (each wait drawn from
 	// [d/2, d], d doubling); zero → 100ms and 10s.
 	BackoffMin, BackoffMax time.Duration
+	// ShutdownGrace is how long, once Run's context ends, the batch being
+	// published may still be acknowledged and committed (so a clean stop
+	// leaves nothing to re-publish); zero → 10s.
+	ShutdownGrace time.Duration
 	// LagInterval is how often the group's lag is read for Status and
 	// metrics; zero → 5s, negative → never.
 	LagInterval time.Duration
@@ -73,7 +77,7 @@ func (o Options) Validate() error {
 		return errors.New("bridge: options: no group")
 	case o.Publisher == nil:
 		return errors.New("bridge: options: no publisher")
-	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0:
+	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0 || o.ShutdownGrace < 0:
 		return errors.New("bridge: options: negative limit")
 	case o.BackoffMax > 0 && o.BackoffMax < o.BackoffMin:
 		return errors.New("bridge: options: BackoffMax below BackoffMin")
@@ -132,6 +136,9 @@ func New(o Options) (*Bridge, error) {
 	if o.BackoffMax == 0 {
 		o.BackoffMax = max(10*time.Second, o.BackoffMin)
 	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 10 * time.Second
+	}
 	if o.LagInterval == 0 {
 		o.LagInterval = 5 * time.Second
 	}
@@ -184,11 +191,23 @@ func (b *Bridge) Run(ctx context.Context) error {
 		defer func() { cancel(); <-done }()
 		go func() { defer close(done); b.lagLoop(lctx) }()
 	}
+	// pctx outlives ctx by ShutdownGrace: the batch in flight when ctx
+	// ends is still acknowledged and committed.
+	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer pcancel()
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(b.o.ShutdownGrace, pcancel)
+		context.AfterFunc(pctx, func() { t.Stop() })
+	})
+	defer stopGrace()
 	var (
 		msgs  []Message
 		acked []bool
 	)
 	for {
+		if ctx.Err() != nil {
+			return nil
+		}
 		if _, err := b.cs.Poll(ctx, b.o.Wait); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -209,11 +228,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		if len(msgs) > 0 {
 			acked = append(acked[:0], make([]bool, len(msgs))...)
-			if err := b.publish(ctx, msgs, acked); err != nil {
+			if err := b.publish(ctx, pctx, msgs, acked); err != nil {
 				return nil // ctx ended; nothing past the acknowledged is committed
 			}
 		}
-		if err := b.cs.Commit(ctx); err != nil {
+		if err := b.cs.Commit(pctx); err != nil {
 			if errors.Is(err, client.ErrRedeliver) {
 				// The lease was lost: the batch comes again from the
 				// cursor (JetStream drops the duplicates by Nats-Msg-Id).
@@ -231,8 +250,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // publish retries until every message is acknowledged; it fails only when
-// ctx ends.
-func (b *Bridge) publish(ctx context.Context, msgs []Message, acked []bool) error {
+// ctx ends (between attempts) or pctx ends (during one).
+func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool) error {
 	m := b.o.Metrics
 	wait := b.o.BackoffMin
 	var since time.Time
@@ -246,7 +265,7 @@ func (b *Bridge) publish(ctx context.Context, msgs []Message, acked []bool) erro
 		b.update(func(s *Status) { s.InFlight = pending })
 		m.inFlight(pending)
 		start := time.Now()
-		err := b.o.Publisher.Publish(ctx, msgs, acked)
+		err := b.o.Publisher.Publish(pctx, msgs, acked)
 		n := 0
 		for _, a := range acked {
 			if a {
@@ -265,6 +284,9 @@ func (b *Bridge) publish(ctx context.Context, msgs []Message, acked []bool) erro
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if pctx.Err() != nil {
+			return pctx.Err()
 		}
 		if since.IsZero() {
 			since = time.Now()

@@ -51,7 +51,7 @@ func runChild(broker string) error {
 		}
 		pub = p
 	case "kafka":
-		p, err := kafka.New(ctx, kafka.Options{Brokers: []string{os.Getenv("BROKER_URL")}})
+		p, err := kafka.New(ctx, kafka.Options{Brokers: []string{os.Getenv("BROKER_URL")}, CreateTopics: true, Partitions: 6})
 		if err != nil {
 			return err
 		}

@@ -181,7 +181,7 @@ func TestJetStreamKillUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	cmd := startChild(t, "jetstream", ns.ClientURL(), src.addr)
-	src.waitCaughtUp(t, time.Minute)
+	src.waitCaughtUp(t, 30*time.Second)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	ids, pls := readStream(t, ns.ClientURL(), "PGQ")
@@ -221,7 +221,7 @@ func TestJetStreamBrokerRestart(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-	src.waitCaughtUp(t, time.Minute)
+	src.waitCaughtUp(t, 30*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
