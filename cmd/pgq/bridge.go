@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pgq-dev/pgq/bridge"
+	"github.com/pgq-dev/pgq/bridge/jetstream"
+	"github.com/pgq-dev/pgq/bridge/kafka"
+	"github.com/pgq-dev/pgq/client"
+)
+
+// BridgeCmd is `pgq bridge`.
+type BridgeCmd struct {
+	Jetstream BridgeJetStreamCmd `cmd:"" help:"Publish a consumer group into a NATS JetStream stream (Nats-Msg-Id dedup: exactly once as the stream sees it)."`
+	Kafka     BridgeKafkaCmd     `cmd:"" help:"Publish a consumer group into Kafka (idempotent producer; at-least-once across bridge crashes)."`
+}
+
+// BridgeFlags are the flags both brokers share.
+type BridgeFlags struct {
+	APIFlags
+	Group      string        `required:"" env:"PGQ_BRIDGE_GROUP" help:"Consumer group to publish (must exist: pgq groups create)."`
+	Member     string        `env:"PGQ_BRIDGE_MEMBER" help:"Member id prefix (default: host name); a random suffix is added per run."`
+	Listen     string        `env:"PGQ_BRIDGE_LISTEN" help:"Serve /metrics (Prometheus), /status and /healthz on this address (e.g. 127.0.0.1:5481)."`
+	MaxTx      int           `name:"max-tx" default:"1000" env:"PGQ_BRIDGE_MAX_TX" help:"Transactions per fetched batch."`
+	BackoffMax time.Duration `name:"backoff-max" default:"10s" env:"PGQ_BRIDGE_BACKOFF_MAX" help:"Longest wait between publish retries while the broker is down."`
+	LeaseTTL   time.Duration `name:"lease-ttl" default:"30s" env:"PGQ_BRIDGE_LEASE_TTL" help:"Group lease; a restarted bridge waits this long for a dead one's lease."`
+	TLSCA      string        `name:"tls-ca" env:"PGQ_BRIDGE_TLS_CA" type:"existingfile" help:"Broker TLS: CA certificates (PEM). Any --tls-* flag enables TLS."`
+	TLSCert    string        `name:"tls-cert" env:"PGQ_BRIDGE_TLS_CERT" type:"existingfile" help:"Broker TLS: client certificate (PEM)."`
+	TLSKey     string        `name:"tls-key" env:"PGQ_BRIDGE_TLS_KEY" type:"existingfile" help:"Broker TLS: client key (PEM)."`
+	TLS        bool          `name:"tls" env:"PGQ_BRIDGE_TLS" help:"Broker TLS with the system roots."`
+}
+
+// BridgeJetStreamCmd is `pgq bridge jetstream`.
+type BridgeJetStreamCmd struct {
+	BridgeFlags
+	NatsURL      string        `name:"nats-url" required:"" env:"NATS_URL" help:"NATS server URL(s), comma-separated."`
+	Stream       string        `default:"PGQ" env:"PGQ_BRIDGE_STREAM" help:"JetStream stream the subjects belong to."`
+	Subject      string        `default:"pgq.{schema}.{table}" env:"PGQ_BRIDGE_SUBJECT" help:"Subject template: {schema}, {table}, {op}."`
+	CreateStream bool          `name:"create-stream" env:"PGQ_BRIDGE_CREATE_STREAM" help:"Create the stream (file storage) if missing."`
+	Duplicates   time.Duration `default:"2m" env:"PGQ_BRIDGE_DUPLICATES" help:"Duplicate window of a created stream: a bridge down longer than this may store a re-published batch twice."`
+	Replicas     int           `default:"1" env:"PGQ_BRIDGE_REPLICAS" help:"Replicas of a created stream."`
+	Window       int           `default:"4096" env:"PGQ_BRIDGE_WINDOW" help:"Messages in flight (published, not acknowledged)."`
+	Creds        string        `type:"existingfile" env:"NATS_CREDS" help:"NATS credentials file."`
+	NKey         string        `name:"nkey" type:"existingfile" env:"NATS_NKEY" help:"NATS nkey seed file."`
+	User         string        `env:"NATS_USER" help:"NATS user."`
+	Password     string        `env:"NATS_PASSWORD" help:"NATS password."`
+	Token        string        `name:"nats-token" env:"NATS_TOKEN" help:"NATS token."`
+}
+
+// BridgeKafkaCmd is `pgq bridge kafka`.
+type BridgeKafkaCmd struct {
+	BridgeFlags
+	Brokers           []string `required:"" env:"KAFKA_BROKERS" help:"Seed brokers host:port, comma-separated."`
+	Topic             string   `default:"pgq.{schema}.{table}" env:"PGQ_BRIDGE_TOPIC" help:"Topic template: {schema}, {table}, {op}."`
+	CreateTopics      bool     `name:"create-topics" env:"PGQ_BRIDGE_CREATE_TOPICS" help:"Create missing topics on first use."`
+	Partitions        int32    `default:"0" env:"PGQ_BRIDGE_PARTITIONS" help:"Partitions of created topics (0: the broker's default)."`
+	ReplicationFactor int16    `name:"replication-factor" default:"0" env:"PGQ_BRIDGE_REPLICATION_FACTOR" help:"Replication factor of created topics (0: the broker's default)."`
+	SASLMechanism     string   `name:"sasl-mechanism" enum:",PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" default:"" env:"KAFKA_SASL_MECHANISM" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."`
+	SASLUser          string   `name:"sasl-user" env:"KAFKA_SASL_USER" help:"SASL user."`
+	SASLPassword      string   `name:"sasl-password" env:"KAFKA_SASL_PASSWORD" help:"SASL password."`
+}
+
+func (f *BridgeFlags) tlsConfig() (*tls.Config, error) {
+	if !f.TLS && f.TLSCA == "" && f.TLSCert == "" && f.TLSKey == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.TLSCA != "" {
+		pem, err := os.ReadFile(f.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: no PEM certificate in %s", f.TLSCA)
+		}
+	}
+	if (f.TLSCert == "") != (f.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if f.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.TLSCert, f.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// Run bridges until interrupted.
+func (c *BridgeJetStreamCmd) Run(ctx context.Context, log *slog.Logger) error {
+	tc, err := c.tlsConfig()
+	if err != nil {
+		return err
+	}
+	o := jetstream.Options{URL: c.NatsURL, Stream: c.Stream, Subject: c.Subject, CreateStream: c.CreateStream, Duplicates: c.Duplicates,
+		Replicas: c.Replicas, Window: c.Window, CredsFile: c.Creds, NKeyFile: c.NKey, User: c.User, Password: c.Password, Token: c.Token, TLS: tc}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	p, err := jetstream.New(cctx, o)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return c.run(ctx, log, p)
+}
+
+// Run bridges until interrupted.
+func (c *BridgeKafkaCmd) Run(ctx context.Context, log *slog.Logger) error {
+	tc, err := c.tlsConfig()
+	if err != nil {
+		return err
+	}
+	var brokers []string
+	for _, b := range c.Brokers {
+		for _, s := range strings.Split(b, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				brokers = append(brokers, s)
+			}
+		}
+	}
+	o := kafka.Options{Brokers: brokers, Topic: c.Topic, CreateTopics: c.CreateTopics, Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
+		Mechanism: c.SASLMechanism, User: c.SASLUser, Password: c.SASLPassword, TLS: tc}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	p, err := kafka.New(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return c.run(ctx, log, p)
+}
+
+func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publisher) error {
+	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken})
+	if err != nil {
+		return err
+	}
+	// Fail at once on a missing group or a bad token; pgq being down is
+	// waited out by the bridge itself.
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = cl.Group(gctx, f.Group)
+	cancel()
+	if err != nil && !client.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("group %q at %s: %w", f.Group, f.Addr, err)
+	}
+	m := bridge.NewMetrics()
+	b, err := bridge.New(bridge.Options{Client: cl, Group: f.Group, Member: f.Member, Publisher: p, MaxTransactions: f.MaxTx,
+		BackoffMax: f.BackoffMax, LeaseTTL: f.LeaseTTL, Metrics: m, Logger: log})
+	if err != nil {
+		return err
+	}
+	if f.Listen != "" {
+		ln, err := net.Listen("tcp", f.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+		srv := &http.Server{Handler: bridge.Handler(b, m), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+	}
+	log.Info("bridge running", "group", f.Group, "broker", p.Name(), "member", b.Status().Member)
+	return b.Run(ctx)
+}
