@@ -247,11 +247,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []
 		wg.Add(1)
 		p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			mu.Lock()
-			if done {
-				// Publish gave up waiting (ctx ended).
-			} else if err == nil {
+			switch { // nothing once Publish gave up waiting (ctx ended)
+			case done:
+			case err == nil:
 				ok[i] = true
-			} else if first == nil {
+			case first == nil:
 				first = fmt.Errorf("kafka: message %s to %s: %w", m.ID, rec.Topic, err)
 			}
 			mu.Unlock()
