@@ -306,3 +306,37 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStaleCommitAfterResetIsFenced: a member's commit of records fetched
+// before a reset is fenced, even after the same member fetched again (its
+// lease generation ended), never accepted or refused as invalid_commit.
+func TestStaleCommitAfterResetIsFenced(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", clk)
+	defer s.stop()
+	c := dial(t, s.addr)
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(5)
+	old, err := c.Fetch(ctx, "g", client.FetchRequest{Member: "m", Max: 5})
+	if err != nil || len(old.Transactions) != 5 || old.Generation == 0 {
+		t.Fatalf("fetch: %+v %v", old, err)
+	}
+	if _, err := c.ResetGroup(ctx, "g", "earliest", false); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := c.Fetch(ctx, "g", client.FetchRequest{Member: "m", Max: 5})
+	if err != nil || fresh.Generation == old.Generation {
+		t.Fatalf("fetch after reset: gen %d (old %d) %v", fresh.Generation, old.Generation, err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := c.Commit(ctx, "g", "m", 5, old.Generation); !errors.Is(err, api.ErrFenced) {
+			t.Fatalf("stale commit: %v, want fenced", err)
+		}
+	}
+	if cr, err := c.Commit(ctx, "g", "m", 5, fresh.Generation); err != nil || cr.Committed != 5 {
+		t.Fatalf("commit under the new lease: %+v %v", cr, err)
+	}
+}

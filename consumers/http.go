@@ -55,6 +55,7 @@ type (
 		Committed    uint64    `msgpack:"committed_offset"`
 		LastOffset   uint64    `msgpack:"last_offset"`
 		LeaseExpires time.Time `msgpack:"lease_expires"`
+		Generation   uint64    `msgpack:"generation"`
 	}
 	// wireTx is [offset, record body]: pgq.Transaction's msgpack form
 	// does not carry the offset. Body is the record body (the journaled
@@ -311,7 +312,7 @@ func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if records {
-		wf := wireFetch{NextOffset: uint64(res.next), Committed: uint64(res.committed), LastOffset: uint64(res.last), LeaseExpires: res.leaseExpires, Transactions: make([]wireTx, len(res.recs))}
+		wf := wireFetch{NextOffset: uint64(res.next), Committed: uint64(res.committed), LastOffset: uint64(res.last), LeaseExpires: res.leaseExpires, Generation: res.gen, Transactions: make([]wireTx, len(res.recs))}
 		for i := range res.recs {
 			wf.Transactions[i] = wireTx{Offset: uint64(res.recs[i].off), Body: res.recs[i].body()}
 		}
@@ -348,7 +349,9 @@ func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 	b.WriteString(strconv.FormatUint(uint64(res.last), 10))
 	b.WriteString(`,"lease_expires":"`)
 	b.WriteString(res.leaseExpires.UTC().Format(time.RFC3339Nano))
-	b.WriteString("\"}\n")
+	b.WriteString(`","generation":`)
+	b.WriteString(strconv.FormatUint(res.gen, 10))
+	b.WriteString("}\n")
 	if wantsMsgpack(r) {
 		// The language-neutral msgpack form: the JSON response's maps.
 		mp, err := jsonToMsgpack(b.Bytes())
@@ -403,7 +406,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	res, err := h.m.Commit(r.Context(), r.PathValue("name"), req.Member, req.Offset, time.Duration(req.LeaseTTL))
+	res, err := h.m.CommitGen(r.Context(), r.PathValue("name"), req.Member, req.Offset, time.Duration(req.LeaseTTL), req.Generation)
 	if err != nil {
 		WriteError(w, err)
 		return

@@ -631,6 +631,7 @@ type fetchBatch struct {
 	recs                  []fetched
 	next, committed, last pgq.Offset
 	leaseExpires          time.Time
+	gen                   uint64 // the lease generation the records were delivered under
 }
 
 // fetch is Fetch. With decode, every record comes decoded (fetched.tx);
@@ -746,6 +747,7 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 		res.committed = g.st.Cursor
 		res.last = m.j.LastOffset()
 		res.leaseExpires = time.UnixMicro(g.st.LeaseExpiry).UTC()
+		res.gen = g.gen
 		g.mu.Unlock()
 		if len(res.recs) > 0 || !time.Now().Before(deadline) {
 			return res, nil
@@ -888,6 +890,14 @@ func (m *Manager) holderLocked(g *group, member string, now time.Time) error {
 // no-op that renews the lease. The new cursor is fsynced before Commit
 // returns.
 func (m *Manager) Commit(ctx context.Context, name, member string, offset pgq.Offset, ttl time.Duration) (CommitResult, error) {
+	return m.CommitGen(ctx, name, member, offset, ttl, 0)
+}
+
+// CommitGen is Commit for records delivered under lease generation gen
+// (FetchResult.Generation; 0: unchecked). A commit from a lease that has
+// since ended (reset, expiry and takeover, release) is always fenced, even
+// when the same member holds a new lease.
+func (m *Manager) CommitGen(ctx context.Context, name, member string, offset pgq.Offset, ttl time.Duration, gen uint64) (CommitResult, error) {
 	if member == "" || len(member) > maxMemberLen {
 		return CommitResult{}, errf(ErrBadRequest, "member must be 1 to %d bytes", maxMemberLen)
 	}
@@ -914,6 +924,9 @@ func (m *Manager) Commit(ctx context.Context, name, member string, offset pgq.Of
 	now := m.o.Now()
 	if err := m.holderLocked(g, member, now); err != nil {
 		return CommitResult{}, err
+	}
+	if gen != 0 && gen != g.gen {
+		return CommitResult{}, errf(ErrFenced, "group %q: member %q commits records of lease generation %d, which ended (now %d: reset, expiry and takeover, or release)", name, member, gen, g.gen)
 	}
 	switch {
 	case offset < g.st.Cursor:
