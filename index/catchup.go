@@ -33,6 +33,9 @@ const catchUpBatch = 512
 //   - Otherwise: entries below src.FirstOffset() are truncated away and
 //     the missing tail is added.
 //
+// A CatchUp that succeeds clears the stale mark (see Heal) unless Pebble
+// has failed; one that fails sets it.
+//
 // CatchUp holds the writer lock for its whole run, so a concurrent Add
 // waits and then skips what CatchUp already indexed. Readers keep working;
 // during a rebuild they see a partial index. ctx is checked between
@@ -45,7 +48,15 @@ func (ix *Index) CatchUp(ctx context.Context, src Source, size func(*pgq.Transac
 	defer ix.exit()
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
+	if err := ix.catchUpLocked(ctx, src, size); err != nil {
+		ix.markStale(err)
+		return err
+	}
+	ix.markFresh()
+	return nil
+}
 
+func (ix *Index) catchUpLocked(ctx context.Context, src Source, size func(*pgq.Transaction) int) error {
 	first, last := src.FirstOffset(), src.LastOffset()
 	if first == 0 {
 		first = 1

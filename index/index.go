@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,20 +37,49 @@ var (
 	ErrInvalidName = errors.New("index: invalid group name")
 	// ErrCorrupt: a stored value does not decode.
 	ErrCorrupt = errors.New("index: corrupt value")
+	// ErrStale: the derived entries are behind the journal because an Add
+	// (or a CatchUp, TruncateFront) failed or was refused; a lookup whose
+	// answer would depend on the missing entries fails with it until Heal
+	// (or CatchUp) succeeds. See the package doc.
+	ErrStale = errors.New("index: stale (behind the journal until healed)")
+	// ErrFailed: Pebble reported a failed write or fsync of the index's
+	// files, or a fatal error; writes are refused until Heal reopens it.
+	// Errors wrapping it also wrap the first cause.
+	ErrFailed = errors.New("index: storage failed")
 )
 
-// Options configure Open.
+// DefaultSlowSync is the fsync latency above which a warning is logged when
+// Options.SlowSync is zero.
+const DefaultSlowSync = time.Second
+
+// Options configure Open. The zero value of every field but Dir is usable.
 type Options struct {
 	// Dir is the Pebble directory. Required; created if missing.
 	Dir string
-	// Logger receives Pebble's messages. Zero means slog.Default().
+	// Logger receives Pebble's messages and the index's own (stale,
+	// healed, failed, slow fsync). Zero means slog.Default().
 	Logger *slog.Logger
+	// FS is the file system every file operation of the index (Pebble's
+	// included) goes through; nil means vfs.Default, the operating
+	// system's. Tests use it to inject faults (vfs/errorfs) and to simulate
+	// crashes (vfs.NewCrashableMem).
+	FS vfs.FS
+	// OnSync, when set, is called with the latency of every fsync of an
+	// index file or directory, failed or not (hook a histogram on it). It
+	// runs on Pebble's goroutines: keep it short and non-blocking.
+	OnSync func(d time.Duration)
+	// SlowSync is the fsync latency above which a warning is logged; zero
+	// means DefaultSlowSync (1 s).
+	SlowSync time.Duration
 }
 
 // Validate reports whether the options can be used.
 func (o Options) Validate() error {
 	if o.Dir == "" {
 		return fmt.Errorf("%w: Dir is required", ErrInvalidOptions)
+	}
+	if o.SlowSync < 0 {
+		return fmt.Errorf("%w: SlowSync %v is negative", ErrInvalidOptions, o.SlowSync)
 	}
 	return nil
 }
@@ -79,23 +107,31 @@ func EntryOf(tx *pgq.Transaction, bytes int) Entry {
 }
 
 // Index is the Pebble store next to the journal. See the package doc for
-// the key layout and the concurrency rules.
+// the key layout, the concurrency rules and the stale/heal states.
 type Index struct {
-	db   *pebble.DB
-	lock *pebble.Lock
-	dir  string
-	log  *slog.Logger
+	lock     *pebble.Lock
+	dir      string
+	log      *slog.Logger
+	fs       vfs.FS // Options.FS (or vfs.Default) wrapped by watchFS
+	onSync   func(time.Duration)
+	slowSync time.Duration
 
-	// life guards db against use after Close: every method holds it for
-	// reading, Close for writing.
+	// life guards db against use after Close and against a Heal that
+	// reopens it: every method holds it for reading, Close and reopen for
+	// writing. db is nil after a reopen failed (every call then fails with
+	// ErrFailed until a Heal reopens it).
 	life   sync.RWMutex
 	closed bool
+	db     *pebble.DB
 
 	// wmu serializes the writers of derived entries (Add, TruncateFront,
-	// Reset, CatchUp): each reads the tail before writing a batch.
+	// Reset, CatchUp): each reads the tail before writing a batch. It also
+	// orders the stale mark: Add sets it and CatchUp clears it under wmu.
 	wmu sync.Mutex
 	// last mirrors keyLast; written under wmu, read lock-free.
 	last atomic.Uint64
+
+	h health
 }
 
 // Open opens (creating if needed) the index in opts.Dir. A directory held by
@@ -109,30 +145,84 @@ func Open(opts Options) (*Index, error) {
 		logger = slog.Default()
 	}
 	logger = logger.With("component", "index")
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	base := opts.FS
+	if base == nil {
+		base = vfs.Default
+	}
+	ix := &Index{dir: opts.Dir, log: logger, onSync: opts.OnSync, slowSync: opts.SlowSync}
+	if ix.slowSync == 0 {
+		ix.slowSync = DefaultSlowSync
+	}
+	ix.h.init()
+	ix.fs = &watchFS{FS: base, onSync: ix.observeSync, onFail: ix.fileFailed}
+	if err := ix.fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("index: create %s: %w", opts.Dir, err)
 	}
-	lock, err := pebble.LockDirectory(opts.Dir, vfs.Default)
+	lock, err := pebble.LockDirectory(opts.Dir, ix.fs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, opts.Dir, err)
 	}
-	db, err := pebble.Open(opts.Dir, &pebble.Options{
-		Lock:   lock,
-		Logger: pebbleLogger{logger},
-	})
-	if err != nil {
-		_ = lock.Close()
-		return nil, fmt.Errorf("index: open pebble in %s: %w", opts.Dir, err)
-	}
-	ix := &Index{db: db, lock: lock, dir: opts.Dir, log: logger}
-	last, err := ix.readLast()
-	if err != nil {
-		_ = db.Close()
+	ix.lock = lock
+	if err := ix.openDB(); err != nil {
 		_ = lock.Close()
 		return nil, err
 	}
-	ix.last.Store(uint64(last))
 	return ix, nil
+}
+
+// openDB opens Pebble in ix.dir and loads LastOffset; the caller owns ix
+// alone or holds life for writing. On error ix.db stays nil.
+func (ix *Index) openDB() error {
+	db, err := pebble.Open(ix.dir, &pebble.Options{
+		FS:     ix.fs,
+		Lock:   ix.lock,
+		Logger: pebbleLogger{ix},
+	})
+	if err == nil && ix.h.broken.Load() {
+		// Pebble reported a fatal error while opening but went on.
+		err = ix.failedErr()
+	}
+	if err != nil {
+		if db != nil {
+			closeDB(db)
+		}
+		return fmt.Errorf("index: open pebble in %s: %w", ix.dir, err)
+	}
+	ix.db = db
+	last, err := ix.readLast()
+	if err != nil {
+		closeDB(db)
+		ix.db = nil
+		return err
+	}
+	ix.last.Store(uint64(last))
+	return nil
+}
+
+// closeDB closes db, which may be a Pebble that failed: an error or a panic
+// of its Close is returned as an error, never passed on.
+func closeDB(db *pebble.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pebble close panicked: %v", r)
+		}
+	}()
+	return db.Close()
+}
+
+// observeSync is watchFS's fsync observer.
+func (ix *Index) observeSync(path string, d time.Duration, err error) {
+	if ix.onSync != nil {
+		ix.onSync(d)
+	}
+	if d > ix.slowSync {
+		ix.log.Warn("index: slow fsync", "path", path, "took", d, "threshold", ix.slowSync, "failed", err != nil)
+	}
+}
+
+// fileFailed is watchFS's report of a failed write-side file operation.
+func (ix *Index) fileFailed(op, path string, err error) {
+	ix.fail(fmt.Errorf("%s %s: %w", op, path, err))
 }
 
 // Close flushes nothing extra (derived entries are rebuildable, groups are
@@ -145,7 +235,10 @@ func (ix *Index) Close() error {
 		return nil
 	}
 	ix.closed = true
-	err := ix.db.Close()
+	var err error
+	if ix.db != nil {
+		err = closeDB(ix.db)
+	}
 	if lerr := ix.lock.Close(); lerr != nil && err == nil {
 		err = lerr
 	}
@@ -155,12 +248,20 @@ func (ix *Index) Close() error {
 	return nil
 }
 
-// enter takes the read side of life; it fails once the Index is closed.
+// enter takes the read side of life; it fails once the Index is closed,
+// and with ErrFailed while a reopen by Heal has failed.
 func (ix *Index) enter() error {
 	ix.life.RLock()
 	if ix.closed {
 		ix.life.RUnlock()
 		return ErrClosed
+	}
+	if ix.db == nil {
+		ix.life.RUnlock()
+		if err := ix.failedErr(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: pebble is not open", ErrFailed)
 	}
 	return nil
 }
@@ -207,6 +308,12 @@ func (ix *Index) FirstOffset() (pgq.Offset, error) {
 // CatchUp is harmless); the first new one must be LastOffset+1, or any
 // offset when the index is empty. All of it is one Pebble batch written
 // without fsync: the index is rebuildable from the journal.
+//
+// When Add fails (a storage error, a gap, an invalid entry) the index
+// becomes stale, and while it is stale every Add is refused with an error
+// wrapping ErrStale without writing: the entries are in the journal, and
+// Heal (RunHealer) indexes them from there. Add never blocks on a heal
+// beyond the writer lock that CatchUp holds.
 func (ix *Index) Add(entries []Entry) error {
 	if err := ix.enter(); err != nil {
 		return err
@@ -214,7 +321,28 @@ func (ix *Index) Add(entries []Entry) error {
 	defer ix.exit()
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	return ix.addLocked(entries)
+	if ix.h.stale.Load() {
+		ix.h.skippedAdd()
+		return fmt.Errorf("index: add %s: %w (left to the healer)", span(entries), ErrStale)
+	}
+	err := ix.addLocked(entries)
+	if err != nil {
+		err = fmt.Errorf("index: add %s: %w", span(entries), err)
+		ix.h.failedAdd()
+		ix.markStale(err)
+	}
+	return err
+}
+
+// span names the offsets of entries for messages.
+func span(entries []Entry) string {
+	switch len(entries) {
+	case 0:
+		return "no entries"
+	case 1:
+		return fmt.Sprintf("offset %d", entries[0].Offset)
+	}
+	return fmt.Sprintf("offsets %d..%d", entries[0].Offset, entries[len(entries)-1].Offset)
 }
 
 func (ix *Index) addLocked(entries []Entry) error {
@@ -282,7 +410,7 @@ func (ix *Index) addLocked(entries []Entry) error {
 	if err := b.Set(keyLast, lv[:], nil); err != nil {
 		return fmt.Errorf("index: add: %w", err)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := ix.commit(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("index: add offsets %d..%d: %w", entries[0].Offset, newLast, err)
 	}
 	ix.last.Store(uint64(newLast))
@@ -328,12 +456,16 @@ func (ix *Index) firstAtOrAfter(off pgq.Offset) (stored, error) {
 	return decodeStored(o, v)
 }
 
-// EntryAt returns the entry at off, or an error wrapping ErrNotFound.
+// EntryAt returns the entry at off, or an error wrapping ErrNotFound (or
+// ErrStale for an off past LastOffset while the index is stale).
 func (ix *Index) EntryAt(off pgq.Offset) (Entry, error) {
 	if err := ix.enter(); err != nil {
 		return Entry{}, err
 	}
 	defer ix.exit()
+	if err := ix.staleAfter(off); err != nil {
+		return Entry{}, fmt.Errorf("index: entry at %d: %w", off, err)
+	}
 	s, err := ix.get(off)
 	if err != nil {
 		return Entry{}, err
@@ -341,16 +473,40 @@ func (ix *Index) EntryAt(off pgq.Offset) (Entry, error) {
 	return s.Entry, nil
 }
 
+// staleAfter returns an error wrapping ErrStale when the index is stale and
+// off lies past LastOffset: the answer there is unknown, not absent.
+func (ix *Index) staleAfter(off pgq.Offset) error {
+	if !ix.h.stale.Load() || off <= pgq.Offset(ix.last.Load()) {
+		return nil
+	}
+	return fmt.Errorf("%w: offset %d is past the last indexed offset %d", ErrStale, off, ix.last.Load())
+}
+
+// staleSeek turns a seek's miss (or a hit past LastOffset, which a failed
+// Pebble may hold) into an error wrapping ErrStale while the index is
+// stale: the answer may lie in records not indexed yet.
+func (ix *Index) staleSeek(off pgq.Offset, err error) (pgq.Offset, error) {
+	if !ix.h.stale.Load() {
+		return off, err
+	}
+	last := pgq.Offset(ix.last.Load())
+	if errors.Is(err, ErrNotFound) || (err == nil && off > last) {
+		return 0, fmt.Errorf("%w: no answer up to the last indexed offset %d", ErrStale, last)
+	}
+	return off, err
+}
+
 // SeekLSN returns the first offset (in offset order) whose CommitLSN >= lsn.
 // All parts of a multi-part transaction share one commit LSN; the first
 // part is returned. When lsn lies before the first indexed entry the first
-// indexed offset is returned; past the last, an error wrapping ErrNotFound.
+// indexed offset is returned; past the last, an error wrapping ErrNotFound,
+// or ErrStale while the index is stale.
 func (ix *Index) SeekLSN(lsn pgq.LSN) (pgq.Offset, error) {
 	if err := ix.enter(); err != nil {
 		return 0, err
 	}
 	defer ix.exit()
-	off, err := ix.seek(prefixLSN, lsnKey(lsn, 0))
+	off, err := ix.staleSeek(ix.seek(prefixLSN, lsnKey(lsn, 0)))
 	if err != nil {
 		return 0, fmt.Errorf("index: seek LSN %s: %w", lsn, err)
 	}
@@ -361,7 +517,8 @@ func (ix *Index) SeekLSN(lsn pgq.LSN) (pgq.Offset, error) {
 // at microsecond precision. Commit times may repeat or, rarely, go
 // backwards; the answer is still the first such offset in offset order,
 // never a later offset with an earlier time (see the package doc). Past
-// the last entry: an error wrapping ErrNotFound.
+// the last entry: an error wrapping ErrNotFound, or ErrStale while the
+// index is stale.
 func (ix *Index) SeekTime(t time.Time) (pgq.Offset, error) {
 	if err := ix.enter(); err != nil {
 		return 0, err
@@ -371,7 +528,7 @@ func (ix *Index) SeekTime(t time.Time) (pgq.Offset, error) {
 	if time.UnixMicro(us).Before(t) {
 		us++ // round a sub-microsecond t up: stored times are whole µs
 	}
-	off, err := ix.seek(prefixTime, timeKey(us, 0))
+	off, err := ix.staleSeek(ix.seek(prefixTime, timeKey(us, 0)))
 	if err != nil {
 		return 0, fmt.Errorf("index: seek time %s: %w", t.UTC().Format(time.RFC3339Nano), err)
 	}
@@ -397,7 +554,8 @@ func (ix *Index) seek(p byte, from []byte) (pgq.Offset, error) {
 
 // BytesBetween returns the sum of Entry.Bytes over the offsets [from, to]:
 // two point lookups of the running byte count. It returns 0 when from > to
-// and an error wrapping ErrNotFound when from or to is not indexed.
+// and an error wrapping ErrNotFound when from or to is not indexed (ErrStale
+// when to is past LastOffset while the index is stale).
 func (ix *Index) BytesBetween(from, to pgq.Offset) (int64, error) {
 	if from > to {
 		return 0, nil
@@ -406,6 +564,9 @@ func (ix *Index) BytesBetween(from, to pgq.Offset) (int64, error) {
 		return 0, err
 	}
 	defer ix.exit()
+	if err := ix.staleAfter(to); err != nil {
+		return 0, fmt.Errorf("index: bytes between %d and %d: %w", from, to, err)
+	}
 	a, err := ix.get(from)
 	if err != nil {
 		return 0, fmt.Errorf("index: bytes between %d and %d: %w", from, to, err)
@@ -430,7 +591,12 @@ func (ix *Index) TruncateFront(off pgq.Offset) error {
 	defer ix.exit()
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	return ix.truncateFrontLocked(off)
+	if err := ix.truncateFrontLocked(off); err != nil {
+		// Entries below off may remain: CatchUp removes them.
+		ix.markStale(err)
+		return err
+	}
+	return nil
 }
 
 func (ix *Index) truncateFrontLocked(off pgq.Offset) error {
@@ -460,7 +626,7 @@ func (ix *Index) truncateFrontLocked(off pgq.Offset) error {
 	default:
 		return fmt.Errorf("index: truncate front to %d: %w", off, err)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := ix.commit(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("index: truncate front to %d: %w", off, err)
 	}
 	return nil
@@ -484,7 +650,11 @@ func (ix *Index) Reset() error {
 	defer ix.exit()
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	return ix.resetLocked()
+	if err := ix.resetLocked(); err != nil {
+		ix.markStale(err)
+		return err
+	}
+	return nil
 }
 
 func (ix *Index) resetLocked() error {
@@ -496,7 +666,7 @@ func (ix *Index) resetLocked() error {
 	if err := b.Delete(keyLast, nil); err != nil {
 		return fmt.Errorf("index: reset: %w", err)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := ix.commit(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("index: reset: %w", err)
 	}
 	ix.last.Store(0)
@@ -504,6 +674,8 @@ func (ix *Index) resetLocked() error {
 }
 
 // PutGroup stores value under the group name, fsynced before it returns.
+// An error means the value may or may not be stored; while the index has
+// failed (ErrFailed) nothing is written until Heal reopens it.
 func (ix *Index) PutGroup(name string, value []byte) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidName)
@@ -512,7 +684,12 @@ func (ix *Index) PutGroup(name string, value []byte) error {
 		return err
 	}
 	defer ix.exit()
-	if err := ix.db.Set(groupKey(name), value, pebble.Sync); err != nil {
+	b := ix.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(groupKey(name), value, nil); err != nil {
+		return fmt.Errorf("index: put group %q: %w", name, err)
+	}
+	if err := ix.commit(b, pebble.Sync); err != nil {
 		return fmt.Errorf("index: put group %q: %w", name, err)
 	}
 	return nil
@@ -549,7 +726,12 @@ func (ix *Index) DeleteGroup(name string) error {
 		return err
 	}
 	defer ix.exit()
-	if err := ix.db.Delete(groupKey(name), pebble.Sync); err != nil {
+	b := ix.db.NewBatch()
+	defer b.Close()
+	if err := b.Delete(groupKey(name), nil); err != nil {
+		return fmt.Errorf("index: delete group %q: %w", name, err)
+	}
+	if err := ix.commit(b, pebble.Sync); err != nil {
 		return fmt.Errorf("index: delete group %q: %w", name, err)
 	}
 	return nil
@@ -583,20 +765,25 @@ func (ix *Index) Groups() (map[string][]byte, error) {
 
 // pebbleLogger routes Pebble's log lines to slog. Infof goes to Debug:
 // Pebble is chatty and the index is a detail of pgq.
-type pebbleLogger struct{ l *slog.Logger }
+type pebbleLogger struct{ ix *Index }
 
 func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "source", "pebble")
+	p.ix.log.Debug(fmt.Sprintf(format, args...), "source", "pebble")
 }
 
 func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "source", "pebble")
+	p.ix.log.Error(fmt.Sprintf(format, args...), "source", "pebble")
 }
 
-// Fatalf is Pebble's report of a broken internal invariant; Pebble requires
-// that it does not return, so after logging it defers to Pebble's own
-// default logger, which exits the process.
+// Fatalf is Pebble's report of an error it cannot go on from: a failed
+// commit (a WAL write or fsync error), a failed MANIFEST write, a broken
+// invariant. Pebble expects it not to return, and the default logger exits
+// the process; the index is a derived store beside the journal and must
+// not take pgq down with it. So Fatalf marks the index failed (see
+// ErrFailed) and returns: every write checks that mark after it commits
+// (Pebble reports a failed commit only through Fatalf and then returns
+// nil), writes are refused from then on, and Heal closes this Pebble and
+// opens it afresh. Fatalf never panics and never exits.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "source", "pebble", "fatal", true)
-	pebble.DefaultLogger.Fatalf(format, args...)
+	p.ix.fail(fmt.Errorf("pebble: %s", fmt.Sprintf(format, args...)))
 }

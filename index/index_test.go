@@ -175,28 +175,39 @@ func TestMultiPartAndOutOfOrderTimes(t *testing.T) {
 	}
 }
 
+// refused checks that a failed Add made the index stale, then clears the
+// mark as a heal would (the rules of Add are tested here, healing in
+// health_test.go).
+func refused(t *testing.T, ix *Index, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s = %v, want %v", what, err, want)
+	}
+	if !ix.Stats().Stale || !errors.Is(ix.Err(), ErrStale) {
+		t.Fatalf("%s did not make the index stale: %+v", what, ix.Stats())
+	}
+	if err := ix.Add(entries(ix.LastOffset()+1, 1)); !errors.Is(err, ErrStale) {
+		t.Fatalf("Add while stale = %v, want ErrStale", err)
+	}
+	ix.wmu.Lock()
+	ix.markFresh()
+	ix.wmu.Unlock()
+}
+
 func TestAddRules(t *testing.T) {
 	ix := openTemp(t)
 	if err := ix.Add(nil); err != nil {
 		t.Fatalf("Add(nil) = %v", err)
 	}
-	if err := ix.Add([]Entry{{Offset: 0}}); !errors.Is(err, ErrInvalidEntry) {
-		t.Fatalf("Add(offset 0) = %v, want ErrInvalidEntry", err)
-	}
-	if err := ix.Add([]Entry{{Offset: 1, Bytes: -1}}); !errors.Is(err, ErrInvalidEntry) {
-		t.Fatalf("Add(bytes -1) = %v, want ErrInvalidEntry", err)
-	}
-	if err := ix.Add([]Entry{{Offset: 1}, {Offset: 3}}); !errors.Is(err, ErrGap) {
-		t.Fatalf("Add(1,3) = %v, want ErrGap", err)
-	}
+	refused(t, ix, "Add(offset 0)", ix.Add([]Entry{{Offset: 0}}), ErrInvalidEntry)
+	refused(t, ix, "Add(bytes -1)", ix.Add([]Entry{{Offset: 1, Bytes: -1}}), ErrInvalidEntry)
+	refused(t, ix, "Add(1,3)", ix.Add([]Entry{{Offset: 1}, {Offset: 3}}), ErrGap)
 	if ix.LastOffset() != 0 {
 		t.Fatalf("a failed Add moved LastOffset to %d", ix.LastOffset())
 	}
 	// An empty index starts at any offset (a journal truncated at the front).
 	mustAdd(t, ix, entries(50, 3))
-	if err := ix.Add(entries(54, 1)); !errors.Is(err, ErrGap) {
-		t.Fatalf("Add(54) after 52 = %v, want ErrGap", err)
-	}
+	refused(t, ix, "Add(54) after 52", ix.Add(entries(54, 1)), ErrGap)
 	// Already indexed offsets are skipped, the rest appended.
 	mustAdd(t, ix, entries(51, 4))
 	if ix.LastOffset() != 54 {
@@ -204,6 +215,9 @@ func TestAddRules(t *testing.T) {
 	}
 	if n, err := ix.BytesBetween(50, 54); err != nil || n != 10*(50+51+52+53+54) {
 		t.Fatalf("BytesBetween(50,54) = %d, %v", n, err)
+	}
+	if st := ix.Stats(); st.FailedAdds != 4 || st.SkippedAdds != 4 || st.Heals != 4 || st.Stale || st.Failed {
+		t.Fatalf("Stats = %+v", st)
 	}
 }
 
