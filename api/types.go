@@ -70,6 +70,14 @@ type (
 		Wait     Duration `json:"wait,omitempty"`
 		FailFast bool     `json:"fail_fast,omitempty"`
 		LeaseTTL Duration `json:"lease_ttl,omitempty"`
+		// Session is a random id per consumer incarnation: a new session of
+		// the lease holder restarts delivery at the cursor (a restarted
+		// consumer is redelivered what it had not committed).
+		Session string `json:"session,omitempty"`
+		// From is the first offset the consumer has not received (the
+		// next_offset of its last fetch): delivery resumes there when an
+		// answer was lost.
+		From pgq.Offset `json:"from,omitempty"`
 	}
 	// CommitBody is the body of POST /v1/groups/{name}/commit.
 	CommitBody struct {

@@ -288,6 +288,9 @@ type FetchRequest struct {
 	// the lease.
 	FailFast bool
 	LeaseTTL time.Duration
+	// Session and From: see api.FetchBody (a Consumer sets both).
+	Session string
+	From    pgq.Offset
 }
 
 // FetchResult is what a fetch delivered.
@@ -313,7 +316,8 @@ func (c *Client) Fetch(ctx context.Context, group string, req FetchRequest) (*Fe
 	if c.o.JSON {
 		return nil, errors.New("client: fetch needs msgpack responses (Options.JSON is set)")
 	}
-	body := api.FetchBody{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: api.Duration(req.Wait), FailFast: req.FailFast, LeaseTTL: api.Duration(req.LeaseTTL)}
+	body := api.FetchBody{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: api.Duration(req.Wait), FailFast: req.FailFast, LeaseTTL: api.Duration(req.LeaseTTL),
+		Session: req.Session, From: req.From}
 	data, mp, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", api.MediaRecords, body)
 	if err != nil {
 		return nil, err

@@ -340,3 +340,56 @@ func TestStaleCommitAfterResetIsFenced(t *testing.T) {
 		t.Fatalf("commit under the new lease: %+v %v", cr, err)
 	}
 }
+
+// TestRestartedMemberIsRedelivered: a consumer process that dies after a
+// fetch and comes back with the same member id gets what it had not
+// committed again (a new session restarts delivery at the cursor), and
+// an answer lost on the way is delivered again (From).
+func TestRestartedMemberIsRedelivered(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", clk)
+	defer s.stop()
+	c := dial(t, s.addr)
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(10)
+	first, _ := c.Consumer("g", client.ConsumerOptions{Member: "w", Max: 3, Wait: 50 * time.Millisecond})
+	for i := 1; i <= 3; i++ {
+		tx, err := first.Next(ctx)
+		if err != nil || tx.Offset != pgq.Offset(i) {
+			t.Fatalf("first: %v %v", tx, err)
+		}
+	}
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tx, err := first.Next(ctx); err != nil || tx.Offset != 4 { // fetches 4..6, handles 4, then "dies"
+		t.Fatalf("first: %v %v", tx, err)
+	}
+	again, _ := c.Consumer("g", client.ConsumerOptions{Member: "w", Max: 3, Wait: 50 * time.Millisecond})
+	tx, err := again.Next(ctx)
+	if err != nil || tx.Offset != 4 {
+		t.Fatalf("restarted member got %v %v, want offset 4 (fetched, never committed)", tx, err)
+	}
+	// The dead incarnation's commit is fenced.
+	if err := first.Commit(ctx); !errors.Is(err, api.ErrFenced) {
+		t.Fatalf("the dead incarnation's commit: %v, want fenced", err)
+	}
+
+	// A lost answer: fetch 7..9 by hand and drop the response; the next
+	// fetch that says From 7 gets them again.
+	res, err := c.Fetch(ctx, "g", client.FetchRequest{Member: "w", Max: 3, Session: "s3"})
+	if err != nil || len(res.Transactions) == 0 || res.Transactions[0].Offset != 4 {
+		t.Fatalf("fetch as a new session: %+v %v", res, err)
+	}
+	lost, err := c.Fetch(ctx, "g", client.FetchRequest{Member: "w", Max: 3, Session: "s3", From: res.NextOffset})
+	if err != nil || len(lost.Transactions) == 0 {
+		t.Fatalf("fetch: %+v %v", lost, err)
+	}
+	retry, err := c.Fetch(ctx, "g", client.FetchRequest{Member: "w", Max: 3, Session: "s3", From: res.NextOffset})
+	if err != nil || len(retry.Transactions) == 0 || retry.Transactions[0].Offset != lost.Transactions[0].Offset {
+		t.Fatalf("after a lost answer got %+v %v, want offset %d again", retry, err, lost.Transactions[0].Offset)
+	}
+}

@@ -63,6 +63,7 @@ type Consumer struct {
 	done       pgq.Offset         // highest offset safe to commit
 	committed  pgq.Offset
 	generation uint64 // lease generation of the last fetch
+	session    string // this incarnation, sent with every fetch
 	// Redeliveries counts the times the lease was lost and buffered or
 	// uncommitted work dropped for redelivery.
 	Redeliveries int
@@ -88,7 +89,9 @@ func (c *Client) Consumer(group string, o ConsumerOptions) (*Consumer, error) {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = 30 * time.Second
 	}
-	return &Consumer{c: c, group: group, o: o}, nil
+	var sb [8]byte
+	_, _ = rand.Read(sb[:])
+	return &Consumer{c: c, group: group, o: o, session: hex.EncodeToString(sb[:])}, nil
 }
 
 // Member returns the member id.
@@ -101,7 +104,16 @@ func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool
 	var res *FetchResult
 	err = cs.c.retry(ctx, func() error {
 		var err error
-		res, err = cs.c.Fetch(ctx, cs.group, FetchRequest{Member: cs.o.Member, Max: cs.o.Max, MaxBytes: cs.o.MaxBytes, Wait: wait, LeaseTTL: cs.o.LeaseTTL, FailFast: cs.o.FailFast})
+		// From: what this consumer has received, so that an answer lost
+		// on the way is delivered again rather than skipped.
+		from := pgq.Offset(0)
+		if len(cs.buf) == 0 && cs.next > 0 {
+			from = cs.next
+		} else if len(cs.buf) > 0 {
+			from = cs.buf[len(cs.buf)-1].Offset + 1
+		}
+		res, err = cs.c.Fetch(ctx, cs.group, FetchRequest{Member: cs.o.Member, Max: cs.o.Max, MaxBytes: cs.o.MaxBytes, Wait: wait, LeaseTTL: cs.o.LeaseTTL, FailFast: cs.o.FailFast,
+			Session: cs.session, From: from})
 		if err != nil && !cs.o.FailFast && errors.Is(err, api.ErrConflict) {
 			// Standby: the holder's lease has not expired within wait.
 			// Asking again at once is what takes over when it does.

@@ -305,7 +305,7 @@ func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 	records := strings.Contains(r.Header.Get("Accept"), api.MediaRecords)
 	res, err := h.m.fetch(r.Context(), r.PathValue("name"), FetchRequest{
 		Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait),
-		FailFast: req.FailFast, LeaseTTL: time.Duration(req.LeaseTTL),
+		FailFast: req.FailFast, LeaseTTL: time.Duration(req.LeaseTTL), Session: req.Session, From: req.From,
 	}, !records)
 	if err != nil {
 		WriteError(w, err)

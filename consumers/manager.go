@@ -120,6 +120,9 @@ type group struct {
 	// leaseFree is closed when the lease is released or the group goes.
 	leaseFree chan struct{}
 	deleted   bool
+	// session is the consumer incarnation (FetchRequest.Session) the
+	// current delivery belongs to.
+	session string
 }
 
 // Manager owns the consumer groups of one journal. It is safe for
@@ -487,6 +490,25 @@ func (m *Manager) Reset(ctx context.Context, name, to string, dryRun bool) (Rese
 }
 
 // newLeaseLocked starts a lease epoch: delivery restarts after the cursor.
+// resumeLocked moves delivery back to what the lease holder's consumer
+// has: the cursor for a new session (a restarted consumer; its old
+// generation ends, so commits of the old incarnation are fenced), or from
+// when it is between the cursor and what was handed out (a lost answer).
+func (g *group) resumeLocked(session string, from pgq.Offset) {
+	switch {
+	case session != "" && session != g.session:
+		if g.delivered > g.st.Cursor || g.session != "" {
+			g.gen++
+		}
+		g.session = session
+		g.delivered = g.st.Cursor
+		g.nonFinal = nil
+	case from > g.st.Cursor && from <= g.delivered:
+		g.delivered = from - 1
+		g.nonFinal = slices.DeleteFunc(g.nonFinal, func(o pgq.Offset) bool { return o >= from })
+	}
+}
+
 func (g *group) newLeaseLocked() {
 	g.gen++
 	g.delivered = g.st.Cursor
@@ -512,6 +534,17 @@ type FetchRequest struct {
 	FailFast bool
 	// LeaseTTL overrides the Manager's lease TTL for this member.
 	LeaseTTL time.Duration
+	// Session identifies the consumer's incarnation (a random id per
+	// process or Consumer). A fetch from a new session of the member
+	// holding the lease restarts delivery at the cursor, so a member that
+	// restarted with the same id is redelivered what it had fetched but not
+	// committed, instead of skipping it. Empty: not tracked.
+	Session string
+	// From is the first offset the consumer has not received (the
+	// NextOffset of its last fetch; zero: unknown). When an answer was
+	// lost, delivery resumes there (never below the cursor) instead of
+	// after what the server last handed out.
+	From pgq.Offset
 }
 
 // FetchResult is what a fetch delivered.
@@ -681,6 +714,9 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 			return nil, errf(ErrNotFound, "group %q", name)
 		}
 		ok, exp, free, err := m.acquireLocked(g, req.Member, req.LeaseTTL, m.o.Now(), pmuHeld)
+		if ok {
+			g.resumeLocked(req.Session, req.From)
+		}
 		holder := g.st.Member
 		gen = g.gen
 		g.mu.Unlock()
