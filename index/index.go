@@ -785,5 +785,5 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 // nil), writes are refused from then on, and Heal closes this Pebble and
 // opens it afresh. Fatalf never panics and never exits.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.ix.fail(fmt.Errorf("pebble: %s", fmt.Sprintf(format, args...)))
+	p.ix.fail(errors.New(fmt.Sprintf(format, args...)))
 }
