@@ -31,6 +31,9 @@ import (
 //	        [op, relation index uint, old kind uint, new values|nil, old values|nil]
 //	    truncate: [op, tables array of str, flags uint (1 cascade, 2 restart identity)]
 //	    message:  [op, prefix str, content bin, transactional bool]
+//	[9] backfill      str, only in records of a backfill chunk (read
+//	                  changes): the body is then an array of 10 elements.
+//	                  Every other record keeps 9, byte for byte as before.
 //
 // A value is nil (NULL), false (unchanged TOAST), str (text form), bin
 // (binary form), or [kind uint, data bin] for any other kind. Each relation
@@ -178,13 +181,28 @@ func appendBody(b []byte, tx *Transaction) []byte {
 			b = appendValues(b, c.Old)
 		}
 	}
+	if tx.Backfill != "" {
+		b = appendStr(b, tx.Backfill)
+	}
 	return b
+}
+
+// bodyLen is the number of elements of tx's body array.
+func bodyLen(tx *Transaction) int {
+	if tx.Backfill != "" {
+		return 10
+	}
+	return 9
 }
 
 // appendHeader writes the body's array header and its seven header fields
 // (everything before the relation table).
 func appendHeader(b []byte, tx *Transaction) []byte {
-	b = appendArrayHdr(b, 9)
+	return appendHeaderN(b, tx, bodyLen(tx))
+}
+
+func appendHeaderN(b []byte, tx *Transaction, n int) []byte {
+	b = appendArrayHdr(b, n)
 	b = appendUint(b, uint64(tx.Xid))
 	b = appendUint(b, uint64(tx.CommitLSN))
 	b = appendUint(b, uint64(tx.EndLSN))
@@ -404,7 +422,7 @@ func PeekRecord(data []byte) (RecordInfo, error) {
 	}
 	d := reader{b: data[RecordHeaderSize:]}
 	var ri RecordInfo
-	d.expectArray(9, "record")
+	d.bodyArray()
 	ri.Xid = uint32(d.uint(math.MaxUint32, "xid"))
 	ri.CommitLSN = LSN(d.uint(math.MaxUint64, "commit LSN"))
 	ri.EndLSN = LSN(d.uint(math.MaxUint64, "end LSN"))
@@ -646,8 +664,18 @@ func (d *reader) isNil() bool {
 	return false
 }
 
+// bodyArray reads the body's array header: 9 elements, or 10 with a
+// backfill id.
+func (d *reader) bodyArray() int {
+	n := d.arrayLen()
+	if d.err == nil && n != 9 && n != 10 {
+		d.fail("record: want 9 or 10 elements, got %d", n)
+	}
+	return n
+}
+
 func (d *reader) decodeTx(t *Transaction) {
-	d.expectArray(9, "record")
+	nbody := d.bodyArray()
 	t.Xid = uint32(d.uint(math.MaxUint32, "xid"))
 	t.CommitLSN = LSN(d.uint(math.MaxUint64, "commit LSN"))
 	t.EndLSN = LSN(d.uint(math.MaxUint64, "end LSN"))
@@ -776,6 +804,9 @@ func (d *reader) decodeTx(t *Transaction) {
 			}
 		}
 	}
+	if nbody == 10 {
+		t.Backfill = d.str()
+	}
 }
 
 // skipRelation steps over one entry of the relation table, checking its
@@ -855,7 +886,7 @@ func RestampRecord(dst, record []byte, hdr *Transaction) ([]byte, int, error) {
 		return dst, 0, err
 	}
 	d := reader{b: record[RecordHeaderSize:]}
-	d.expectArray(9, "record")
+	nbody := d.bodyArray()
 	d.uint(math.MaxUint32, "xid")
 	d.uint(math.MaxUint64, "commit LSN")
 	d.uint(math.MaxUint64, "end LSN")
@@ -885,7 +916,7 @@ func RestampRecord(dst, record []byte, hdr *Transaction) ([]byte, int, error) {
 	}
 	start := len(dst)
 	dst = append(dst, RecordVersion, 0, 0, 0, 0)
-	dst = appendHeader(dst, hdr)
+	dst = appendHeaderN(dst, hdr, nbody) // the tail keeps a backfill id
 	dst = append(dst, d.b[tail:]...)
 	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+RecordHeaderSize:], castagnoli))
 	return dst, nch, nil

@@ -78,6 +78,10 @@ func AppendJSON(b []byte, tx *Transaction) []byte {
 		b = append(b, `,"origin":`...)
 		b = appendString(b, tx.Origin)
 	}
+	if tx.Backfill != "" {
+		b = append(b, `,"backfill":`...)
+		b = appendString(b, tx.Backfill)
+	}
 	b = append(b, `,"part":`...)
 	b = strconv.AppendUint(b, uint64(tx.Part), 10)
 	b = append(b, `,"final":`...)

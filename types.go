@@ -23,9 +23,14 @@ const (
 	// install): Content holds its JSON (command, object, schema,
 	// object_type, statement), journaled in the transaction of the DDL.
 	OpDDL
+	// OpRead is a row of a backfill (pgq backfill): the table's existing
+	// row read in a chunk, carried like an insert (New, Columns with the
+	// backfill's key columns marked Key). Records of read changes carry
+	// Transaction.Backfill.
+	OpRead
 )
 
-var opNames = [...]string{OpInsert: "insert", OpUpdate: "update", OpDelete: "delete", OpTruncate: "truncate", OpMessage: "message", OpGap: "gap", OpDDL: "ddl"}
+var opNames = [...]string{OpInsert: "insert", OpUpdate: "update", OpDelete: "delete", OpTruncate: "truncate", OpMessage: "message", OpGap: "gap", OpDDL: "ddl", OpRead: "read"}
 
 // String returns the contract name of the op ("insert", ...).
 func (o Op) String() string {
@@ -42,7 +47,7 @@ func ParseOp(s string) (Op, error) {
 			return Op(i), nil
 		}
 	}
-	return 0, fmt.Errorf("pgq: unknown op %q (want insert, update, delete, truncate, message, gap or ddl)", s)
+	return 0, fmt.Errorf("pgq: unknown op %q (want insert, update, delete, truncate, message, gap, ddl or read)", s)
 }
 
 // ValueKind mirrors pgoutput's TupleData column kinds.
@@ -139,6 +144,9 @@ type Transaction struct {
 	Part    uint32
 	Final   bool
 	Changes []Change
+	// Backfill is the id of the backfill whose chunk of read changes the
+	// record holds (see package backfill); empty for everything else.
+	Backfill string
 }
 
 // PGEpoch is PostgreSQL's timestamp epoch (2000-01-01 UTC).
