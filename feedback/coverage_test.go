@@ -121,8 +121,8 @@ func TestCoverageCovers(t *testing.T) {
 		want bool
 	}{
 		{feedback.Coverage{Offset: 4, EndLSN: 408, Covered: 500}, true},
-		{feedback.Coverage{Offset: 2, EndLSN: 208, Covered: 250}, true},  // the journal went on past it
-		{feedback.Coverage{Offset: 5, EndLSN: 508, Covered: 600}, false}, // a lost tail
+		{feedback.Coverage{Offset: 2, EndLSN: 208, Covered: 250}, true},   // the journal went on past it
+		{feedback.Coverage{Offset: 5, EndLSN: 508, Covered: 600}, false},  // a lost tail
 		{feedback.Coverage{Offset: 3, EndLSN: 999, Covered: 1000}, false}, // another record there now
 	} {
 		if got := tc.c.Covers(j); got != tc.want {
