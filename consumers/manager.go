@@ -132,7 +132,16 @@ type Manager struct {
 	j  *journal.Journal
 	ix *index.Index
 
-	// mu guards groups (the map, not the groups).
+	// ddl serializes group creation and deletion (Create, Delete) and is
+	// held across their fsynced index write, so that two of them never
+	// race on one name (a create never lands on a name whose delete is
+	// being written, and the other way round). It is taken before every
+	// other lock; nothing but Create and Delete takes it, so lookups,
+	// fetches and commits never wait for it.
+	ddl sync.Mutex
+	// mu guards groups (the map, not the groups). It is held only for map
+	// operations, never across an index write, so a lookup never waits for
+	// an fsync.
 	mu     sync.Mutex
 	groups map[string]*group
 
@@ -181,6 +190,13 @@ func (m *Manager) closed() bool {
 	}
 }
 
+// lookup returns the group published under name, nil when none.
+func (m *Manager) lookup(name string) *group {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.groups[name]
+}
+
 func (m *Manager) get(name string) (*group, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -222,6 +238,9 @@ func (m *Manager) bounds() (first, last pgq.Offset) {
 }
 
 // Resolve returns the first offset a group starting at p would deliver.
+// An lsn: or time: position that the index cannot answer while it is stale
+// (behind the journal, healing) fails with ErrUnavailable (HTTP 503):
+// retry shortly.
 func (m *Manager) Resolve(p Position) (pgq.Offset, error) {
 	first, last := m.bounds()
 	seekMiss := func() pgq.Offset { return max(m.ix.LastOffset()+1, first) }
@@ -241,7 +260,7 @@ func (m *Manager) Resolve(p Position) (pgq.Offset, error) {
 			return seekMiss(), nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("consumers: resolve %s: %w", p, err)
+			return 0, m.resolveErr(p, err)
 		}
 		return max(off, first), nil
 	case PosTime:
@@ -250,11 +269,18 @@ func (m *Manager) Resolve(p Position) (pgq.Offset, error) {
 			return seekMiss(), nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("consumers: resolve %s: %w", p, err)
+			return 0, m.resolveErr(p, err)
 		}
 		return max(off, first), nil
 	}
 	return 0, errf(ErrBadPosition, "invalid position")
+}
+
+func (m *Manager) resolveErr(p Position, err error) error {
+	if errors.Is(err, index.ErrStale) {
+		return fmt.Errorf("%w: resolve %s: the index is behind the journal and catching up; retry shortly: %w", ErrUnavailable, p, err)
+	}
+	return fmt.Errorf("consumers: resolve %s: %w", p, err)
 }
 
 // CreateRequest creates a group.
@@ -286,9 +312,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 	if m.closed() {
 		return GroupInfo{}, ErrClosed
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.groups[req.Name]; ok {
+	// m.ddl keeps every other create and delete out until the group is
+	// written and published; m.mu is held only to look at the map, so
+	// lookups of other groups go on during the fsync.
+	m.ddl.Lock()
+	defer m.ddl.Unlock()
+	if m.exists(req.Name) {
 		return GroupInfo{}, errf(ErrExists, "group %q", req.Name)
 	}
 	next, err := m.Resolve(pos)
@@ -297,31 +326,49 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 	}
 	now := m.o.Now().UnixMicro()
 	g := newGroup(req.Name, groupState{V: stateVersion, Cursor: next - 1, From: pos.String(), Filter: f, Created: now, Updated: now})
-	if err := m.persist(g); err != nil {
+	if err := m.persist(g); err != nil { // g is not published: we own it alone
 		return GroupInfo{}, err
 	}
+	m.mu.Lock()
 	m.groups[req.Name] = g
+	m.mu.Unlock()
 	return m.info(g), nil
+}
+
+func (m *Manager) exists(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.groups[name]
+	return ok
 }
 
 // Delete removes a group; its waiting fetches fail with ErrNotFound.
 func (m *Manager) Delete(ctx context.Context, name string) error {
+	// m.ddl keeps creates and deletes out (a Delete of a name being
+	// created waits for the Create and then finds the group), g.pmu every
+	// write of the group (a commit, a new lease): none may land after the
+	// delete. m.mu is not held across the fsync: lookups go on meanwhile
+	// (and may still find the group until it is unpublished below).
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	m.ddl.Lock()
+	defer m.ddl.Unlock()
 	g, err := m.get(name)
 	if err != nil {
 		return err
 	}
-	// No write of the group (a commit) may land after the delete.
 	g.pmu.Lock()
 	defer g.pmu.Unlock()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.groups[name] != g {
+	if m.lookup(name) != g {
 		return errf(ErrNotFound, "group %q", name)
 	}
 	if err := m.ix.DeleteGroup(name); err != nil {
 		return fmt.Errorf("consumers: delete group %q: %w", name, err)
 	}
+	m.mu.Lock()
 	delete(m.groups, name)
+	m.mu.Unlock()
 	g.mu.Lock()
 	g.deleted = true
 	g.gen++
@@ -342,6 +389,10 @@ type Lag struct {
 	// OutOfRange is true when the cursor is below the journal's start
 	// (retention removed records the group never committed).
 	OutOfRange bool `json:"out_of_range" msgpack:"out_of_range"`
+	// IndexStale is true when the index is behind the journal (a failed
+	// index write, being healed): Bytes then counts only the records the
+	// index covers, a lower bound.
+	IndexStale bool `json:"index_stale,omitempty" msgpack:"index_stale,omitempty"`
 }
 
 // GroupInfo describes a group.
@@ -403,6 +454,7 @@ func (m *Manager) lag(cursor pgq.Offset, now time.Time) Lag {
 	if b, err := m.ix.BytesBetween(next, ixLast); err == nil {
 		l.Bytes = b
 	}
+	l.IndexStale = ixLast < last && errors.Is(m.ix.Err(), index.ErrStale)
 	if e, err := m.ix.EntryAt(next); err == nil {
 		l.Seconds = max(now.Sub(e.CommitTime).Seconds(), 0)
 	} else if tx, err := m.j.Read(next); err == nil {

@@ -325,9 +325,8 @@ func (ix *Index) Add(entries []Entry) error {
 		ix.h.skippedAdd()
 		return fmt.Errorf("index: add %s: %w (left to the healer)", span(entries), ErrStale)
 	}
-	err := ix.addLocked(entries)
+	err := ix.addLocked(entries) // its errors name the offsets
 	if err != nil {
-		err = fmt.Errorf("index: add %s: %w", span(entries), err)
 		ix.h.failedAdd()
 		ix.markStale(err)
 	}

@@ -639,6 +639,7 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 		s.cur = nil
 		tx.CommitLSN, tx.EndLSN, tx.CommitTime = m.CommitLSN, m.EndLSN, m.CommitTime
 		tx.Final = true
+		s.curSize = s.backfillCommit(tx, s.curSpill != nil, s.curSize) // backfill watermarks and chunks
 		if t := s.curSpill; t != nil {
 			s.curSpill = nil
 			err := s.journalSpill(ctx, t, *tx)

@@ -89,6 +89,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics; zero → metrics registered nowhere.
 	Metrics *Metrics
+	// Backfills is the registry of backfill chunks (see backfill.go and
+	// package backfill); zero → an empty one.
+	Backfills *Backfills
 }
 
 // Slot lifecycles (Options.SlotLifecycle).
@@ -181,6 +184,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CoveragePath == "" {
 		o.CoveragePath = filepath.Join(o.Journal.Dir(), feedback.CoverageFile)
+	}
+	if o.Backfills == nil {
+		o.Backfills = NewBackfills()
 	}
 	if o.Metrics == nil {
 		o.Metrics, _ = NewMetrics(nil) // registering nowhere cannot fail

@@ -267,6 +267,12 @@ func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
 // Run serves HTTP, runs the committer and streams until ctx is cancelled
 // (nil) or ingest fails fatally. Everything is stopped and closed on return.
 func (s *Sidecar) Run(ctx context.Context) error {
+	stopBackfills, bferr := s.startBackfills(ctx) // backfill.go
+	if bferr != nil {
+		s.closeStores()
+		return bferr
+	}
+	defer stopBackfills()
 	cctx, cancelCommitter := context.WithCancel(context.WithoutCancel(ctx))
 	committerDone := make(chan error, 1)
 	go func() { committerDone <- s.Committer.Run(cctx) }()

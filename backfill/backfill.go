@@ -1,0 +1,551 @@
+package backfill
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/ingest"
+)
+
+// States of a backfill.
+const (
+	StateRunning  = "running"
+	StateDone     = "done"
+	StateFailed   = "failed"
+	StateCanceled = "canceled"
+)
+
+// DefaultChunkSize is the chunk size when a request gives none.
+const DefaultChunkSize = 10000
+
+// Request starts a backfill (POST /v1/backfills).
+type Request struct {
+	Tables    []string `json:"tables"`
+	ChunkSize int      `json:"chunk_size,omitempty"`
+	Where     string   `json:"where,omitempty"`
+}
+
+// Status is a backfill as the API shows it, and as it is stored.
+type Status struct {
+	ID        string   `json:"id"`
+	State     string   `json:"state"`
+	Tables    []string `json:"tables"`
+	Where     string   `json:"where,omitempty"`
+	ChunkSize int      `json:"chunk_size"`
+	// Table is the table being read (the last one once done); TableIndex
+	// its index in Tables.
+	Table      string `json:"table"`
+	TableIndex int    `json:"table_index"`
+	// Rows read in completed chunks (all tables); RowsEstimate is the sum
+	// of pg_class.reltuples of the tables.
+	Rows         int64 `json:"rows"`
+	RowsEstimate int64 `json:"rows_estimate"`
+	// Dropped rows were read but changed between the chunk's watermarks:
+	// the stream carries them. Chunks completed, Redone chunks read again.
+	Dropped int64 `json:"dropped"`
+	Chunks  int64 `json:"chunks"`
+	Redone  int64 `json:"redone"`
+	// Rate is rows per second since this pgq took the backfill up; ETA
+	// the seconds left at that rate (null when unknown).
+	Rate float64  `json:"rate"`
+	ETA  *float64 `json:"eta_seconds"`
+	// KeyColumns and LastKey: the key of the last completed chunk's last
+	// row in Table (text forms), where the next chunk starts.
+	KeyColumns []string          `json:"key_columns,omitempty"`
+	LastKey    map[string]string `json:"last_key"`
+	Error      *string           `json:"error"`
+	CreatedAt  time.Time         `json:"created_at"`
+	FinishedAt *time.Time        `json:"finished_at,omitempty"`
+
+	lastKey []string // LastKey in KeyColumns order; stored
+}
+
+// stored is the Pebble value of a backfill.
+type stored struct {
+	Status
+	LastKeyList []string `json:"last_key_list"`
+}
+
+// Options configures a Manager.
+type Options struct {
+	// PGURL of the database (required); each running backfill holds one
+	// connection.
+	PGURL string
+	// Dir of the Pebble store of backfills (required).
+	Dir string
+	// Registry is ingest's chunk registry (required).
+	Registry *ingest.Backfills
+	// Durable returns the end LSN of the newest fsynced record (required).
+	Durable func() pgq.LSN
+	// HighTimeout bounds the wait for ingest to reach a chunk's high
+	// watermark and make it durable; then the chunk is read again. Zero →
+	// 2 minutes.
+	HighTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff after a database error
+	// (connection lost, server restart). Zero → 200ms and 10s.
+	RetryMin, RetryMax time.Duration
+	// Logger; zero → slog.Default().
+	Logger *slog.Logger
+}
+
+// Manager runs backfills and keeps their progress durable.
+type Manager struct {
+	o     Options
+	db    *pebble.DB
+	nonce string
+
+	mu      sync.Mutex
+	jobs    map[string]*job
+	seq     uint64
+	ctx     context.Context // Run's; nil before Run
+	wg      sync.WaitGroup
+	chunkNo uint64
+}
+
+type job struct {
+	st       Status
+	cancel   context.CancelFunc
+	startAt  time.Time
+	startRow int64
+}
+
+// Open opens (or creates) the store and loads the backfills.
+func Open(o Options) (*Manager, error) {
+	if o.PGURL == "" || o.Dir == "" || o.Registry == nil || o.Durable == nil {
+		return nil, errors.New("backfill: PGURL, Dir, Registry and Durable are required")
+	}
+	if o.HighTimeout <= 0 {
+		o.HighTimeout = 2 * time.Minute
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = 200 * time.Millisecond
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	db, err := pebble.Open(o.Dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("backfill: open store %s: %w", o.Dir, err)
+	}
+	var nb [6]byte
+	_, _ = rand.Read(nb[:])
+	m := &Manager{o: o, db: db, jobs: map[string]*job{}, nonce: hex.EncodeToString(nb[:])}
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("b/"), UpperBound: []byte("b0")})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("backfill: read store: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		var s stored
+		if err := json.Unmarshal(it.Value(), &s); err != nil {
+			it.Close()
+			db.Close()
+			return nil, fmt.Errorf("backfill: read store: %s: %w", it.Key(), err)
+		}
+		s.Status.lastKey = s.LastKeyList
+		m.jobs[s.ID] = &job{st: s.Status}
+	}
+	if err := it.Close(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("backfill: read store: %w", err)
+	}
+	if v, closer, err := db.Get([]byte("seq")); err == nil {
+		m.seq, _ = strconv.ParseUint(string(v), 10, 64)
+		closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		db.Close()
+		return nil, fmt.Errorf("backfill: read store: %w", err)
+	}
+	return m, nil
+}
+
+// Close closes the store; call it after Run returned.
+func (m *Manager) Close() error {
+	if err := m.db.Close(); err != nil {
+		return fmt.Errorf("backfill: close store: %w", err)
+	}
+	return nil
+}
+
+// Run resumes the running backfills and runs new ones until ctx is
+// cancelled, then waits for them to stop.
+func (m *Manager) Run(ctx context.Context) {
+	m.mu.Lock()
+	m.ctx = ctx
+	for _, j := range m.jobs {
+		if j.st.State == StateRunning {
+			m.o.Logger.Info("resuming backfill", "id", j.st.ID, "table", j.st.Table, "rows", j.st.Rows)
+			m.launch(j)
+		}
+	}
+	m.mu.Unlock()
+	<-ctx.Done()
+	m.mu.Lock()
+	m.ctx = nil
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+// launch starts j's runner; m.mu is held.
+func (m *Manager) launch(j *job) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	j.cancel = cancel
+	j.startAt, j.startRow = time.Now(), j.st.Rows
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		m.run(ctx, j)
+	}()
+}
+
+// Start validates the request against the database (tables, keys,
+// predicate) and starts the backfill.
+func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
+	if len(req.Tables) == 0 {
+		return Status{}, fmt.Errorf("%w: at least one table is required", api.ErrBadRequest)
+	}
+	if req.ChunkSize == 0 {
+		req.ChunkSize = DefaultChunkSize
+	}
+	if req.ChunkSize < 1 || req.ChunkSize > 1_000_000 {
+		return Status{}, fmt.Errorf("%w: chunk_size %d: want 1..1000000", api.ErrBadRequest, req.ChunkSize)
+	}
+	conn, err := pgx.Connect(ctx, m.o.PGURL)
+	if err != nil {
+		return Status{}, fmt.Errorf("%w: backfill: connect to PostgreSQL: %v", api.ErrUnavailable, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	st := Status{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, CreatedAt: time.Now().UTC()}
+	for _, name := range req.Tables {
+		t, err := describe(ctx, conn, name)
+		if err != nil {
+			return Status{}, err
+		}
+		if err := checkWhere(ctx, conn, t, req.Where); err != nil {
+			return Status{}, err
+		}
+		st.Tables = append(st.Tables, t.qualified())
+		st.RowsEstimate += t.estimate
+	}
+	st.Table = st.Tables[0]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx == nil {
+		return Status{}, fmt.Errorf("%w: backfill: pgq is not running", api.ErrUnavailable)
+	}
+	m.seq++
+	st.ID = "bf" + strconv.FormatUint(m.seq, 10)
+	b := m.db.NewBatch()
+	_ = b.Set([]byte("seq"), []byte(strconv.FormatUint(m.seq, 10)), nil)
+	if err := m.put(b, &st); err != nil {
+		return Status{}, err
+	}
+	j := &job{st: st}
+	m.jobs[st.ID] = j
+	m.launch(j)
+	m.o.Logger.Info("backfill started", "id", st.ID, "tables", st.Tables, "chunk_size", st.ChunkSize, "where", st.Where)
+	return m.view(j), nil
+}
+
+// put stores st (in batch b, committed with a sync).
+func (m *Manager) put(b *pebble.Batch, st *Status) error {
+	v, err := json.Marshal(stored{Status: *st, LastKeyList: st.lastKey})
+	if err != nil {
+		return fmt.Errorf("backfill: encode %s: %w", st.ID, err)
+	}
+	if b == nil {
+		b = m.db.NewBatch()
+	}
+	_ = b.Set([]byte("b/"+st.ID), v, nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("backfill: store %s: %w", st.ID, err)
+	}
+	return nil
+}
+
+// view is j's status with its derived fields; m.mu is held.
+func (m *Manager) view(j *job) Status {
+	st := j.st
+	st.Tables = slices.Clone(st.Tables)
+	st.LastKey = nil
+	if st.lastKey != nil {
+		st.LastKey = map[string]string{}
+		for i, k := range st.KeyColumns {
+			if i < len(st.lastKey) {
+				st.LastKey[k] = st.lastKey[i]
+			}
+		}
+	}
+	if st.State == StateRunning && !j.startAt.IsZero() {
+		if el := time.Since(j.startAt).Seconds(); el > 0.5 {
+			st.Rate = float64(st.Rows-j.startRow) / el
+			if st.Rate > 0 {
+				eta := max(float64(st.RowsEstimate-st.Rows), 0) / st.Rate
+				st.ETA = &eta
+			}
+		}
+	}
+	return st
+}
+
+// List returns every backfill, oldest first.
+func (m *Manager) List() []Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Status, 0, len(m.jobs))
+	for _, id := range slices.SortedFunc(maps.Keys(m.jobs), func(a, b string) int {
+		na, _ := strconv.Atoi(a[2:])
+		nb, _ := strconv.Atoi(b[2:])
+		return na - nb
+	}) {
+		out = append(out, m.view(m.jobs[id]))
+	}
+	return out
+}
+
+// Get returns one backfill.
+func (m *Manager) Get(id string) (Status, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if !ok {
+		return Status{}, fmt.Errorf("%w: backfill %q", api.ErrNotFound, id)
+	}
+	return m.view(j), nil
+}
+
+// Cancel stops a running backfill (state canceled); a finished one is
+// returned as it is.
+func (m *Manager) Cancel(id string) (Status, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if !ok {
+		return Status{}, fmt.Errorf("%w: backfill %q", api.ErrNotFound, id)
+	}
+	if j.st.State != StateRunning {
+		return m.view(j), nil
+	}
+	j.st.State = StateCanceled
+	now := time.Now().UTC()
+	j.st.FinishedAt = &now
+	if j.cancel != nil {
+		j.cancel()
+	}
+	if err := m.put(nil, &j.st); err != nil {
+		return Status{}, err
+	}
+	m.o.Logger.Info("backfill canceled", "id", id)
+	return m.view(j), nil
+}
+
+// update applies f to j's status under the lock and stores it, unless the
+// backfill was canceled meanwhile (then it reports false).
+func (m *Manager) update(j *job, f func(st *Status)) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j.st.State != StateRunning {
+		return false, nil
+	}
+	f(&j.st)
+	return true, m.put(nil, &j.st)
+}
+
+// permanent reports errors that retrying will not fix: a missing table
+// or key, a bad predicate, a privilege.
+func permanent(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "42", "22", "2B", "0A", "28":
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, ErrNoKey) || errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrBadRequest)
+}
+
+// run drives one backfill until it is done, fails or ctx ends.
+func (m *Manager) run(ctx context.Context, j *job) {
+	backoff := m.o.RetryMin
+	for ctx.Err() == nil {
+		err := m.runOnce(ctx, j)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if permanent(err) {
+			m.o.Logger.Error("backfill failed", "id", j.st.ID, "error", err)
+			_, _ = m.update(j, func(st *Status) {
+				st.State = StateFailed
+				e := err.Error()
+				st.Error = &e
+				now := time.Now().UTC()
+				st.FinishedAt = &now
+			})
+			return
+		}
+		m.o.Logger.Warn("backfill interrupted; retrying", "id", j.st.ID, "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, m.o.RetryMax)
+	}
+}
+
+// runOnce reads chunks on one connection until the backfill is done or
+// an error.
+func (m *Manager) runOnce(ctx context.Context, j *job) error {
+	conn, err := pgx.Connect(ctx, m.o.PGURL)
+	if err != nil {
+		return fmt.Errorf("backfill: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	m.mu.Lock()
+	st := j.st
+	st.lastKey = slices.Clone(j.st.lastKey)
+	m.mu.Unlock()
+	for ti := st.TableIndex; ti < len(st.Tables); ti++ {
+		t, err := describe(ctx, conn, st.Tables[ti])
+		if err != nil {
+			return err
+		}
+		lastKey := st.lastKey
+		if ti != st.TableIndex {
+			lastKey = nil
+		}
+		if ok, err := m.update(j, func(s *Status) {
+			s.TableIndex, s.Table, s.KeyColumns, s.lastKey = ti, t.qualified(), t.keyCols, lastKey
+		}); !ok || err != nil {
+			return err
+		}
+		for {
+			if ctx.Err() != nil {
+				return nil
+			}
+			res, n, next, err := m.chunk(ctx, conn, j, t, st.Where, lastKey, st.ChunkSize)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break // the table is done
+			}
+			if res.Redo {
+				_, _ = m.update(j, func(s *Status) { s.Redone++ })
+				m.o.Logger.Debug("backfill chunk read again", "id", j.st.ID, "table", t.qualified(), "reason", res.Reason)
+				continue
+			}
+			lastKey = next
+			if ok, err := m.update(j, func(s *Status) {
+				s.lastKey, s.Rows, s.Dropped, s.Chunks = next, s.Rows+int64(n), s.Dropped+int64(res.Dropped), s.Chunks+1
+			}); !ok || err != nil {
+				return err
+			}
+			if n < st.ChunkSize {
+				break
+			}
+		}
+	}
+	ok, err := m.update(j, func(s *Status) {
+		s.State = StateDone
+		now := time.Now().UTC()
+		s.FinishedAt = &now
+	})
+	if ok && err == nil {
+		m.o.Logger.Info("backfill done", "id", j.st.ID, "rows", j.st.Rows)
+	}
+	return err
+}
+
+// chunk reads and journals one chunk between a low and a high watermark.
+// n is the number of rows read (0: nothing after lastKey), next the key
+// of the last one. A result with Redo means the chunk must be read again.
+func (m *Manager) chunk(ctx context.Context, conn *pgx.Conn, j *job, t *table, where string, lastKey []string, limit int) (res ingest.ChunkResult, n int, next []string, err error) {
+	m.mu.Lock()
+	m.chunkNo++
+	id := fmt.Sprintf("%s.%s.%d", j.st.ID, m.nonce, m.chunkNo)
+	m.mu.Unlock()
+	ch := m.o.Registry.Open(id, j.st.ID, t.schema, t.name, t.keyCols)
+	defer ch.Close()
+	if err := emit(ctx, conn, ingest.Watermark{ID: id, Kind: "low"}); err != nil {
+		return res, 0, nil, err
+	}
+	rows, xip, err := readChunk(ctx, conn, t, where, lastKey, limit)
+	if err != nil || len(rows) == 0 {
+		return res, 0, nil, err
+	}
+	readAt := time.Now()
+	ch.SetRows(t.columns, rows)
+	if err := emit(ctx, conn, ingest.Watermark{ID: id, Kind: "high", Xip: xip}); err != nil {
+		return res, 0, nil, err
+	}
+	next = t.keyOf(rows[len(rows)-1])
+	timer := time.NewTimer(m.o.HighTimeout)
+	defer timer.Stop()
+	select {
+	case res = <-ch.Result():
+	case <-ctx.Done():
+		return res, 0, nil, ctx.Err()
+	case <-timer.C:
+		if ch.Close() {
+			return ingest.ChunkResult{Redo: true, Reason: "ingest did not reach the high watermark in time"}, len(rows), next, nil
+		}
+		res = <-ch.Result() // ingest took it just now
+	}
+	m.o.Logger.Debug("backfill chunk at its high watermark", "id", id, "rows", res.Rows, "dropped", res.Dropped, "redo", res.Redo, "wait", time.Since(readAt))
+	if res.Redo || res.EndLSN == 0 {
+		return res, len(rows), next, nil
+	}
+	// Progress is stored only once the chunk's record is durable.
+	for m.o.Durable() < res.EndLSN {
+		select {
+		case <-ctx.Done():
+			return res, 0, nil, ctx.Err()
+		case <-timer.C:
+			return ingest.ChunkResult{Redo: true, Reason: "the chunk's record did not become durable in time"}, len(rows), next, nil
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return res, len(rows), next, nil
+}
+
+// emit writes a watermark into the WAL in its own transaction.
+func emit(ctx context.Context, conn *pgx.Conn, wm ingest.Watermark) error {
+	b, _ := json.Marshal(wm)
+	if _, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, ingest.WatermarkPrefix, string(b)); err != nil {
+		return fmt.Errorf("backfill: emit %s watermark: %w", wm.Kind, err)
+	}
+	return nil
+}
+
+// quietLogger keeps Pebble's informational chatter out of pgq's log.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	slog.Error("backfill store: " + fmt.Sprintf(format, args...))
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	slog.Error("backfill store: fatal: " + fmt.Sprintf(format, args...))
+}

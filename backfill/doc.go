@@ -1,0 +1,70 @@
+// Package backfill reads the rows already in tables into the journal while
+// streaming goes on, with the watermark algorithm of Netflix's DBLog (as
+// in Debezium's incremental snapshots): no table lock, no long snapshot
+// transaction, no pause of the stream.
+//
+// # Algorithm
+//
+// A backfill reads each table in chunks of its key (the primary key, or
+// else the narrowest unique index on NOT NULL columns), by keyset
+// pagination on its own connection: rows after the last chunk's last key,
+// in key order, LIMIT chunk size, optionally AND the --where predicate.
+// For each chunk the runner
+//
+//  1. registers the chunk with ingest (ingest.Backfills.Open),
+//  2. emits a low watermark, pg_logical_emit_message(true, 'pgq.wm',
+//     {"id","kind":"low"}), in its own transaction,
+//  3. reads the chunk in a REPEATABLE READ transaction whose first
+//     statement records the snapshot's in-progress transactions
+//     (pg_snapshot_xip),
+//  4. hands the rows (PostgreSQL's text forms, as pgoutput sends them) to
+//     ingest (Chunk.SetRows) and emits the high watermark {"kind":"high",
+//     "xip":[...]} in its own transaction.
+//
+// Ingest's goroutine sees the watermarks in commit order, in the slot
+// itself. Between the low and the high watermark it collects the keys of
+// the table changed by committed transactions (old and new keys of
+// updates; a truncate drops the whole chunk). At the high watermark it
+// drops every chunk row whose key changed in that window, and journals
+// the rest as one record of read changes (op "read", rendered like an
+// insert, record field "backfill": id) in the high watermark
+// transaction's place: right after everything committed before it and
+// before everything after it. A row that did not change between the
+// watermarks had the same value at the high watermark as in the chunk's
+// snapshot, so a consumer applying the journal in order (insert, update
+// and read as upsert by key, delete, truncate as clear) converges on the
+// table. Keys changed by a transaction that committed before the low
+// watermark but was still invisible to the chunk's snapshot (its xid is
+// in the high watermark's xip; it can happen between a commit record and
+// the end of the commit, e.g. waiting for a synchronous standby) are
+// dropped too, as far as ingest saw that transaction after the chunk was
+// registered. Watermark messages are never journaled.
+//
+// A chunk is read again (ChunkResult.Redo, counted in "redone") when a
+// transaction in its window could not be inspected cheaply (a large
+// transaction streamed or spilled to disk), when a change lacks the key
+// columns, when the high watermark is a re-send after a reconnect, or
+// when ingest does not reach the high watermark in time.
+//
+// # Durability and resume
+//
+// Progress lives in a Pebble store (DataDir/backfill): key "b/<id>" holds
+// the backfill's JSON (Status plus the last key as a list of text forms),
+// key "seq" the last id number. A chunk's progress is stored (synced)
+// only after its record is durable in the journal, so after a SIGKILL or
+// a PostgreSQL restart the backfill resumes after the last completed
+// chunk; a chunk journaled but not yet recorded as complete is read and
+// journaled again. Consumers see that whole chunk twice, which is
+// harmless under upsert semantics. Watermark ids carry a per-process
+// nonce, so a re-sent watermark of an earlier process never matches a
+// chunk of this one.
+//
+// # Concurrency
+//
+// Each running backfill has one goroutine and one database connection;
+// tables of a backfill are read one after the other. The Manager's mutex
+// guards the statuses; ingest.Backfills has its own mutex, taken by
+// ingest's goroutine at each commit while chunks are open. Memory is
+// bounded by the chunk size (the rows of the chunk in flight per
+// backfill, plus the keys changed in its window).
+package backfill

@@ -1,0 +1,69 @@
+package backfill
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/consumers"
+)
+
+// Register mounts the backfill API on mux:
+//
+//	POST   /v1/backfills        start ({"tables":[...],"chunk_size":N,"where":"..."}) → 201 + the backfill
+//	GET    /v1/backfills        every backfill, oldest first
+//	GET    /v1/backfills/{id}   one backfill
+//	DELETE /v1/backfills/{id}   cancel → the backfill (state canceled)
+func (m *Manager) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/backfills", m.handleStart)
+	mux.HandleFunc("GET /v1/backfills", func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, m.List()) })
+	mux.HandleFunc("GET /v1/backfills/{id}", func(w http.ResponseWriter, r *http.Request) {
+		st, err := m.Get(r.PathValue("id"))
+		if err != nil {
+			consumers.WriteError(w, err)
+			return
+		}
+		reply(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("DELETE /v1/backfills/{id}", func(w http.ResponseWriter, r *http.Request) {
+		st, err := m.Cancel(r.PathValue("id"))
+		if err != nil {
+			consumers.WriteError(w, err)
+			return
+		}
+		reply(w, http.StatusOK, st)
+	})
+}
+
+func (m *Manager) handleStart(w http.ResponseWriter, r *http.Request) {
+	var req Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = errors.New("empty request body: want a JSON object")
+		}
+		consumers.WriteError(w, fmt.Errorf("%w: %v", api.ErrBadRequest, err))
+		return
+	}
+	st, err := m.Start(r.Context(), req)
+	if err != nil {
+		consumers.WriteError(w, err)
+		return
+	}
+	reply(w, http.StatusCreated, st)
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		consumers.WriteError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,217 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
+)
+
+// ErrNoKey is returned for a table without a primary key or a usable
+// unique index (valid, not partial, no expressions, NOT NULL columns).
+var ErrNoKey = fmt.Errorf("%w: table has no primary key or usable unique index", api.ErrBadRequest)
+
+// table is what a chunk reader needs to know about a table.
+type table struct {
+	schema, name string
+	columns      []pgq.Column
+	types        []string // format_type of each column, for casts
+	keyCols      []string
+	keyIdx       []int // indexes of keyCols in columns
+	estimate     int64
+}
+
+func (t *table) qualified() string { return t.schema + "." + t.name }
+
+// parseTable parses "schema.table" or "table" (schema public).
+func parseTable(s string) (schema, name string, err error) {
+	s = strings.TrimSpace(s)
+	schema, name, ok := strings.Cut(s, ".")
+	if !ok {
+		schema, name = "public", s
+	}
+	if schema == "" || name == "" || strings.Contains(name, ".") {
+		return "", "", fmt.Errorf("%w: table %q: want schema.table", api.ErrBadRequest, s)
+	}
+	return schema, name, nil
+}
+
+// describe loads a table's columns (as pgoutput sends them: not dropped,
+// not generated, in attnum order), its key and its row estimate.
+func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, error) {
+	schema, name, err := parseTable(qualified)
+	if err != nil {
+		return nil, err
+	}
+	t := &table{schema: schema, name: name}
+	var oid uint32
+	var est float64
+	err = conn.QueryRow(ctx, `SELECT c.oid, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name).Scan(&oid, &est)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: table %s does not exist", api.ErrNotFound, t.qualified())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backfill: describe %s: %w", t.qualified(), err)
+	}
+	t.estimate = max(int64(est), 0) // -1: never analyzed
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid, format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("backfill: columns of %s: %w", t.qualified(), err)
+	}
+	for rows.Next() {
+		var c pgq.Column
+		var typ string
+		if err := rows.Scan(&c.Name, &c.TypeOID, &typ); err != nil {
+			return nil, fmt.Errorf("backfill: columns of %s: %w", t.qualified(), err)
+		}
+		t.columns = append(t.columns, c)
+		t.types = append(t.types, typ)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("backfill: columns of %s: %w", t.qualified(), err)
+	}
+	// The primary key, else the narrowest usable unique index.
+	err = conn.QueryRow(ctx, `SELECT array(SELECT a.attname FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, ord)
+			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum WHERE k.ord <= i.indnkeyatts ORDER BY k.ord)
+		FROM pg_index i WHERE i.indrelid = $1 AND (i.indisprimary OR (i.indisunique AND i.indisvalid AND i.indpred IS NULL
+			AND i.indexprs IS NULL AND NOT EXISTS (SELECT 1 FROM unnest(i.indkey::int2[]) k(attnum)
+				LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+				WHERE k.attnum = 0 OR a.attnotnull IS NOT TRUE)))
+		ORDER BY i.indisprimary DESC, i.indnkeyatts, i.indexrelid LIMIT 1`, oid).Scan(&t.keyCols)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s (give it a primary key, or a unique index on NOT NULL columns)", ErrNoKey, t.qualified())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backfill: key of %s: %w", t.qualified(), err)
+	}
+	for _, k := range t.keyCols {
+		for i := range t.columns {
+			if t.columns[i].Name == k {
+				t.columns[i].Key = true
+				t.keyIdx = append(t.keyIdx, i)
+			}
+		}
+	}
+	if len(t.keyIdx) != len(t.keyCols) {
+		return nil, fmt.Errorf("%w: %s: key columns %v are not all plain columns", ErrNoKey, t.qualified(), t.keyCols)
+	}
+	return t, nil
+}
+
+// chunkSQL is the keyset query of one chunk: rows after the last key
+// (none: from the start), in key order.
+func (t *table) chunkSQL(where string, after bool, limit int) string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for i, c := range t.columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
+	}
+	b.WriteString(" FROM ")
+	b.WriteString(pgx.Identifier{t.schema, t.name}.Sanitize())
+	var conds []string
+	if after {
+		var l, r []string
+		for n, i := range t.keyIdx {
+			l = append(l, pgx.Identifier{t.columns[i].Name}.Sanitize())
+			r = append(r, fmt.Sprintf("$%d::text::%s", n+1, t.types[i]))
+		}
+		conds = append(conds, "("+strings.Join(l, ", ")+") > ("+strings.Join(r, ", ")+")")
+	}
+	if where != "" {
+		conds = append(conds, "("+where+")")
+	}
+	if len(conds) > 0 {
+		b.WriteString(" WHERE ")
+		b.WriteString(strings.Join(conds, " AND "))
+	}
+	b.WriteString(" ORDER BY ")
+	for n, i := range t.keyIdx {
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{t.columns[i].Name}.Sanitize())
+	}
+	fmt.Fprintf(&b, " LIMIT %d", limit)
+	return b.String()
+}
+
+// checkWhere lets PostgreSQL parse the predicate against the table.
+func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) error {
+	if where == "" {
+		return nil
+	}
+	if strings.Contains(where, ";") {
+		return fmt.Errorf("%w: --where must be a single predicate (no ';')", api.ErrBadRequest)
+	}
+	_, err := conn.Exec(ctx, "EXPLAIN "+t.chunkSQL(where, false, 1))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return fmt.Errorf("%w: --where %q on %s: %s", api.ErrBadRequest, where, t.qualified(), pgErr.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("backfill: check --where on %s: %w", t.qualified(), err)
+	}
+	return nil
+}
+
+// readChunk reads one chunk in its own REPEATABLE READ transaction: the
+// snapshot's in-progress transactions (for the high watermark) and up to
+// limit rows after lastKey, as PostgreSQL's text forms.
+func readChunk(ctx context.Context, conn *pgx.Conn, t *table, where string, lastKey []string, limit int) (rows [][]pgq.Value, xip []uint64, err error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, fmt.Errorf("backfill: begin chunk of %s: %w", t.qualified(), err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// The first statement takes the snapshot the SELECT then uses.
+	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(x::text::bigint), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x`).Scan(&xip); err != nil {
+		return nil, nil, fmt.Errorf("backfill: snapshot of %s: %w", t.qualified(), err)
+	}
+	args := []any{pgx.QueryResultFormats{pgx.TextFormatCode}}
+	for _, k := range lastKey {
+		args = append(args, k)
+	}
+	rs, err := tx.Query(ctx, t.chunkSQL(where, lastKey != nil, limit), args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("backfill: read chunk of %s: %w", t.qualified(), err)
+	}
+	for rs.Next() {
+		raw := rs.RawValues()
+		row := make([]pgq.Value, len(raw))
+		for i, v := range raw {
+			if v == nil {
+				row[i] = pgq.Value{Kind: pgq.ValueNull}
+			} else {
+				row[i] = pgq.Value{Kind: pgq.ValueText, Data: append([]byte(nil), v...)}
+			}
+		}
+		rows = append(rows, row)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, nil, fmt.Errorf("backfill: read chunk of %s: %w", t.qualified(), err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, fmt.Errorf("backfill: end chunk of %s: %w", t.qualified(), err)
+	}
+	return rows, xip, nil
+}
+
+// keyOf is the text form of a row's key columns.
+func (t *table) keyOf(row []pgq.Value) []string {
+	out := make([]string, len(t.keyIdx))
+	for n, i := range t.keyIdx {
+		out[n] = string(row[i].Data)
+	}
+	return out
+}

@@ -1,0 +1,492 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/sidecar"
+)
+
+// bfStatus is the part of a backfill's JSON the tests look at.
+type bfStatus struct {
+	ID           string            `json:"id"`
+	State        string            `json:"state"`
+	Table        string            `json:"table"`
+	Rows         int64             `json:"rows"`
+	RowsEstimate int64             `json:"rows_estimate"`
+	Chunks       int64             `json:"chunks"`
+	Redone       int64             `json:"redone"`
+	Dropped      int64             `json:"dropped"`
+	LastKey      map[string]string `json:"last_key"`
+	Error        *string           `json:"error"`
+}
+
+func bfCall(t *testing.T, r *running, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, "http://"+r.S.Addr()+path, rd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes()
+}
+
+func startBackfill(t *testing.T, r *running, req map[string]any) bfStatus {
+	t.Helper()
+	code, b := bfCall(t, r, "POST", "/v1/backfills", req)
+	if code != http.StatusCreated {
+		t.Fatalf("POST /v1/backfills: %d %s", code, b)
+	}
+	var st bfStatus
+	if err := json.Unmarshal(b, &st); err != nil || st.ID == "" {
+		t.Fatalf("backfill: %s (%v)", b, err)
+	}
+	return st
+}
+
+func getBackfill(t *testing.T, r *running, id string) bfStatus {
+	t.Helper()
+	code, b := bfCall(t, r, "GET", "/v1/backfills/"+id, nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET backfill: %d %s", code, b)
+	}
+	var st bfStatus
+	_ = json.Unmarshal(b, &st)
+	return st
+}
+
+func waitBackfill(t *testing.T, r *running, id, state string, timeout time.Duration) bfStatus {
+	t.Helper()
+	var st bfStatus
+	waitFor(t, timeout, "backfill "+id+" "+state, func() bool {
+		st = getBackfill(t, r, id)
+		if st.State == "failed" && state != "failed" {
+			t.Fatalf("backfill failed: %v", *st.Error)
+		}
+		return st.State == state
+	})
+	return st
+}
+
+// replica applies the journal as a consumer would: insert, update and read
+// upsert by key, delete deletes, truncate clears. Rows are column → text.
+type replica map[string]map[string]map[string]string // table → key → row
+
+func applyJournal(t *testing.T, txs []*pgq.Transaction, keys map[string][]string) replica {
+	t.Helper()
+	rep := replica{}
+	keyOf := func(c *pgq.Change, vals []pgq.Value) string {
+		var parts []string
+		for _, k := range keys[c.Schema+"."+c.Table] {
+			v, _, ok := func() (pgq.Value, pgq.Column, bool) {
+				cc := *c
+				cc.New = vals
+				return cc.Get(k, false)
+			}()
+			if !ok {
+				t.Fatalf("change without key %s: %s", k, pgq.AppendChangeJSON(nil, c))
+			}
+			parts = append(parts, string(v.Data))
+		}
+		return strings.Join(parts, "\x00")
+	}
+	for _, tx := range txs {
+		for i := range tx.Changes {
+			c := &tx.Changes[i]
+			qt := c.Schema + "." + c.Table
+			switch c.Op {
+			case pgq.OpInsert, pgq.OpUpdate, pgq.OpRead:
+				if keys[qt] == nil {
+					continue
+				}
+				if rep[qt] == nil {
+					rep[qt] = map[string]map[string]string{}
+				}
+				if c.Op == pgq.OpUpdate && c.Old != nil {
+					delete(rep[qt], keyOf(c, c.Old))
+				}
+				row := map[string]string{}
+				for j, col := range c.Columns {
+					if c.New[j].Kind == pgq.ValueNull {
+						row[col.Name] = "<null>"
+					} else {
+						row[col.Name] = string(c.New[j].Data)
+					}
+				}
+				rep[qt][keyOf(c, c.New)] = row
+			case pgq.OpDelete:
+				if keys[qt] != nil {
+					delete(rep[qt], keyOf(c, c.Old))
+				}
+			case pgq.OpTruncate:
+				for _, tb := range c.Tables {
+					delete(rep, tb)
+				}
+			case pgq.OpMessage:
+				if c.Prefix == "pgq.wm" {
+					t.Fatalf("a watermark was journaled: %s", pgq.AppendChangeJSON(nil, c))
+				}
+			}
+		}
+	}
+	return rep
+}
+
+// tableRows reads a table as column → text rows keyed like applyJournal.
+func tableRows(t *testing.T, db *pgtest.DB, qt string, keys []string) map[string]map[string]string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(t.Context(), "SELECT * FROM "+qt, pgx.QueryResultFormats{pgx.TextFormatCode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]string{}
+	for rows.Next() {
+		row := map[string]string{}
+		for i, fd := range rows.FieldDescriptions() {
+			v := rows.RawValues()[i]
+			if v == nil {
+				row[fd.Name] = "<null>"
+			} else {
+				row[fd.Name] = string(v)
+			}
+		}
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, row[k])
+		}
+		out[strings.Join(parts, "\x00")] = row
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// syncJournal inserts a marker and waits until the journal has it, so
+// everything committed before is journaled.
+func syncJournal(t *testing.T, db *pgtest.DB, r *running) {
+	t.Helper()
+	marker := fmt.Sprintf("m%d", time.Now().UnixNano())
+	db.Exec(t, `INSERT INTO bf_marker VALUES ('`+marker+`')`)
+	deadline := time.Now().Add(50 * time.Second)
+	waitFor(t, 60*time.Second, "marker in journal", func() bool {
+		txs := records(t, r.Dir)
+		if time.Now().After(deadline) {
+			t.Logf("status %v; last record %s", r.status(t), appendJSON(txs[len(txs)-1]))
+			deadline = deadline.Add(time.Hour)
+		}
+		for i := len(txs) - 1; i >= 0 && i >= len(txs)-50; i-- {
+			for _, c := range txs[i].Changes {
+				if c.Table == "bf_marker" && len(c.New) > 0 && string(c.New[0].Data) == marker {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
+func checkConverged(t *testing.T, db *pgtest.DB, r *running, keys map[string][]string) replica {
+	t.Helper()
+	syncJournal(t, db, r)
+	rep := applyJournal(t, records(t, r.Dir), keys)
+	for qt, k := range keys {
+		want := tableRows(t, db, qt, k)
+		got := rep[qt]
+		if len(got) != len(want) {
+			t.Errorf("%s: replica has %d rows, table %d", qt, len(got), len(want))
+		}
+		bad := 0
+		for key, row := range want {
+			g, ok := got[key]
+			if !ok || fmt.Sprint(g) != fmt.Sprint(row) {
+				if bad++; bad <= 5 {
+					t.Errorf("%s key %q: replica %v, table %v", qt, key, g, row)
+				}
+			}
+		}
+		for key, g := range got {
+			if _, ok := want[key]; !ok {
+				if bad++; bad <= 5 {
+					t.Errorf("%s key %q: replica has %v, not in the table", qt, key, g)
+				}
+			}
+		}
+	}
+	return rep
+}
+
+// workload runs random inserts, updates and deletes (and with truncate,
+// one TRUNCATE) on bf(id int, v text, n int) until stop is closed.
+func workload(t *testing.T, db *pgtest.DB, seed uint64, maxID int, truncate bool, stop <-chan struct{}) (ops *int, done <-chan struct{}) {
+	conn, err := pgx.Connect(t.Context(), db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, seed*7+1))
+	n := 0
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		defer conn.Close(context.Background())
+		ctx := context.Background()
+		truncated := !truncate
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var err error
+			id := rng.IntN(maxID) + 1
+			switch p := rng.IntN(100); {
+			case !truncated && n > 300:
+				_, err = conn.Exec(ctx, `TRUNCATE bf`)
+				truncated = true
+			case p < 35:
+				_, err = conn.Exec(ctx, `INSERT INTO bf VALUES ($1, md5(random()::text), $2) ON CONFLICT (id) DO UPDATE SET v = excluded.v, n = excluded.n`, id, rng.IntN(1000))
+			case p < 65:
+				_, err = conn.Exec(ctx, `UPDATE bf SET v = md5(random()::text), n = n + 1 WHERE id = $1`, id)
+			case p < 75:
+				_, err = conn.Exec(ctx, `UPDATE bf SET id = $2 WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM bf WHERE id = $2)`, id, rng.IntN(maxID)+1)
+			case p < 92:
+				_, err = conn.Exec(ctx, `DELETE FROM bf WHERE id = $1`, id)
+			default:
+				err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+					if _, err := tx.Exec(ctx, `UPDATE bf SET n = n + 1 WHERE id BETWEEN $1 AND $1 + 20`, id); err != nil {
+						return err
+					}
+					_, err := tx.Exec(ctx, `DELETE FROM bf WHERE id = $1`, id+21)
+					return err
+				})
+			}
+			if err != nil && !strings.Contains(err.Error(), "duplicate key") {
+				t.Errorf("workload: %v", err)
+				return
+			}
+			n++
+		}
+	}()
+	return &n, ch
+}
+
+// TestBackfillConvergesUnderDML is the correctness property: with random
+// inserts, updates (key changes too), deletes and a truncate running during
+// the whole backfill, a consumer applying the journal from earliest ends
+// with exactly the table's rows.
+func TestBackfillConvergesUnderDML(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			c := pgtest.Shared(t)
+			db := c.NewDB(t)
+			const maxID = 6000
+			// Rows that predate the slot: only the backfill carries them.
+			db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text, n int)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
+				`INSERT INTO bf SELECT g, md5(g::text), g FROM generate_series(1, 4000) g`, `ANALYZE bf`)
+			dir := t.TempDir()
+			r := startSidecar(t, db, dir, nil)
+			r.waitStreaming(t)
+			stop := make(chan struct{})
+			ops, done := workload(t, db, seed, maxID, seed == 2, stop)
+			time.Sleep(100 * time.Millisecond)
+			st := startBackfill(t, r, map[string]any{"tables": []string{"public.bf"}, "chunk_size": 97})
+			if st.State != "running" || st.RowsEstimate != 4000 {
+				t.Fatalf("started: %+v", st)
+			}
+			st = waitBackfill(t, r, st.ID, "done", 120*time.Second)
+			time.Sleep(100 * time.Millisecond)
+			close(stop)
+			<-done
+			t.Logf("backfill %+v; %d concurrent operations", st, *ops)
+			if *ops < 300 {
+				t.Fatalf("only %d concurrent operations", *ops)
+			}
+			checkConverged(t, db, r, map[string][]string{"public.bf": {"id"}})
+			var reads, backfillRecs int
+			for _, tx := range records(t, dir) {
+				if tx.Backfill != "" {
+					backfillRecs++
+					if tx.Backfill != st.ID {
+						t.Fatalf("record backfill %q", tx.Backfill)
+					}
+				}
+				for _, c := range tx.Changes {
+					if c.Op == pgq.OpRead {
+						reads++
+						if tx.Backfill == "" {
+							t.Fatal("read change in a record without backfill")
+						}
+					}
+				}
+			}
+			if reads == 0 || int64(reads) != st.Rows-st.Dropped {
+				t.Fatalf("%d read changes in %d records; status %+v", reads, backfillRecs, st)
+			}
+		})
+	}
+}
+
+// TestBackfillKeysWhereTablesEmpty: composite and text keys, a unique index
+// as key, --where, two tables in one backfill, an empty table, a table
+// without a key (clear error), an unknown table and a bad predicate.
+func TestBackfillKeysWhereTablesEmpty(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
+		`CREATE TABLE comp (a int, b text, v jsonb, PRIMARY KEY (b, a))`,
+		`INSERT INTO comp SELECT g % 7, 'k' || (g / 7) || E'\'"x', jsonb_build_object('g', g) FROM generate_series(1, 500) g`,
+		`CREATE TABLE txt (name text PRIMARY KEY, ok bool, amount numeric(10,2))`,
+		`INSERT INTO txt SELECT 'n' || g, g % 2 = 0, g / 3.0 FROM generate_series(1, 300) g`,
+		`CREATE TABLE uq (id bigint NOT NULL UNIQUE, v text)`,
+		`ALTER TABLE uq REPLICA IDENTITY FULL`,
+		`INSERT INTO uq SELECT g, 'v' || g FROM generate_series(1, 50) g`,
+		`CREATE TABLE empty_t (id int PRIMARY KEY)`,
+		`CREATE TABLE nokey (id int, v text)`,
+		`INSERT INTO nokey VALUES (1, 'x')`)
+	dir := t.TempDir()
+	r := startSidecar(t, db, dir, func(o *sidecar.Options) { o.Ingest.SkipTablesWithoutKey = true })
+	r.waitStreaming(t)
+
+	for _, tc := range []struct {
+		req  map[string]any
+		code int
+		msg  string
+	}{
+		{map[string]any{"tables": []string{"public.nokey"}}, 400, "no primary key or usable unique index"},
+		{map[string]any{"tables": []string{"public.missing"}}, 404, "does not exist"},
+		{map[string]any{"tables": []string{"txt"}, "where": "no_such_col > 1"}, 400, "no_such_col"},
+		{map[string]any{"tables": []string{}}, 400, "table"},
+	} {
+		code, b := bfCall(t, r, "POST", "/v1/backfills", tc.req)
+		if code != tc.code || !strings.Contains(string(b), tc.msg) || !strings.Contains(string(b), `"code"`) {
+			t.Errorf("%v: %d %s", tc.req, code, b)
+		}
+	}
+
+	st := startBackfill(t, r, map[string]any{"tables": []string{"public.comp", "txt", "public.empty_t", "uq"}, "chunk_size": 64})
+	db.Exec(t, `UPDATE comp SET v = '{"changed":true}' WHERE a = 3`, `DELETE FROM txt WHERE name = 'n7'`, `INSERT INTO empty_t VALUES (1)`)
+	st = waitBackfill(t, r, st.ID, "done", 60*time.Second)
+	if st.Rows < 500+299+50 {
+		t.Fatalf("status %+v", st)
+	}
+	checkConverged(t, db, r, map[string][]string{"public.comp": {"b", "a"}, "public.txt": {"name"}, "public.empty_t": {"id"}, "public.uq": {"id"}})
+
+	// --where: only the selected rows are read.
+	w := startBackfill(t, r, map[string]any{"tables": []string{"public.txt"}, "where": "ok AND amount < 20"})
+	w = waitBackfill(t, r, w.ID, "done", 30*time.Second)
+	var want int64
+	db.QueryRow(t, `SELECT count(*) FROM txt WHERE ok AND amount < 20`, &want)
+	n := 0
+	for _, tx := range records(t, dir) {
+		if tx.Backfill == w.ID {
+			n += len(tx.Changes)
+		}
+	}
+	if w.Rows != want || int64(n) != want {
+		t.Fatalf("--where: status rows %d, journaled %d, want %d", w.Rows, n, want)
+	}
+	// Rendering of read changes: as an insert, op read.
+	for _, m := range dumpLines(t, records(t, dir)) {
+		if m["backfill"] == st.ID {
+			ch := m["changes"].([]any)[0].(map[string]any)
+			if ch["op"] != "read" || ch["new"] == nil || ch["old"] != nil {
+				t.Fatalf("read change: %v", ch)
+			}
+			break
+		}
+	}
+	code, b := bfCall(t, r, "GET", "/v1/backfills", nil)
+	var list []bfStatus
+	if code != 200 || json.Unmarshal(b, &list) != nil || len(list) != 2 || list[0].ID != st.ID {
+		t.Fatalf("list: %d %s", code, b)
+	}
+	if code, b := bfCall(t, r, "GET", "/v1/backfills/nope", nil); code != 404 || !strings.Contains(string(b), "not_found") {
+		t.Fatalf("unknown id: %d %s", code, b)
+	}
+}
+
+// TestBackfillResumeAndCancel: pgq stopped mid-backfill resumes from the
+// last completed chunk after a restart (and the journal still converges);
+// a cancelled backfill stops and says so.
+func TestBackfillResumeAndCancel(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text, n int)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
+		`INSERT INTO bf SELECT g, md5(g::text), g FROM generate_series(1, 20000) g`, `ANALYZE bf`)
+	dir := t.TempDir()
+	r := startSidecar(t, db, dir, nil)
+	r.waitStreaming(t)
+	stop := make(chan struct{})
+	_, done := workload(t, db, 9, 25000, false, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}()
+	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50})
+	waitFor(t, 60*time.Second, "some chunks", func() bool { return getBackfill(t, r, st.ID).Chunks >= 20 })
+	if err := r.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	r2 := startSidecar(t, db, dir, nil)
+	mid := getBackfill(t, r2, st.ID)
+	if mid.State != "running" || mid.Chunks < 20 || mid.LastKey["id"] == "" {
+		t.Fatalf("after restart: %+v", mid)
+	}
+	fin := waitBackfill(t, r2, st.ID, "done", 120*time.Second)
+	if fin.Rows < 20000-int64(fin.Dropped)-50 || fin.Rows > 25000+50 {
+		t.Fatalf("resumed: %+v", fin)
+	}
+	close(stop)
+	<-done
+	checkConverged(t, db, r2, map[string][]string{"public.bf": {"id"}})
+
+	cn := startBackfill(t, r2, map[string]any{"tables": []string{"bf"}, "chunk_size": 10})
+	code, b := bfCall(t, r2, "DELETE", "/v1/backfills/"+cn.ID, nil)
+	var cs bfStatus
+	if code != 200 || json.Unmarshal(b, &cs) != nil || cs.State != "canceled" {
+		t.Fatalf("cancel: %d %s", code, b)
+	}
+	time.Sleep(300 * time.Millisecond)
+	after := getBackfill(t, r2, cn.ID)
+	if after.State != "canceled" || after.Rows > cs.Rows+10 || r2.S.Ingester.Backfills().OpenChunks() != 0 {
+		t.Fatalf("after cancel: %+v (was %+v), open chunks %d", after, cs, r2.S.Ingester.Backfills().OpenChunks())
+	}
+	var ids []string
+	for _, s := range []bfStatus{getBackfill(t, r2, st.ID), after} {
+		ids = append(ids, s.State)
+	}
+	if !slices.Equal(ids, []string{"done", "canceled"}) {
+		t.Fatal(ids)
+	}
+}
