@@ -17,6 +17,53 @@
 // written with pebble.Sync and survives crashes. Reset and CatchUp never
 // touch it.
 //
+// # Stale and failed; healing
+//
+// The sidecar calls Add after every durable journal batch. When an Add
+// fails (a storage error, ErrGap after a lost batch, an invalid entry) the
+// index does not quietly answer from what it has: it marks itself stale.
+// While stale, Add is refused at once with ErrStale (the records are in
+// the journal), and every lookup whose answer could lie in the records not
+// indexed yet fails with an error wrapping ErrStale: SeekLSN and SeekTime
+// when they find nothing up to LastOffset, EntryAt for an offset past
+// LastOffset, BytesBetween to an offset past it. Answers inside the
+// indexed range stay correct and are returned. A failed TruncateFront,
+// Reset or CatchUp marks the index stale too.
+//
+// Heal (or CatchUp) clears the mark: it runs the catch-up from the journal
+// that start-up runs, under the writer lock. RunHealer is the background
+// loop the sidecar runs next to the journal's committer: woken by the
+// failure, it heals at once and retries with backoff while that fails, so
+// the committer's after-append hook only ever calls Add and never waits
+// for a heal. Stats (stale, failed, counters, last error) and Err report
+// the state; going stale is logged at WARN (ERROR for a storage failure),
+// healing at INFO.
+//
+// A storage failure is worse than a missing batch: after a failed WAL
+// write or fsync Pebble's WAL keeps the error, and Pebble reports a failed
+// commit, or a failed MANIFEST write, only through Logger.Fatalf, whose
+// default exits the process. The index's logger never exits or panics:
+// its Fatalf, and the FS wrapper on any failed write-side file operation
+// (create, write, preallocate, fsync), mark the index failed (ErrFailed,
+// wrapping the first cause) and stale. Every write checks the mark before
+// it enters Pebble and after it commits (Pebble's commit returns nil after
+// Fatalf), so a failed call returns an error and never silently succeeds
+// (an unsynced derived write may return nil and be lost, which its
+// contract allows), and after a failure no write reaches the broken
+// Pebble, group writes included (ErrFailed) — group reads still answer.
+// Heal then closes Pebble and opens it afresh, replaying its WAL: group
+// state whose PutGroup returned nil is there, the derived entries are
+// caught up from the journal.
+//
+// # File system seam and fsync latency
+//
+// Every file operation of the index, Pebble's included, goes through
+// Options.FS (vfs.Default when nil), wrapped by the index to time fsyncs:
+// Options.OnSync receives every fsync's latency (hook a histogram on it)
+// and one slower than Options.SlowSync (DefaultSlowSync, 1 s) is logged at
+// WARN. Tests inject faults with vfs/errorfs and crashes with
+// vfs.NewCrashableMem.
+//
 // # On-disk format
 //
 // All integers are big-endian so that byte order is numeric order.
@@ -65,7 +112,13 @@
 // batch; CatchUp holds it for its whole run, and an Add that waited skips
 // offsets CatchUp already indexed. Group writes need no lock of ours.
 // LastOffset is an atomic load, updated after the batch commits, so an
-// offset it reports is always readable.
+// offset it reports is always readable. The stale mark is set by Add and
+// cleared by CatchUp under the writer mutex, so an Add refused while
+// stale is always covered by the CatchUp that clears the mark (it reads
+// the journal's end after the refused batch was journaled). A Heal that
+// reopens Pebble takes the RWMutex for writing: no call runs during the
+// reopen. The health state (stale, failed, counters) is atomics plus a
+// leaf mutex, so Pebble's goroutines may report a failure at any time.
 //
 // Pebble locks its directory: a second Open of the same directory, from
 // this process or another, fails with an error wrapping ErrLocked.
