@@ -32,6 +32,8 @@ type CLI struct {
 	DDL     DDLCmd     `cmd:"" name:"ddl" help:"Capture schema changes (DDL) into the journal."`
 	Ver     VersionCmd `cmd:"" name:"version" help:"Print the version and the commit pgq was built from."`
 
+	Backfill BackfillCmd `cmd:"" help:"Backfill existing rows into the journal while streaming goes on (start, list, status, cancel)."`
+
 	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
