@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/pgq-dev/pgq"
 )
@@ -252,42 +253,85 @@ func (ix *Index) Heal(ctx context.Context, src Source, size func(*pgq.Transactio
 	return nil
 }
 
-// reopenIfFailed closes a failed Pebble and opens it again.
+// reopenIfFailed closes a failed Pebble and opens it again. The
+// lifecycle lock is held only to swap the handle: closing the failed
+// Pebble, probing the disk and opening Pebble again happen outside it, so
+// lookups keep answering (with ErrFailed) meanwhile. Pebble's Open can
+// block for good on a disk that still fails its writes (it waits for a
+// flush that never succeeds), so a small probe write goes first and a
+// disk that still fails it is not opened.
 func (ix *Index) reopenIfFailed() error {
 	if !ix.h.broken.Load() && !ix.dbMissing() {
 		return nil
 	}
 	ix.life.Lock()
-	defer ix.life.Unlock()
 	if ix.closed {
+		ix.life.Unlock()
 		return ErrClosed
 	}
 	if !ix.h.broken.Load() && ix.db != nil {
+		ix.life.Unlock()
 		return nil // another Heal reopened it
 	}
-	if ix.db != nil {
-		if err := closeDB(ix.db); err != nil {
+	old := ix.db
+	ix.db = nil
+	ix.life.Unlock()
+	if old != nil {
+		if err := closeDB(old); err != nil {
 			ix.log.Warn("index: closing the failed pebble", "err", err.Error())
 		}
-		ix.db = nil
+	}
+	fail := func(err error) error {
+		ix.h.mu.Lock()
+		ix.h.broken.Store(true)
+		ix.h.lastErr = err
+		ix.h.mu.Unlock()
+		return err
+	}
+	if err := ix.probeDisk(); err != nil {
+		return fail(fmt.Errorf("reopen: the disk still fails: %w", err))
 	}
 	ix.h.mu.Lock()
 	cause := ix.h.cause
 	ix.h.cause = nil
 	ix.h.broken.Store(false)
 	ix.h.mu.Unlock()
+	ix.life.Lock()
+	defer ix.life.Unlock()
+	if ix.closed {
+		return ErrClosed
+	}
 	if err := ix.openDB(); err != nil {
 		ix.h.mu.Lock()
 		if ix.h.cause == nil {
 			ix.h.cause = cause
 		}
-		ix.h.broken.Store(true)
-		ix.h.lastErr = err
 		ix.h.mu.Unlock()
-		return fmt.Errorf("reopen: %w", err)
+		return fail(fmt.Errorf("reopen: %w", err))
 	}
 	ix.log.Info("index: reopened pebble after a storage failure", "last_indexed", ix.last.Load())
 	return nil
+}
+
+// probeDisk writes, fsyncs and removes a small file in the index
+// directory through the index's FS.
+func (ix *Index) probeDisk() error {
+	name := ix.fs.PathJoin(ix.dir, "PROBE")
+	f, err := ix.fs.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte("pgq index probe\n"))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if rerr := ix.fs.Remove(name); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 func (ix *Index) dbMissing() bool {

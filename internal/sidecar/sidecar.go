@@ -90,6 +90,8 @@ type Sidecar struct {
 	server   *http.Server
 	// failed holds the journal's first write or sync error (fail-stop).
 	failed atomic.Pointer[error]
+	// indexBusy is true while an index update runs (see indexBatch).
+	indexBusy atomic.Bool
 }
 
 // Open acquires the data dir and prepares every part, without streaming.
@@ -116,7 +118,9 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		return nil, err
 	}
 	s.Journal = j
-	ix, err := index.Open(index.Options{Dir: filepath.Join(o.DataDir, "index"), Logger: o.Logger})
+	indexSyncs := syncs.WithLabelValues("index")
+	ix, err := index.Open(index.Options{Dir: filepath.Join(o.DataDir, "index"), Logger: o.Logger,
+		FS: o.FS, OnSync: func(d time.Duration) { indexSyncs.Observe(d.Seconds()) }})
 	if err != nil {
 		j.Close()
 		return nil, err
@@ -139,7 +143,22 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 	}
 	s.Consumers = cm
 
-	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+	indexStat := func(f func(index.Stats) float64) func() float64 {
+		return func() float64 { return f(s.Index.Stats()) }
+	}
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pgq_index_stale", Help: "1 while the index may be behind the journal (a failed update; the healer is catching up): LSN/time positions and byte lag answer with an error meanwhile."},
+			indexStat(func(st index.Stats) float64 {
+				if st.Stale {
+					return 1
+				}
+				return 0
+			})),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgq_index_failed_updates_total", Help: "Index updates that failed and made the index stale."},
+			indexStat(func(st index.Stats) float64 { return float64(st.FailedAdds) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgq_index_heals_total", Help: "Times the index caught up with the journal after going stale."},
+			indexStat(func(st index.Stats) float64 { return float64(st.Heals) })),
+	} {
 		if err := s.Registry.Register(c); err != nil {
 			s.closeStores()
 			return nil, fmt.Errorf("metrics: %w", err)
@@ -201,14 +220,41 @@ func RecordSize(tx *pgq.Transaction) int {
 	return len(pgq.AppendRecord(nil, tx))
 }
 
+// indexWait is how long the committer waits for one index update. The
+// index is derived: a disk that makes Pebble block must not stall ingest.
+const indexWait = 2 * time.Second
+
+// indexBatch runs in the committer's after-append hook. It waits for the
+// index update (so the index follows the journal batch by batch) but at
+// most indexWait: an update still blocked then is left running, and the
+// batches arriving meanwhile are skipped. The gap they leave makes the
+// next update fail, the index marks itself stale (lookups that would be
+// wrong return ErrStale), and the healer catches it up from the journal.
 func (s *Sidecar) indexBatch(batch []*pgq.Transaction) {
+	if s.indexBusy.Load() {
+		return // an earlier update is still blocked: skip (see above)
+	}
 	entries := make([]index.Entry, len(batch))
 	for i, tx := range batch {
 		entries[i] = index.EntryOf(tx, RecordSize(tx))
 	}
-	if err := s.Index.Add(entries); err != nil {
-		// The index is derived: the next start rebuilds what is missing.
-		s.o.Logger.Error("index add failed", "error", err)
+	done := make(chan error, 1)
+	s.indexBusy.Store(true)
+	go func() {
+		err := s.Index.Add(entries)
+		s.indexBusy.Store(false)
+		done <- err
+	}()
+	t := time.NewTimer(indexWait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, index.ErrStale) {
+			// The healer (Run) catches the index up from the journal.
+			s.o.Logger.Error("index update failed; healing from the journal", "error", err)
+		}
+	case <-t.C:
+		s.o.Logger.Error("index update blocked; ingest goes on and the index heals from the journal once its disk answers", "waited", indexWait)
 	}
 }
 
@@ -260,6 +306,12 @@ func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
 	} else {
 		m["journal_error"] = nil
 	}
+	ist := s.Index.Stats()
+	idx := map[string]any{"stale": ist.Stale, "failed_updates": ist.FailedAdds, "heals": ist.Heals, "last_error": nil}
+	if ist.LastError != nil {
+		idx["last_error"] = ist.LastError.Error()
+	}
+	m["index"] = idx
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(m)
 }
@@ -278,6 +330,13 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	go func() { committerDone <- s.Committer.Run(cctx) }()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.server.Serve(s.listener) }()
+
+	hctx, cancelHealer := context.WithCancel(ctx)
+	healerDone := make(chan struct{})
+	go func() {
+		defer close(healerDone)
+		s.Index.RunHealer(hctx, s.Journal, RecordSize, 0)
+	}()
 
 	rctx, cancelRetention := context.WithCancel(ctx)
 	retentionDone := make(chan struct{})
@@ -312,6 +371,8 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	cancelIngest()
 	cancelRetention()
 	<-retentionDone
+	cancelHealer()
+	<-healerDone
 	_ = s.Consumers.Close() // wake long polls before the HTTP shutdown
 	if cerr := s.Committer.Close(); cerr != nil && err == nil {
 		err = cerr
