@@ -110,6 +110,10 @@ type (
 		// OutOfRange is true when the cursor is below the journal's start
 		// (retention removed records the group never committed).
 		OutOfRange bool `json:"out_of_range" msgpack:"out_of_range"`
+		// IndexStale is true when the index is behind the journal (a failed
+		// index write, being healed): Bytes then counts only the records
+		// the index covers, a lower bound.
+		IndexStale bool `json:"index_stale,omitempty" msgpack:"index_stale,omitempty"`
 	}
 	// GroupInfo describes a group.
 	GroupInfo struct {

@@ -1,8 +1,11 @@
 // Package consumers serves consumer groups over a pgq journal: named,
 // durable cursors (kept in the index's Pebble store), long-poll fetch,
 // cumulative commit, one leased member per group, reset, retention and
-// lag; the HTTP API of the sidecar (Handler) and the Go client library
-// (Dial, Client, Consumer).
+// lag, and the HTTP API of the sidecar (Handler). The Go client lives in
+// package client and the wire types both share in package api, so a
+// client never imports this server package. Files by concern: manager.go
+// (the Manager and its groups), admin.go (create, delete, reset, list),
+// leases.go, fetch.go, commit.go, lag.go, retention.go, http.go.
 //
 // # Semantics
 //
@@ -16,7 +19,11 @@
 // when backwards, beyond what was delivered, or on a non-final part of a
 // multi-part transaction, so a cursor never lands between parts. Delivery
 // is at-least-once: a new lease (another member, an expired lease, a
-// release or a reset) restarts delivery after the cursor.
+// release or a reset) restarts delivery after the cursor, and so does a
+// new session of the lease holder (a consumer process that restarted with
+// the same member id); a fetch's from (what the consumer has) moves
+// delivery back when an answer was lost. Each lease has a generation that
+// commits may carry: a commit of an ended generation is fenced.
 //
 // One member holds a group at a time, with a lease renewed by fetch, commit
 // and heartbeat. Another member's fetch waits up to its wait for the lease
@@ -28,27 +35,31 @@
 //
 // Requests are JSON (at most MaxRequestBytes, unknown fields rejected).
 // Responses are JSON, or msgpack when the request says
-// "Accept: application/msgpack". In JSON, fetched transactions are exactly
-// the lines of `pgq journal dump` (pgq.AppendJSON); in msgpack each is
-// [offset, record body] with the body of pgq.RecordVersion. Errors are
+// "Accept: application/msgpack" (the same maps as the JSON). In JSON and
+// msgpack, fetched transactions are the lines of `pgq journal dump`
+// (pgq.AppendJSON); with "Accept: application/vnd.pgq.records+msgpack"
+// (the Go client) each is [offset, record body] with the body of
+// pgq.RecordVersion. Errors are
 // always JSON: {"error":{"code":"...","message":"..."}}; the codes are the
 // Code constants and map to the sentinel errors. docs/http-api.md lists
 // every endpoint.
 //
 // # Concurrency
 //
-// A Manager is safe for concurrent use. Manager.mu guards only the groups
-// map. Each group has a sem (capacity-1 channel) that serializes its
-// fetches, waited for with the caller's context; a mutex mu that guards
-// its state (cursor, config, lease, delivery position, non-final parts)
-// and is never held while waiting; and a mutex pmu that serializes the
-// fsynced Pebble writes of its state and is held across each. A commit
-// holds pmu, not mu, during its write and publishes the new cursor only
-// after it, so the cursor in memory never runs ahead of disk while a
-// fetch of the same group (which writes only to take a new lease) goes on
-// meanwhile; every other write (new lease, reset, release, delete) holds
-// both. Lock order: group.pmu before Manager.mu before group.mu. Waiting
+// A Manager is safe for concurrent use. Manager.ddl serializes group
+// create and delete and is held across their fsynced Pebble write;
+// Manager.mu guards only the groups map and is never held across I/O, so
+// a slow fsync never stalls group lookups. Each group has a sem
+// (capacity-1 channel) that serializes its fetches, waited for with the
+// caller's context; a mutex mu that guards its state (cursor, config,
+// lease, generation, session, delivery position, non-final parts) and is
+// never held while waiting; and a mutex pmu that serializes the fsynced
+// Pebble writes of its state and is held across each. A commit holds pmu,
+// not mu, during its write and publishes the new cursor only after it, so
+// the cursor in memory never runs ahead of disk while a fetch of the same
+// group (which writes only to take a new lease) goes on meanwhile; every
+// other write (new lease, reset, release) holds both. Lock order:
+// Manager.ddl before group.pmu before Manager.mu before group.mu. Waiting
 // fetches wake on journal.Changed (no polling), on lease release, on Close
-// and on their context. A Client is safe for concurrent use; a Consumer is
-// not.
+// and on their context.
 package consumers

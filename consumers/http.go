@@ -42,9 +42,7 @@ type (
 
 // Response bodies that are not Manager types.
 type (
-	listResponse struct {
-		Groups []GroupInfo `json:"groups" msgpack:"groups"`
-	}
+	listResponse  = api.ListResponse
 	leaseResponse = api.LeaseResponse
 	okResponse    = api.OKResponse
 	errorBody     = api.ErrorBody

@@ -1,0 +1,216 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/index"
+)
+
+// Resolve returns the first offset a group starting at p would deliver.
+// An lsn: or time: position that the index cannot answer while it is stale
+// (behind the journal, healing) fails with ErrUnavailable (HTTP 503):
+// retry shortly.
+func (m *Manager) Resolve(p Position) (pgq.Offset, error) {
+	first, last := m.bounds()
+	seekMiss := func() pgq.Offset { return max(m.ix.LastOffset()+1, first) }
+	switch p.Kind {
+	case PosEarliest:
+		return first, nil
+	case PosLatest:
+		return last + 1, nil
+	case PosOffset:
+		if p.Offset < first || p.Offset > last+1 {
+			return 0, errf(ErrOutOfRange, "%s: the journal holds offsets %d..%d", p, first, last)
+		}
+		return p.Offset, nil
+	case PosLSN:
+		off, err := m.ix.SeekLSN(p.LSN)
+		if errors.Is(err, index.ErrNotFound) {
+			return seekMiss(), nil
+		}
+		if err != nil {
+			return 0, m.resolveErr(p, err)
+		}
+		return max(off, first), nil
+	case PosTime:
+		off, err := m.ix.SeekTime(p.Time)
+		if errors.Is(err, index.ErrNotFound) {
+			return seekMiss(), nil
+		}
+		if err != nil {
+			return 0, m.resolveErr(p, err)
+		}
+		return max(off, first), nil
+	}
+	return 0, errf(ErrBadPosition, "invalid position")
+}
+
+func (m *Manager) resolveErr(p Position, err error) error {
+	if errors.Is(err, index.ErrStale) {
+		return fmt.Errorf("%w: resolve %s: the index is behind the journal and catching up; retry shortly: %w", ErrUnavailable, p, err)
+	}
+	return fmt.Errorf("consumers: resolve %s: %w", p, err)
+}
+
+// CreateRequest creates a group (api.CreateRequest; From is a position
+// for ParsePosition, empty → "latest").
+type CreateRequest = api.CreateRequest
+
+// Create creates a group at its start position. An existing name fails
+// with ErrExists.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, error) {
+	if err := ValidateName(req.Name); err != nil {
+		return GroupInfo{}, err
+	}
+	if req.From == "" {
+		req.From = "latest"
+	}
+	pos, err := ParsePosition(req.From)
+	if err != nil {
+		return GroupInfo{}, err
+	}
+	f := Filter{Tables: req.Tables, Ops: req.Ops}
+	if err := f.Validate(); err != nil {
+		return GroupInfo{}, err
+	}
+	if m.closed() {
+		return GroupInfo{}, ErrClosed
+	}
+	// m.ddl keeps every other create and delete out until the group is
+	// written and published; m.mu is held only to look at the map, so
+	// lookups of other groups go on during the fsync.
+	m.ddl.Lock()
+	defer m.ddl.Unlock()
+	if m.exists(req.Name) {
+		return GroupInfo{}, errf(ErrExists, "group %q", req.Name)
+	}
+	next, err := m.Resolve(pos)
+	if err != nil {
+		return GroupInfo{}, err
+	}
+	now := m.o.Now().UnixMicro()
+	g := newGroup(req.Name, groupState{V: stateVersion, Cursor: next - 1, From: pos.String(), Filter: f, Created: now, Updated: now})
+	if err := m.persist(g); err != nil { // g is not published: we own it alone
+		return GroupInfo{}, err
+	}
+	m.mu.Lock()
+	m.groups[req.Name] = g
+	m.mu.Unlock()
+	return m.info(g), nil
+}
+
+func (m *Manager) exists(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.groups[name]
+	return ok
+}
+
+// Delete removes a group; its waiting fetches fail with ErrNotFound.
+func (m *Manager) Delete(ctx context.Context, name string) error {
+	// m.ddl keeps creates and deletes out (a Delete of a name being
+	// created waits for the Create and then finds the group), g.pmu every
+	// write of the group (a commit, a new lease): none may land after the
+	// delete. m.mu is not held across the fsync: lookups go on meanwhile
+	// (and may still find the group until it is unpublished below).
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	m.ddl.Lock()
+	defer m.ddl.Unlock()
+	g, err := m.get(name)
+	if err != nil {
+		return err
+	}
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	if m.lookup(name) != g {
+		return errf(ErrNotFound, "group %q", name)
+	}
+	if err := m.ix.DeleteGroup(name); err != nil {
+		return fmt.Errorf("consumers: delete group %q: %w", name, err)
+	}
+	m.mu.Lock()
+	delete(m.groups, name)
+	m.mu.Unlock()
+	g.mu.Lock()
+	g.deleted = true
+	g.gen++
+	close(g.leaseFree)
+	g.mu.Unlock()
+	return nil
+}
+
+// Info returns one group.
+func (m *Manager) Info(ctx context.Context, name string) (GroupInfo, error) {
+	g, err := m.get(name)
+	if err != nil {
+		return GroupInfo{}, err
+	}
+	return m.info(g), nil
+}
+
+// List returns every group, sorted by name.
+func (m *Manager) List(ctx context.Context) []GroupInfo {
+	m.mu.Lock()
+	gs := make([]*group, 0, len(m.groups))
+	for _, g := range m.groups {
+		gs = append(gs, g)
+	}
+	m.mu.Unlock()
+	sort.Slice(gs, func(a, b int) bool { return gs[a].name < gs[b].name })
+	out := make([]GroupInfo, len(gs))
+	for i, g := range gs {
+		out[i] = m.info(g)
+	}
+	return out
+}
+
+// ResetResult reports where a reset moved (or, dry, would move) a group
+// (api.ResetResult).
+type ResetResult = api.ResetResult
+
+// Reset moves a group's cursor to a position (forwards or backwards). It
+// ends the current lease: the member's next commit fails with ErrFenced
+// and its next fetch starts at the new position. DryRun only reports.
+func (m *Manager) Reset(ctx context.Context, name, to string, dryRun bool) (ResetResult, error) {
+	g, err := m.get(name)
+	if err != nil {
+		return ResetResult{}, err
+	}
+	pos, err := ParsePosition(to)
+	if err != nil {
+		return ResetResult{}, err
+	}
+	next, err := m.Resolve(pos)
+	if err != nil {
+		return ResetResult{}, err
+	}
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return ResetResult{}, errf(ErrNotFound, "group %q", name)
+	}
+	res := ResetResult{Group: name, To: pos.String(), DryRun: dryRun, PreviousCommitted: g.st.Cursor, Committed: next - 1, NextOffset: next}
+	res.Lag = m.lag(next-1, m.o.Now())
+	if dryRun {
+		return res, nil
+	}
+	old := g.st
+	g.st.Cursor = next - 1
+	g.st.Updated = m.o.Now().UnixMicro()
+	g.st.Member, g.st.LeaseExpiry = "", 0
+	if err := m.persist(g); err != nil {
+		g.st = old
+		return ResetResult{}, err
+	}
+	g.newLeaseLocked()
+	return res, nil
+}

@@ -1,0 +1,354 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/journal"
+)
+
+// FetchRequest asks for transactions.
+type FetchRequest struct {
+	// Member identifies the consumer (required, up to 256 bytes).
+	Member string
+	// Max transactions; zero → 100. MaxBytes of encoded records; zero →
+	// 1 MiB. At least one whole transaction is returned when one is
+	// available, even if larger than MaxBytes.
+	Max      int
+	MaxBytes int64
+	// Wait is how long to wait for data (and for a lease held by another
+	// member); zero returns at once.
+	Wait time.Duration
+	// FailFast returns ErrConflict at once when another member holds the
+	// lease, instead of waiting up to Wait for it.
+	FailFast bool
+	// LeaseTTL overrides the Manager's lease TTL for this member.
+	LeaseTTL time.Duration
+	// Session identifies the consumer's incarnation (a random id per
+	// process or Consumer). A fetch from a new session of the member
+	// holding the lease restarts delivery at the cursor, so a member that
+	// restarted with the same id is redelivered what it had fetched but not
+	// committed, instead of skipping it. Empty: not tracked.
+	Session string
+	// From is the first offset the consumer has not received (the
+	// NextOffset of its last fetch; zero: unknown). When an answer was
+	// lost, delivery resumes there (never below the cursor) instead of
+	// after what the server last handed out.
+	From pgq.Offset
+}
+
+// FetchResult is what a fetch delivered.
+type FetchResult struct {
+	// Transactions passing the group's filter, whole (every part of a
+	// multi-part transaction, in order).
+	Transactions []*pgq.Transaction
+	// NextOffset is the first offset not delivered yet. After processing,
+	// commit NextOffset-1: this also moves the cursor over filtered-out
+	// records, which are never returned.
+	NextOffset pgq.Offset
+	// Committed is the group's cursor.
+	Committed pgq.Offset
+	// LastOffset is the journal's last offset when the fetch returned:
+	// NextOffset > LastOffset means the group has caught up.
+	LastOffset   pgq.Offset
+	LeaseExpires time.Time
+}
+
+func (m *Manager) clampFetch(req *FetchRequest) error {
+	if req.Member == "" || len(req.Member) > maxMemberLen {
+		return errf(ErrBadRequest, "member must be 1 to %d bytes", maxMemberLen)
+	}
+	if req.Max < 0 || req.MaxBytes < 0 || req.Wait < 0 || req.LeaseTTL < 0 {
+		return errf(ErrBadRequest, "max, max_bytes, wait and lease_ttl must not be negative")
+	}
+	if req.Max == 0 {
+		req.Max = 100
+	}
+	if req.MaxBytes == 0 {
+		req.MaxBytes = 1 << 20
+	}
+	if req.LeaseTTL == 0 {
+		req.LeaseTTL = m.o.LeaseTTL
+	}
+	req.Max = min(req.Max, m.o.MaxFetch)
+	req.MaxBytes = min(req.MaxBytes, m.o.MaxFetchBytes)
+	req.Wait = min(req.Wait, m.o.MaxWait)
+	return nil
+}
+
+// Fetch delivers the next transactions to member, taking or renewing the
+// group's lease. It long-polls: it returns as soon as at least one
+// transaction passes the filter, or when Wait ends (possibly with none, but
+// with NextOffset moved past filtered-out records). A cursor below the
+// journal's start fails with ErrOutOfRange.
+func (m *Manager) Fetch(ctx context.Context, name string, req FetchRequest) (*FetchResult, error) {
+	b, err := m.fetch(ctx, name, req, true)
+	if err != nil {
+		return nil, err
+	}
+	res := &FetchResult{NextOffset: b.next, Committed: b.committed, LastOffset: b.last, LeaseExpires: b.leaseExpires}
+	if len(b.recs) > 0 {
+		res.Transactions = make([]*pgq.Transaction, len(b.recs))
+		for i, r := range b.recs {
+			res.Transactions[i] = r.tx
+		}
+	}
+	return res, nil
+}
+
+// fetched is one delivered record.
+type fetched struct {
+	off   pgq.Offset
+	final bool
+	// raw is the framed record as journaled, set when the record is
+	// delivered unchanged and the fetch did not ask for decoded
+	// transactions; tx is set otherwise.
+	raw []byte
+	tx  *pgq.Transaction
+}
+
+// body returns the msgpack record body of r: the journaled bytes when r
+// is unchanged, else a fresh encoding of the (filtered) transaction.
+func (r *fetched) body() []byte {
+	if r.raw != nil {
+		return r.raw[pgq.RecordHeaderSize:]
+	}
+	return pgq.AppendRecord(nil, r.tx)[pgq.RecordHeaderSize:]
+}
+
+// fetchBatch is what fetch delivered; see FetchResult.
+type fetchBatch struct {
+	recs                  []fetched
+	next, committed, last pgq.Offset
+	leaseExpires          time.Time
+	gen                   uint64 // the lease generation the records were delivered under
+}
+
+// fetch is Fetch. With decode, every record comes decoded (fetched.tx);
+// without, records that pass the group's filter unchanged come as the
+// journaled bytes (fetched.raw), so that a msgpack response splices them
+// without decoding and re-encoding.
+func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, decode bool) (*fetchBatch, error) {
+	if err := m.clampFetch(&req); err != nil {
+		return nil, err
+	}
+	g, err := m.get(name)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(req.Wait)
+	timer := time.NewTimer(req.Wait)
+	defer timer.Stop()
+
+	select {
+	case g.sem <- struct{}{}:
+	default:
+		select {
+		case g.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-m.done:
+			return nil, ErrClosed
+		case <-timer.C:
+			return nil, errf(ErrConflict, "group %q: another fetch of the group is in progress", name)
+		}
+	}
+	defer func() { <-g.sem }()
+
+	// The lease.
+	var gen uint64
+	pmuHeld := false
+	for {
+		if pmuHeld {
+			g.pmu.Lock()
+		}
+		g.mu.Lock()
+		if g.deleted {
+			g.mu.Unlock()
+			if pmuHeld {
+				g.pmu.Unlock()
+			}
+			return nil, errf(ErrNotFound, "group %q", name)
+		}
+		ok, exp, free, err := m.acquireLocked(g, req.Member, req.LeaseTTL, m.o.Now(), pmuHeld)
+		if ok {
+			g.resumeLocked(req.Session, req.From)
+		}
+		holder := g.st.Member
+		gen = g.gen
+		g.mu.Unlock()
+		if pmuHeld {
+			g.pmu.Unlock()
+		}
+		// A renewal needs no write: only a new lease waits for g.pmu (and
+		// so for a commit's write in progress).
+		pmuHeld = errors.Is(err, errNeedPersist)
+		if pmuHeld {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			break
+		}
+		if req.FailFast || !time.Now().Before(deadline) {
+			return nil, errf(ErrConflict, "group %q is leased by member %q until %s", name, holder, exp.UTC().Format(time.RFC3339Nano))
+		}
+		expiry := time.NewTimer(time.Until(exp) + time.Millisecond)
+		select {
+		case <-free:
+		case <-expiry.C:
+		case <-timer.C:
+			timer.Reset(0)
+		case <-ctx.Done():
+			expiry.Stop()
+			return nil, ctx.Err()
+		case <-m.done:
+			expiry.Stop()
+			return nil, ErrClosed
+		}
+		expiry.Stop()
+	}
+
+	// The data.
+	for {
+		changed := m.j.Changed()
+		g.mu.Lock()
+		from := g.delivered + 1
+		g.mu.Unlock()
+		res, lastRead, nonFinal, more, err := m.collect(g, from, req, decode)
+		if err != nil {
+			return nil, err
+		}
+		g.mu.Lock()
+		if g.deleted {
+			g.mu.Unlock()
+			return nil, errf(ErrNotFound, "group %q", name)
+		}
+		if g.gen != gen {
+			g.mu.Unlock()
+			return nil, errf(ErrFenced, "group %q: lease of member %q ended during the fetch (reset, expiry or takeover)", name, req.Member)
+		}
+		if lastRead >= from {
+			g.delivered = lastRead
+			g.nonFinal = append(g.nonFinal, nonFinal...)
+		}
+		// Any fetch renews the lease.
+		g.st.LeaseExpiry = max(g.st.LeaseExpiry, m.o.Now().Add(req.LeaseTTL).UnixMicro())
+		res.next = g.delivered + 1
+		res.committed = g.st.Cursor
+		res.last = m.j.LastOffset()
+		res.leaseExpires = time.UnixMicro(g.st.LeaseExpiry).UTC()
+		res.gen = g.gen
+		g.mu.Unlock()
+		if len(res.recs) > 0 || !time.Now().Before(deadline) {
+			return res, nil
+		}
+		if more {
+			continue // only filtered-out records so far and more to read
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			timer.Reset(0) // fire again: the next round returns
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-m.done:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// collect reads whole transactions from offset from. It returns the
+// delivered records, the last offset consumed (delivered or filtered out;
+// from-1 when none), the non-final parts among them, and whether it
+// stopped at scanLimit with more records to read. Without decode, records
+// of a group without filter are only checked (pgq.PeekRecord), not
+// decoded.
+func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bool) (res *fetchBatch, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
+	g.mu.Lock()
+	filter := g.st.Filter
+	g.mu.Unlock()
+	res = &fetchBatch{}
+	first, last := m.bounds()
+	consumed = from - 1
+	if from < first {
+		return nil, 0, nil, false, errf(ErrOutOfRange, "group %q: next offset %d is below the journal start %d (removed by retention); reset the group", g.name, from, first)
+	}
+	peek := filter.IsZero() && !decode
+	var (
+		bytes    int64
+		scanned  int
+		unit     []fetched // parts of the transaction being read
+		unitSize int64
+	)
+	for off := from; off <= last; off++ {
+		if len(unit) == 0 && (len(res.recs) >= req.Max || (len(res.recs) > 0 && bytes >= req.MaxBytes)) {
+			break
+		}
+		if len(unit) == 0 && scanned >= scanLimit {
+			more = true
+			break
+		}
+		raw, err := m.j.ReadRaw(off)
+		if errors.Is(err, journal.ErrNotFound) && off < m.j.FirstOffset() {
+			return nil, 0, nil, false, errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
+		}
+		if err != nil {
+			return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: %w", g.name, err)
+		}
+		r := fetched{off: off}
+		if peek {
+			ri, err := pgq.PeekRecord(raw)
+			if err != nil {
+				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+			}
+			r.final, r.raw = ri.Final, raw
+		} else {
+			// ReadRaw returned a copy: decode in place, without another.
+			tx := &pgq.Transaction{Offset: off}
+			err := pgq.CheckRecord(raw)
+			if err == nil {
+				err = pgq.DecodeRecordBody(raw[pgq.RecordHeaderSize:], tx)
+			}
+			if err != nil {
+				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+			}
+			r.final, r.tx = tx.Final, tx
+			if !decode {
+				r.raw = raw
+			}
+		}
+		scanned++
+		unit = append(unit, r)
+		unitSize += int64(len(raw))
+		if !r.final {
+			continue
+		}
+		for _, p := range unit {
+			if !p.final {
+				nonFinal = append(nonFinal, p.off)
+			}
+			if p.tx != nil {
+				f := filter.Apply(p.tx)
+				if f == nil {
+					continue
+				}
+				if f != p.tx { // some changes filtered out: re-encode
+					p.tx, p.raw = f, nil
+				} else if p.raw != nil {
+					p.tx = nil // spliced verbatim
+				}
+			}
+			res.recs = append(res.recs, p)
+		}
+		bytes += unitSize
+		consumed = off
+		unit, unitSize = unit[:0], 0
+	}
+	return res, consumed, nonFinal, more, nil
+}
