@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 )
 
@@ -19,7 +20,7 @@ import (
 // library against the load pgq: end-to-end latency at 1,000 tx/s (item 3)
 // and replay over HTTP (item 4).
 func (e *env) consumerRows(ctx context.Context, p *pgqProc) []Row {
-	cl, err := consumers.Dial(p.addr, consumers.ClientOptions{})
+	cl, err := client.Dial(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
 		why := "consumers.Dial: " + trimErr(err)
 		return []Row{
@@ -34,13 +35,13 @@ func (e *env) consumerRows(ctx context.Context, p *pgqProc) []Row {
 // column is clock_timestamp(); one consumer (Consume: commit after each
 // fetched batch) receives them through the Go library, and the latency is
 // its receive time minus created.
-func (e *env) latencyRow(ctx context.Context, cl *consumers.Client, p *pgqProc) Row {
+func (e *env) latencyRow(ctx context.Context, cl *client.Client, p *pgqProc) Row {
 	const metric, target = "end-to-end latency at 1,000 tx/s, p99", "≤ 10 ms"
 	const group = "latency"
 	if _, err := cl.CreateGroup(ctx, consumers.CreateRequest{Name: group, From: "latest", Tables: []string{"public.bench_events"}}); err != nil {
 		return notMeasured(metric, target, "create group: "+trimErr(err))
 	}
-	cs, err := cl.Consumer(group, consumers.ConsumerOptions{Member: "bench", Wait: time.Second, Max: 1000})
+	cs, err := cl.Consumer(group, client.ConsumerOptions{Member: "bench", Wait: time.Second, Max: 1000})
 	if err != nil {
 		return notMeasured(metric, target, "consumer: "+trimErr(err))
 	}
@@ -146,7 +147,7 @@ func ingestShare(before, after []float64) string {
 // httpReplayRow replays the load pgq's journal from the start through the
 // Go library (msgpack over HTTP, commit after each fetch), pass after pass
 // with a fresh group, until sz.replay changes were read.
-func (e *env) httpReplayRow(ctx context.Context, cl *consumers.Client) Row {
+func (e *env) httpReplayRow(ctx context.Context, cl *client.Client) Row {
 	const metric, target = "consumer replay, Go library over HTTP", "≥ 300,000 changes/s"
 	var changes, txs, fetches int
 	var el time.Duration
@@ -155,7 +156,7 @@ func (e *env) httpReplayRow(ctx context.Context, cl *consumers.Client) Row {
 		if _, err := cl.CreateGroup(ctx, consumers.CreateRequest{Name: group, From: "earliest"}); err != nil {
 			return notMeasured(metric, target, "create group: "+trimErr(err))
 		}
-		cs, err := cl.Consumer(group, consumers.ConsumerOptions{Member: "bench", Max: 1000, MaxBytes: 4 << 20})
+		cs, err := cl.Consumer(group, client.ConsumerOptions{Member: "bench", Max: 1000, MaxBytes: 4 << 20})
 		if err != nil {
 			return notMeasured(metric, target, "consumer: "+trimErr(err))
 		}

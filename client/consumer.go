@@ -271,6 +271,13 @@ func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *
 			return err
 		}
 		if len(cs.buf) == 0 {
+			if ctx.Err() != nil {
+				// The handler saw the end coming: keep what it did.
+				if err := commitRest(); err != nil {
+					return errors.Join(ctx.Err(), err)
+				}
+				return ctx.Err()
+			}
 			if err := commit(ctx); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()

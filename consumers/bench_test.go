@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
@@ -25,7 +26,7 @@ type benchEnv struct {
 	J   *journal.Journal
 	Ix  *index.Index
 	M   *consumers.Manager
-	C   *consumers.Client
+	C   *client.Client
 	URL string
 }
 
@@ -47,7 +48,7 @@ func newBenchEnv(b testing.TB) *benchEnv {
 	mux := http.NewServeMux()
 	consumers.NewHandler(m).Register(mux)
 	srv := httptest.NewServer(mux)
-	c, err := consumers.Dial(srv.URL, consumers.ClientOptions{})
+	c, err := client.Dial(srv.URL, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func BenchmarkFetchHTTP(b *testing.B) {
 		if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: group, From: "earliest"}); err != nil {
 			b.Fatal(err)
 		}
-		cs, err := e.C.Consumer(group, consumers.ConsumerOptions{Member: "bench", Max: 1000, MaxBytes: 4 << 20})
+		cs, err := e.C.Consumer(group, client.ConsumerOptions{Member: "bench", Max: 1000, MaxBytes: 4 << 20})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func BenchmarkFetchLatency(b *testing.B) {
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "latency", From: "latest", Tables: []string{"public.bench_events"}}); err != nil {
 		b.Fatal(err)
 	}
-	cs, err := e.C.Consumer("latency", consumers.ConsumerOptions{Member: "bench", Wait: time.Second, Max: 1000})
+	cs, err := e.C.Consumer("latency", client.ConsumerOptions{Member: "bench", Wait: time.Second, Max: 1000})
 	if err != nil {
 		b.Fatal(err)
 	}

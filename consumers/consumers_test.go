@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/internal/sidecar"
 )
@@ -96,7 +97,7 @@ func TestFilters(t *testing.T) {
 		t.Fatalf("glob_deletes: %v", got)
 	}
 	// Filtered-out records advance the cursor on commit.
-	if _, err := e.C.Commit(ctx, "only_u", "m", res.NextOffset-1); err != nil {
+	if _, err := e.C.Commit(ctx, "only_u", "m", res.NextOffset-1, 0); err != nil {
 		t.Fatal(err)
 	}
 	gi, _ := e.C.Group(ctx, "only_u")
@@ -119,13 +120,13 @@ func TestLongPollWakeup(t *testing.T) {
 		t.Fatal(err)
 	}
 	type out struct {
-		res *consumers.FetchResult
+		res *client.FetchResult
 		err error
 		at  time.Time
 	}
 	ch := make(chan out, 1)
 	go func() {
-		res, err := e.C.Fetch(ctx, "g", consumers.FetchRequest{Member: "m", Wait: 20 * time.Second})
+		res, err := e.C.Fetch(ctx, "g", client.FetchRequest{Member: "m", Wait: 20 * time.Second})
 		ch <- out{res, err, time.Now()}
 	}()
 	select {
@@ -162,23 +163,23 @@ func TestRedeliveryLeaseFencing(t *testing.T) {
 		t.Fatalf("A got %v", offsets(a.Transactions))
 	}
 	// B conflicts while A's lease lives.
-	if _, err := e.C.Fetch(ctx, "g", consumers.FetchRequest{Member: "B", FailFast: true}); !errors.Is(err, consumers.ErrConflict) {
+	if _, err := e.C.Fetch(ctx, "g", client.FetchRequest{Member: "B", FailFast: true}); !errors.Is(err, consumers.ErrConflict) {
 		t.Fatalf("B fail-fast: %v, want conflict", err)
 	}
 	// Commit rules for A.
-	if _, err := e.C.Commit(ctx, "g", "A", last+1); !errors.Is(err, consumers.ErrInvalidCommit) {
+	if _, err := e.C.Commit(ctx, "g", "A", last+1, 0); !errors.Is(err, consumers.ErrInvalidCommit) {
 		t.Fatalf("commit beyond delivered: %v", err)
 	}
-	if _, err := e.C.Commit(ctx, "g", "A", last-2); err != nil {
+	if _, err := e.C.Commit(ctx, "g", "A", last-2, 0); err != nil {
 		t.Fatalf("commit first: %v", err)
 	}
-	if _, err := e.C.Commit(ctx, "g", "A", last-3); !errors.Is(err, consumers.ErrInvalidCommit) {
+	if _, err := e.C.Commit(ctx, "g", "A", last-3, 0); !errors.Is(err, consumers.ErrInvalidCommit) {
 		t.Fatalf("commit backwards: %v", err)
 	}
 	// A "dies" (no more commits). B waits for the lease and gets the
 	// uncommitted transactions again.
 	t0 := time.Now()
-	b, err := e.C.Fetch(ctx, "g", consumers.FetchRequest{Member: "B", Wait: 10 * time.Second})
+	b, err := e.C.Fetch(ctx, "g", client.FetchRequest{Member: "B", Wait: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("B waiting fetch: %v", err)
 	}
@@ -186,10 +187,10 @@ func TestRedeliveryLeaseFencing(t *testing.T) {
 		t.Fatalf("B redelivery %v, want [%d %d] (waited %s)", got, last-1, last, time.Since(t0))
 	}
 	// A is fenced.
-	if _, err := e.C.Commit(ctx, "g", "A", last); !errors.Is(err, consumers.ErrFenced) {
+	if _, err := e.C.Commit(ctx, "g", "A", last, 0); !errors.Is(err, consumers.ErrFenced) {
 		t.Fatalf("fenced A commit: %v", err)
 	}
-	if _, err := e.C.Commit(ctx, "g", "B", last); err != nil {
+	if _, err := e.C.Commit(ctx, "g", "B", last, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Release lets A in at once, after B's commit: nothing redelivered.
@@ -201,7 +202,7 @@ func TestRedeliveryLeaseFencing(t *testing.T) {
 	}
 	// An expired lease fences even without a takeover.
 	time.Sleep(700 * time.Millisecond)
-	if err := e.C.Heartbeat(ctx, "g", "A"); !errors.Is(err, consumers.ErrFenced) {
+	if err := e.C.Heartbeat(ctx, "g", "A", 0); !errors.Is(err, consumers.ErrFenced) {
 		t.Fatalf("heartbeat after expiry: %v", err)
 	}
 }
@@ -213,7 +214,7 @@ func TestConsumerLibraryAtLeastOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := e.insert(t, 5)
-	c1, _ := e.C.Consumer("g", consumers.ConsumerOptions{Wait: time.Second})
+	c1, _ := e.C.Consumer("g", client.ConsumerOptions{Wait: time.Second})
 	var seen []pgq.Offset
 	boom := errors.New("boom")
 	err := c1.Consume(ctx, func(ctx context.Context, tx *pgq.Transaction) error {
@@ -233,7 +234,7 @@ func TestConsumerLibraryAtLeastOnce(t *testing.T) {
 	if gi.Committed != seen[2] {
 		t.Fatalf("committed %d, want %d", gi.Committed, seen[2])
 	}
-	c2, _ := e.C.Consumer("g", consumers.ConsumerOptions{Wait: time.Second})
+	c2, _ := e.C.Consumer("g", client.ConsumerOptions{Wait: time.Second})
 	var again []pgq.Offset
 	for tx, err := range c2.Messages(ctx) {
 		if err != nil {
@@ -280,7 +281,7 @@ func TestResetDryRun(t *testing.T) {
 	if _, err := e.C.ResetGroup(ctx, "g", "latest", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.C.Commit(ctx, "g", "m", last); !errors.Is(err, consumers.ErrFenced) {
+	if _, err := e.C.Commit(ctx, "g", "m", last, 0); !errors.Is(err, consumers.ErrFenced) {
 		t.Fatalf("commit after reset: %v", err)
 	}
 	if _, err := e.C.ResetGroup(ctx, "g", "bogus", true); !errors.Is(err, consumers.ErrBadPosition) {
@@ -323,7 +324,7 @@ func TestLag(t *testing.T) {
 		t.Fatalf("metrics lack the lag gauges")
 	}
 	r := fetch(t, e, "g", "m", 100, 0)
-	if _, err := e.C.Commit(ctx, "g", "m", r.NextOffset-1); err != nil {
+	if _, err := e.C.Commit(ctx, "g", "m", r.NextOffset-1, 0); err != nil {
 		t.Fatal(err)
 	}
 	if gi, _ := e.C.Group(ctx, "g"); gi.Lag != (consumers.Lag{}) {

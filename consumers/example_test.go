@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
@@ -50,17 +51,17 @@ func Example() {
 	// The client side.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _ := consumers.Dial(srv.URL, consumers.ClientOptions{})
+	c, _ := client.Dial(srv.URL, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if _, err := c.CreateGroup(ctx, consumers.CreateRequest{Name: "orders", From: "earliest", Tables: []string{"public.orders"}}); err != nil {
 		fmt.Println(err)
 		return
 	}
-	cs, _ := c.Consumer("orders", consumers.ConsumerOptions{Member: "worker-1", Wait: 100 * time.Millisecond})
+	cs, _ := c.Consumer("orders", client.ConsumerOptions{Member: "worker-1", Wait: 100 * time.Millisecond})
 	types := pgtype.NewMap()
 	n := 0
 	err := cs.Consume(ctx, func(ctx context.Context, tx *pgq.Transaction) error {
 		for i := range tx.Changes {
-			row, err := consumers.RowValues(types, &tx.Changes[i], false)
+			row, err := client.Values(types, &tx.Changes[i], false)
 			if err != nil {
 				return err
 			}

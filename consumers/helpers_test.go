@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, pgtest.Options{})) }
 type env struct {
 	S      *sidecar.Sidecar
 	DB     *pgtest.DB
-	C      *consumers.Client
+	C      *client.Client
 	Base   string
 	Token  string
 	cancel context.CancelFunc
@@ -71,7 +72,7 @@ func start(t *testing.T, mod func(*sidecar.Options)) *env {
 		defer c2()
 		_ = db.C.Exec(ctx, db.Name, "SELECT pg_drop_replication_slot('"+slot+"')")
 	})
-	e.C, err = consumers.Dial(s.Addr(), consumers.ClientOptions{Token: o.AuthToken})
+	e.C, err = client.Dial(s.Addr(), client.Options{Token: o.AuthToken, Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +163,9 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func fetch(t *testing.T, e *env, group, member string, max int, wait time.Duration) *consumers.FetchResult {
+func fetch(t *testing.T, e *env, group, member string, max int, wait time.Duration) *client.FetchResult {
 	t.Helper()
-	res, err := e.C.Fetch(ctxT(t), group, consumers.FetchRequest{Member: member, Max: max, Wait: wait})
+	res, err := e.C.Fetch(ctxT(t), group, client.FetchRequest{Member: member, Max: max, Wait: wait})
 	if err != nil {
 		t.Fatalf("fetch %s as %s: %v", group, member, err)
 	}

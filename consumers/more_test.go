@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/internal/sidecar"
 )
@@ -82,7 +83,7 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 	}
 	last := e.insert(t, 200)
 	r := fetch(t, e, "fast", "f", 1000, 0)
-	if _, err := e.C.Commit(ctx, "fast", "f", r.NextOffset-1); err != nil {
+	if _, err := e.C.Commit(ctx, "fast", "f", r.NextOffset-1, 0); err != nil {
 		t.Fatal(err)
 	}
 	// The slow group holds everything.
@@ -93,7 +94,7 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 	// The slow group commits half: the journal follows at segment granularity.
 	r = fetch(t, e, "slow", "s", 100, 0)
 	mid := r.NextOffset - 1
-	if _, err := e.C.Commit(ctx, "slow", "s", mid); err != nil {
+	if _, err := e.C.Commit(ctx, "slow", "s", mid, 0); err != nil {
 		t.Fatal(err)
 	}
 	waitCond(t, "truncation to the slow group", func() bool { return e.S.Journal.FirstOffset() > 1 })
@@ -110,7 +111,7 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 	if len(res.Lost) != 1 || res.Lost[0].Group != "slow" || res.Lost[0].From != mid+1 || res.Lost[0].To != res.First-1 {
 		t.Fatalf("max-bytes pass lost %+v, want the slow group's %d..%d", res.Lost, mid+1, res.First-1)
 	}
-	if _, err := e.C.Fetch(ctx, "slow", consumers.FetchRequest{Member: "s"}); err == nil || !strings.Contains(err.Error(), "retention") {
+	if _, err := e.C.Fetch(ctx, "slow", client.FetchRequest{Member: "s"}); err == nil || !strings.Contains(err.Error(), "retention") {
 		t.Fatalf("slow group fetch: %v, want out_of_range", err)
 	}
 	gi, _ := e.C.Group(ctx, "slow")
@@ -149,7 +150,7 @@ func TestRetentionMinAgeKeepsYoung(t *testing.T) {
 	}
 	e.insert(t, 200)
 	r := fetch(t, e, "all", "a", 1000, 0)
-	if _, err := e.C.Commit(ctx, "all", "a", r.NextOffset-1); err != nil {
+	if _, err := e.C.Commit(ctx, "all", "a", r.NextOffset-1, 0); err != nil {
 		t.Fatal(err)
 	}
 	if segs, _ := e.S.Journal.Segments(); len(segs) < 3 {

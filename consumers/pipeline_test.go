@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 )
 
@@ -33,7 +34,7 @@ func TestConsumeOverlapsCommit(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	cs, err := e.C.Consumer("g", consumers.ConsumerOptions{Member: "m", Max: 37, Wait: 100 * time.Millisecond})
+	cs, err := e.C.Consumer("g", client.ConsumerOptions{Member: "m", Max: 37, Wait: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,36 +59,47 @@ func TestConsumeOverlapsCommit(t *testing.T) {
 	}
 }
 
-// TestConsumeReturnsFailedCommit: a reset fences the member; Consume
-// returns the refusal of its background commit. Which refusal depends on
-// timing: ErrFenced when the commit reaches the server first, and
-// ErrInvalidCommit when Consume's overlapping fetch has already taken a new
-// lease (delivering from the reset cursor again), so the old commit lies
-// beyond what the new lease delivered. Either way nothing is committed.
-func TestConsumeReturnsFailedCommit(t *testing.T) {
+// TestConsumeRedeliversAfterReset: a reset ends the member's lease
+// generation; Consume's commit is fenced, and instead of failing it
+// drops what it fetched and goes on from the reset cursor (at-least-once).
+func TestConsumeRedeliversAfterReset(t *testing.T) {
 	e := newBenchEnv(t)
 	ctx := ctxT(t)
 	e.fill(t, 50)
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "g", From: "earliest"}); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := e.C.Consumer("g", consumers.ConsumerOptions{Member: "m", Max: 10, Wait: 50 * time.Millisecond})
+	cs, err := e.C.Consumer("g", client.ConsumerOptions{Member: "m", Max: 10, Wait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = cs.Consume(ctx, func(_ context.Context, tx *pgq.Transaction) error {
-		if tx.Offset == 15 {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reset, again := false, 0
+	var seen []pgq.Offset
+	err = cs.Consume(cctx, func(_ context.Context, tx *pgq.Transaction) error {
+		seen = append(seen, tx.Offset)
+		switch {
+		case tx.Offset == 15 && !reset:
+			reset = true
 			if _, err := e.C.ResetGroup(ctx, "g", "earliest", false); err != nil {
 				return err
 			}
+		case reset && tx.Offset == 1:
+			again++
+		case reset && again > 0 && tx.Offset == 50:
+			cancel()
 		}
 		return nil
 	})
-	if !errors.Is(err, consumers.ErrFenced) && !errors.Is(err, consumers.ErrInvalidCommit) {
-		t.Fatalf("Consume: %v, want ErrFenced or ErrInvalidCommit", err)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Consume: %v (seen %v)", err, seen)
 	}
-	if gi, _ := e.C.Group(ctx, "g"); gi.Committed != 0 {
-		t.Fatalf("committed %d after the reset, want 0", gi.Committed)
+	if again != 1 || cs.Redeliveries < 1 {
+		t.Fatalf("after the reset offset 1 came back %d times, redeliveries %d (seen %v)", again, cs.Redeliveries, seen)
+	}
+	if gi, _ := e.C.Group(ctx, "g"); gi.Committed != 50 {
+		t.Fatalf("committed %d, want 50", gi.Committed)
 	}
 }
 

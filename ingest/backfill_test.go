@@ -317,7 +317,9 @@ func TestBackfillConvergesUnderDML(t *testing.T) {
 			ops, done := workload(t, db, seed, maxID, seed == 2, stop)
 			time.Sleep(100 * time.Millisecond)
 			st := startBackfill(t, r, map[string]any{"tables": []string{"public.bf"}, "chunk_size": 97})
-			if st.State != "running" || st.RowsEstimate != 4000 {
+			// Seed 2's workload truncates the table early, which resets
+			// pg_class.reltuples: its estimate is whatever it is by then.
+			if st.State != "running" || (seed != 2 && st.RowsEstimate != 4000) {
 				t.Fatalf("started: %+v", st)
 			}
 			st = waitBackfill(t, r, st.ID, "done", 120*time.Second)
