@@ -32,7 +32,7 @@ bench: build
 
 fuzz:
 	$(GO) test ./pgoutput -run '^$$' -fuzz FuzzDecode -fuzztime 30s
-	$(GO) test ./journal -run '^$$' -fuzz FuzzRecord -fuzztime 30s
+	$(GO) test ./record -run '^$$' -fuzz FuzzRecord -fuzztime 30s
 
 clean:
 	rm -rf bin

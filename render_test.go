@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 )
 
 func BenchmarkAppendJSON(b *testing.B) {
@@ -43,4 +44,17 @@ func TestAppendChangeJSONDDL(t *testing.T) {
 	if got != want {
 		t.Fatalf("ddl JSON\n got %s\nwant %s", got, want)
 	}
+}
+
+// benchTx is a transaction of n key updates, as the record benchmarks use.
+func benchTx(n int) *Transaction {
+	cols := []Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "name", TypeOID: 25}, {Name: "payload", TypeOID: 17}, {Name: "note", TypeOID: 25}}
+	text := func(s string) Value { return Value{Kind: ValueText, Data: []byte(s)} }
+	tx := &Transaction{Xid: 1234, CommitLSN: 1 << 33, EndLSN: 1<<33 + 500, CommitTime: time.Now().UTC().Truncate(time.Microsecond), Final: true}
+	for i := range n {
+		tx.Changes = append(tx.Changes, Change{Op: OpUpdate, Schema: "public", Table: "accounts", Columns: cols,
+			New: []Value{text(fmt.Sprint(i)), text("some name"), {Kind: ValueBinary, Data: []byte("0123456789")}, {Kind: ValueNull}},
+			Old: []Value{text(fmt.Sprint(i)), {Kind: ValueNull}, {Kind: ValueNull}, {Kind: ValueNull}}, OldKind: OldKey})
+	}
+	return tx
 }

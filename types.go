@@ -128,7 +128,7 @@ type Transaction struct {
 	// sets it on Append and on reads; it is not part of the record.
 	RecordBytes int
 	// Encoded, when not nil, is the transaction already encoded as a
-	// journal record (see RestampRecord) holding EncodedChanges changes:
+	// journal record (see record.Restamp) holding EncodedChanges changes:
 	// the journal writes it as is, and Changes may be nil. Producers that
 	// hold records (a spilled transaction's chunks) skip a decode and an
 	// encode this way. Neither field is part of the record.

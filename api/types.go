@@ -14,7 +14,7 @@ const MediaMsgpack = "application/msgpack"
 
 // MediaRecords is the media type of the Go client's fetch responses: a
 // msgpack map whose transactions are [offset, journal record body] pairs,
-// the bodies exactly as journaled (decoded with pgq.BodyDecoder).
+// the bodies exactly as journaled (decoded with record.BodyDecoder).
 const MediaRecords = "application/vnd.pgq.records+msgpack"
 
 // MaxMemberLen is the longest member id, in bytes.

@@ -8,11 +8,12 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // wireFetch is the msgpack form of a fetch response (the fast Go path):
 // each transaction is [offset, record body], the body exactly as journaled
-// (see pgq.RecordVersion), decoded with pgq.BodyDecoder.
+// (see record.Version), decoded with record.BodyDecoder.
 type wireFetch struct {
 	Transactions []wireTx `msgpack:"transactions"`
 	NextOffset   uint64   `msgpack:"next_offset"`
@@ -31,7 +32,7 @@ type wireTx struct {
 
 // bodyDecoders keep the relations (column names) decoded by earlier
 // fetches.
-var bodyDecoders = sync.Pool{New: func() any { return new(pgq.BodyDecoder) }}
+var bodyDecoders = sync.Pool{New: func() any { return new(record.BodyDecoder) }}
 
 // decodeFetch reads a msgpack fetch response. The envelope is read by the
 // msgpack library; record bodies by pgq's record decoder, so there is one
@@ -48,7 +49,7 @@ func decodeFetch(data []byte) (*FetchResult, error) {
 	if len(wf.Transactions) == 0 {
 		return res, nil
 	}
-	bd := bodyDecoders.Get().(*pgq.BodyDecoder)
+	bd := bodyDecoders.Get().(*record.BodyDecoder)
 	defer bodyDecoders.Put(bd)
 	all := make([]pgq.Transaction, len(wf.Transactions)) // one allocation for the structs
 	res.Transactions = make([]*pgq.Transaction, len(wf.Transactions))

@@ -18,6 +18,7 @@ import (
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // benchEnv is a Manager over a real journal and index in a temporary
@@ -112,7 +113,7 @@ func (e *benchEnv) append(b testing.TB, txs ...*pgq.Transaction) {
 		}
 		entries := make([]index.Entry, len(batch))
 		for k, tx := range batch {
-			entries[k] = index.EntryOf(tx, len(pgq.AppendRecord(nil, tx)))
+			entries[k] = index.EntryOf(tx, len(record.Append(nil, tx)))
 		}
 		if err := e.Ix.Add(entries); err != nil {
 			b.Fatal(err)

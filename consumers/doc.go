@@ -39,7 +39,7 @@
 // msgpack, fetched transactions are the lines of `pgq journal dump`
 // (pgq.AppendJSON); with "Accept: application/vnd.pgq.records+msgpack"
 // (the Go client) each is [offset, record body] with the body of
-// pgq.RecordVersion. Errors are
+// record.Version. Errors are
 // always JSON: {"error":{"code":"...","message":"..."}}; the codes are the
 // Code constants and map to the sentinel errors. docs/http-api.md lists
 // every endpoint.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // FetchRequest asks for transactions.
@@ -114,9 +115,9 @@ type fetched struct {
 // is unchanged, else a fresh encoding of the (filtered) transaction.
 func (r *fetched) body() []byte {
 	if r.raw != nil {
-		return r.raw[pgq.RecordHeaderSize:]
+		return r.raw[record.HeaderSize:]
 	}
-	return pgq.AppendRecord(nil, r.tx)[pgq.RecordHeaderSize:]
+	return record.Append(nil, r.tx)[record.HeaderSize:]
 }
 
 // fetchBatch is what fetch delivered; see FetchResult.
@@ -267,7 +268,7 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 // delivered records, the last offset consumed (delivered or filtered out;
 // from-1 when none), the non-final parts among them, and whether it
 // stopped at scanLimit with more records to read. Without decode, records
-// of a group without filter are only checked (pgq.PeekRecord), not
+// of a group without filter are only checked (record.Peek), not
 // decoded.
 func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bool) (res *fetchBatch, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
 	g.mu.Lock()
@@ -303,7 +304,7 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bo
 		}
 		r := fetched{off: off}
 		if peek {
-			ri, err := pgq.PeekRecord(raw)
+			ri, err := record.Peek(raw)
 			if err != nil {
 				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
 			}
@@ -311,9 +312,9 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bo
 		} else {
 			// ReadRaw returned a copy: decode in place, without another.
 			tx := &pgq.Transaction{Offset: off}
-			err := pgq.CheckRecord(raw)
+			err := record.Check(raw)
 			if err == nil {
-				err = pgq.DecodeRecordBody(raw[pgq.RecordHeaderSize:], tx)
+				err = record.DecodeBody(raw[record.HeaderSize:], tx)
 			}
 			if err != nil {
 				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)

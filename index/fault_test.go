@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // injector fails the operations of kinds ops on files whose name ends in
@@ -111,7 +112,7 @@ func recSize(tx *pgq.Transaction) int {
 	if tx.RecordBytes > 0 {
 		return tx.RecordBytes
 	}
-	return len(pgq.AppendRecord(nil, tx))
+	return len(record.Append(nil, tx))
 }
 
 // indexTxs is the sidecar's after-append hook.

@@ -40,7 +40,7 @@
 // StreamAbort per aborted subtransaction, nested ones included, so an
 // exact match suffices. A StreamAbort of the whole transaction deletes the
 // spill. On StreamCommit the spill's chunks are read back in order and each
-// surviving chunk becomes one journal part: pgq.RestampRecord replaces its
+// surviving chunk becomes one journal part: record.Restamp replaces its
 // header (xid, LSNs, commit time, origin, part, final) and keeps its
 // relations and changes byte for byte, so nothing is decoded or re-encoded.
 // The feedback.Tracker counts open streams (StreamStarted when a toplevel
@@ -58,7 +58,7 @@
 //
 //	uvarint(len(record)) | record
 //
-// where record is a pgq.AppendRecord frame (version, CRC32C, msgpack
+// where record is a record.Append frame (version, CRC32C, msgpack
 // body) of a pgq.Transaction whose Xid is the subxid that made its
 // changes; every chunk holds changes of a single subxid, in stream order.
 // The other header fields are unused.

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // spillSuffix names spill files: <toplevel xid>.spill.
@@ -115,7 +116,7 @@ func (t *spillTx) flush() error {
 	// then put the real length prefix just before the record.
 	var hdr [binary.MaxVarintLen64]byte
 	t.enc = append(t.enc[:0], hdr[:]...)
-	t.enc = pgq.AppendRecord(t.enc, &chunk)
+	t.enc = record.Append(t.enc, &chunk)
 	n := binary.PutUvarint(hdr[:], uint64(len(t.enc)-len(hdr)))
 	start := len(hdr) - n
 	copy(t.enc[start:], hdr[:n])
@@ -182,7 +183,7 @@ func (t *spillTx) replayChunks(fn func(rec []byte) error) error {
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
 		}
-		info, err := pgq.PeekRecord(buf)
+		info, err := record.Peek(buf)
 		if err != nil {
 			return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/pgoutput"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // streamState is the session's view of streamed (protocol v2) in-progress
@@ -234,7 +235,7 @@ func (w *partWriter) submit(ctx context.Context, final bool) error {
 func (w *partWriter) submitChunk(ctx context.Context, rec []byte, final bool) error {
 	tx := w.hdr
 	tx.Part, tx.Final = w.part, final
-	enc, n, err := pgq.RestampRecord(nil, rec, &tx)
+	enc, n, err := record.Restamp(nil, rec, &tx)
 	if err != nil {
 		return fmt.Errorf("ingest: spilled chunk of xid %d: %w", tx.Xid, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // These tests run against the package's cluster, whose
@@ -336,7 +337,7 @@ func TestMultiPartLayout(t *testing.T) {
 			t.Fatalf("transaction %d (%s) has %d parts", i, tx.table, len(tx.parts))
 		}
 		for _, p := range tx.parts {
-			if n := len(pgq.AppendRecord(nil, p)); len(p.Changes) > 1 && n > 2*limit {
+			if n := len(record.Append(nil, p)); len(p.Changes) > 1 && n > 2*limit {
 				t.Fatalf("offset %d: record of %d bytes with a %d-byte limit", p.Offset, n, limit)
 			}
 		}

@@ -20,7 +20,7 @@
 // starting at 1, never reused (retention removes whole prefixes) except
 // those of unfinished parts cut at Open (see Multi-part transactions).
 //
-// The payload is a record framed by pgq.AppendRecord:
+// The payload is a record framed by record.Append:
 //
 //	version (1 byte, currently 1) | CRC32C/Castagnoli of body (4 bytes LE) | body
 //
@@ -28,7 +28,7 @@
 // (Unix microseconds), origin, part, final, a relation table (schema,
 // table and the flat name/type OID/key list of each relation used in the
 // record) and the changes, each referring to its relation by index. A record
-// therefore decodes on its own. pgq.RecordVersion documents the full layout.
+// therefore decodes on its own. record.Version documents the full layout.
 // The offset is not stored in the payload; it is the entry's position.
 //
 // # Repair

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // The record at offset o in every fault and crash test is wantTx(o): the
@@ -22,7 +23,7 @@ import (
 // any record found after a reopen can be checked against its offset.
 func wantTx(o int) *pgq.Transaction { return mkTx(o, 1+(o*7919)%11) }
 
-func wantRecord(o pgq.Offset) []byte { return pgq.AppendRecord(nil, wantTx(int(o))) }
+func wantRecord(o pgq.Offset) []byte { return record.Append(nil, wantTx(int(o))) }
 
 // nextBatch returns n transactions for offsets next, next+1, ...
 func nextBatch(next pgq.Offset, n int) []*pgq.Transaction {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden journal in testdata/journal")
@@ -80,7 +81,7 @@ func TestGoldenJournal(t *testing.T) {
 		}
 		w.Offset = got.Offset
 		// The record read back has the size of the record written.
-		w.RecordBytes = len(pgq.AppendRecord(nil, w))
+		w.RecordBytes = len(record.Append(nil, w))
 		if !got.CommitTime.Equal(w.CommitTime) {
 			t.Fatalf("record %d time %v, want %v", i+1, got.CommitTime, w.CommitTime)
 		}

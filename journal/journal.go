@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/wal"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is zero.
@@ -293,7 +294,7 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 	for i, tx := range batch {
 		data := tx.Encoded
 		if data == nil {
-			j.buf = pgq.AppendRecord(j.buf[:0], tx)
+			j.buf = record.Append(j.buf[:0], tx)
 			data = j.buf
 		}
 		tx.RecordBytes = len(data)
@@ -389,7 +390,7 @@ func (j *Journal) Read(off pgq.Offset) (*pgq.Transaction, error) {
 		return nil, err
 	}
 	tx := new(pgq.Transaction)
-	if err := pgq.DecodeRecord(data, tx); err != nil {
+	if err := record.Decode(data, tx); err != nil {
 		return nil, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
 	}
 	tx.Offset, tx.RecordBytes = off, len(data)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
 )
 
 var cols = []pgq.Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "v", TypeOID: 25}}
@@ -136,7 +137,7 @@ func TestAppendReadReopen(t *testing.T) {
 		}
 	}
 	raw, err := j.ReadRaw(7)
-	if err != nil || pgq.CheckRecord(raw) != nil {
+	if err != nil || record.Check(raw) != nil {
 		t.Fatalf("ReadRaw: %v", err)
 	}
 	if err := j.Close(); err != nil {
@@ -215,7 +216,7 @@ func TestVerify(t *testing.T) {
 	}
 	_, err = Verify(dir)
 	var ce *CorruptError
-	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Offset != 50 || !errors.Is(err, pgq.ErrChecksum) {
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Offset != 50 || !errors.Is(err, record.ErrChecksum) {
 		t.Fatalf("Verify: %v, want CorruptError at offset 50", err)
 	}
 	if !strings.Contains(err.Error(), "offset 50") {
@@ -662,7 +663,7 @@ func BenchmarkCommitter(b *testing.B) {
 			go c.Run(ctx)
 			defer c.Close()
 			tx := mkTx(1, 5)
-			size := len(pgq.AppendRecord(nil, tx))
+			size := len(record.Append(nil, tx))
 			var next atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // CorruptError reports the first bad record found. It matches ErrCorrupt
@@ -123,7 +124,7 @@ func (j *Journal) repairTail() error {
 	if err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
-	s := scanEntries(data, pgq.CheckRecord)
+	s := scanEntries(data, record.Check)
 	if s.err == nil {
 		return nil
 	}

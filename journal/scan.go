@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // Scan calls fn for every record at or after from (0: the first), in
@@ -54,7 +55,7 @@ func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction)
 				return nil
 			}
 			tx := &pgq.Transaction{}
-			if err := pgq.DecodeRecord(p, tx); err != nil {
+			if err := record.Decode(p, tx); err != nil {
 				return err
 			}
 			tx.Offset, tx.RecordBytes = off, len(p)

@@ -23,6 +23,7 @@ import (
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // Options configures a sidecar. Zero values get the defaults noted.
@@ -217,7 +218,7 @@ func RecordSize(tx *pgq.Transaction) int {
 	if tx.RecordBytes > 0 {
 		return tx.RecordBytes
 	}
-	return len(pgq.AppendRecord(nil, tx))
+	return len(record.Append(nil, tx))
 }
 
 // indexWait is how long the committer waits for one index update. The

@@ -1,4 +1,4 @@
-package pgq
+package record
 
 import (
 	"encoding/binary"
@@ -8,12 +8,12 @@ import (
 	"math"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/pgq-dev/pgq"
 )
 
 // Record framing. A journal record is
 //
-//	version (1 byte, RecordVersion) | CRC32C of body (4 bytes, little endian) | body
+//	version (1 byte, Version) | CRC32C of body (4 bytes, little endian) | body
 //
 // and the body is one msgpack array of 9 elements:
 //
@@ -30,7 +30,8 @@ import (
 //	    insert/update/delete (and any unknown op):
 //	        [op, relation index uint, old kind uint, new values|nil, old values|nil]
 //	    truncate: [op, tables array of str, flags uint (1 cascade, 2 restart identity)]
-//	    message:  [op, prefix str, content bin, transactional bool]
+//	    message and ddl: [op, prefix str, content bin, transactional bool]
+//	    gap:      [op, from LSN uint, to LSN uint]
 //	[9] backfill      str, only in records of a backfill chunk (read
 //	                  changes): the body is then an array of 10 elements.
 //	                  Every other record keeps 9, byte for byte as before.
@@ -40,17 +41,17 @@ import (
 // (schema, table and column list) is stored once per record and referenced by
 // index, so a transaction touching one table stores its column names once.
 // The record offset is not encoded: it is the journal position.
-const RecordVersion = 1
+const Version = 1
 
-// RecordHeaderSize is the size of the version byte and the checksum that
+// HeaderSize is the size of the version byte and the checksum that
 // precede the msgpack body.
-const RecordHeaderSize = 5
+const HeaderSize = 5
 
-// Sentinel errors of DecodeRecord and CheckRecord; returned errors wrap them.
+// Sentinel errors of Decode and Check; returned errors wrap them.
 var (
-	ErrBadVersion    = errors.New("pgq: unknown record version")
-	ErrChecksum      = errors.New("pgq: record checksum mismatch")
-	ErrCorruptRecord = errors.New("pgq: corrupt record")
+	ErrBadVersion    = errors.New("record: unknown version")
+	ErrChecksum      = errors.New("record: checksum mismatch")
+	ErrCorruptRecord = errors.New("record: corrupt")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -58,22 +59,24 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // relRef is one entry of the relation table built while encoding.
 type relRef struct {
 	schema, table string
-	cols          []Column
+	cols          []pgq.Column
 }
 
-// AppendRecord appends the framed record of tx (version, CRC32C, msgpack
+// Append appends the framed record of tx (version, CRC32C, msgpack
 // body) to b and returns the extended slice. tx.Offset is not encoded.
-func AppendRecord(b []byte, tx *Transaction) []byte {
+func Append(b []byte, tx *pgq.Transaction) []byte {
 	start := len(b)
-	b = append(b, RecordVersion, 0, 0, 0, 0)
+	b = append(b, Version, 0, 0, 0, 0)
 	b = appendBody(b, tx)
-	binary.LittleEndian.PutUint32(b[start+1:], crc32.Checksum(b[start+RecordHeaderSize:], castagnoli))
+	binary.LittleEndian.PutUint32(b[start+1:], crc32.Checksum(b[start+HeaderSize:], castagnoli))
 	return b
 }
 
-func isRowOp(op Op) bool { return op != OpTruncate && op != OpMessage && op != OpGap && op != OpDDL }
+func isRowOp(op pgq.Op) bool {
+	return op != pgq.OpTruncate && op != pgq.OpMessage && op != pgq.OpGap && op != pgq.OpDDL
+}
 
-func sameColumns(a, b []Column) bool {
+func sameColumns(a, b []pgq.Column) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -90,7 +93,7 @@ func sameColumns(a, b []Column) bool {
 
 // findRel returns the index of c's relation in rels, trying hint first,
 // or -1.
-func findRel(rels []relRef, hint int, c *Change) int {
+func findRel(rels []relRef, hint int, c *pgq.Change) int {
 	if hint >= 0 && hint < len(rels) {
 		r := &rels[hint]
 		if r.schema == c.Schema && r.table == c.Table && sameColumns(r.cols, c.Columns) {
@@ -106,7 +109,7 @@ func findRel(rels []relRef, hint int, c *Change) int {
 	return -1
 }
 
-func appendBody(b []byte, tx *Transaction) []byte {
+func appendBody(b []byte, tx *pgq.Transaction) []byte {
 	// The relation table lives on the stack for records touching up to 8
 	// relations, so encoding does not allocate.
 	var relsBuf [8]relRef
@@ -145,7 +148,7 @@ func appendBody(b []byte, tx *Transaction) []byte {
 	for i := range tx.Changes {
 		c := &tx.Changes[i]
 		switch c.Op {
-		case OpTruncate:
+		case pgq.OpTruncate:
 			b = appendArrayHdr(b, 3)
 			b = appendUint(b, uint64(c.Op))
 			b = appendArrayHdr(b, len(c.Tables))
@@ -160,13 +163,13 @@ func appendBody(b []byte, tx *Transaction) []byte {
 				flags |= 2
 			}
 			b = appendUint(b, flags)
-		case OpMessage, OpDDL:
+		case pgq.OpMessage, pgq.OpDDL:
 			b = appendArrayHdr(b, 4)
 			b = appendUint(b, uint64(c.Op))
 			b = appendStr(b, c.Prefix)
 			b = appendBin(b, c.Content)
 			b = appendBool(b, c.Transactional)
-		case OpGap:
+		case pgq.OpGap:
 			b = appendArrayHdr(b, 3)
 			b = appendUint(b, uint64(c.Op))
 			b = appendUint(b, uint64(c.FromLSN))
@@ -188,7 +191,7 @@ func appendBody(b []byte, tx *Transaction) []byte {
 }
 
 // bodyLen is the number of elements of tx's body array.
-func bodyLen(tx *Transaction) int {
+func bodyLen(tx *pgq.Transaction) int {
 	if tx.Backfill != "" {
 		return 10
 	}
@@ -197,11 +200,11 @@ func bodyLen(tx *Transaction) int {
 
 // appendHeader writes the body's array header and its seven header fields
 // (everything before the relation table).
-func appendHeader(b []byte, tx *Transaction) []byte {
+func appendHeader(b []byte, tx *pgq.Transaction) []byte {
 	return appendHeaderN(b, tx, bodyLen(tx))
 }
 
-func appendHeaderN(b []byte, tx *Transaction, n int) []byte {
+func appendHeaderN(b []byte, tx *pgq.Transaction, n int) []byte {
 	b = appendArrayHdr(b, n)
 	b = appendUint(b, uint64(tx.Xid))
 	b = appendUint(b, uint64(tx.CommitLSN))
@@ -212,7 +215,7 @@ func appendHeaderN(b []byte, tx *Transaction, n int) []byte {
 	return appendBool(b, tx.Final)
 }
 
-func appendValues(b []byte, vs []Value) []byte {
+func appendValues(b []byte, vs []pgq.Value) []byte {
 	if vs == nil {
 		return append(b, 0xc0)
 	}
@@ -220,13 +223,13 @@ func appendValues(b []byte, vs []Value) []byte {
 	for i := range vs {
 		v := &vs[i]
 		switch v.Kind {
-		case ValueNull:
+		case pgq.ValueNull:
 			b = append(b, 0xc0)
-		case ValueUnchangedTOAST:
+		case pgq.ValueUnchangedTOAST:
 			b = append(b, 0xc2)
-		case ValueText:
+		case pgq.ValueText:
 			b = appendStrBytes(b, v.Data)
-		case ValueBinary:
+		case pgq.ValueBinary:
 			b = appendBin(b, v.Data)
 		default:
 			b = appendArrayHdr(b, 2)
@@ -325,42 +328,42 @@ func appendBin(b []byte, s []byte) []byte {
 	return append(b, s...)
 }
 
-// CheckRecord verifies the version byte and the checksum of a framed record
+// Check verifies the version byte and the checksum of a framed record
 // without decoding the body. It does not allocate.
-func CheckRecord(data []byte) error {
-	if len(data) < RecordHeaderSize {
-		return fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptRecord, len(data), RecordHeaderSize)
+func Check(data []byte) error {
+	if len(data) < HeaderSize {
+		return fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptRecord, len(data), HeaderSize)
 	}
-	if data[0] != RecordVersion {
+	if data[0] != Version {
 		return fmt.Errorf("%w: %d", ErrBadVersion, data[0])
 	}
 	want := binary.LittleEndian.Uint32(data[1:5])
-	if got := crc32.Checksum(data[RecordHeaderSize:], castagnoli); got != want {
+	if got := crc32.Checksum(data[HeaderSize:], castagnoli); got != want {
 		return fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
 	}
 	return nil
 }
 
-// DecodeRecord decodes a framed record produced by AppendRecord into tx,
+// Decode decodes a framed record produced by Append into tx,
 // overwriting every field except Offset. It never panics; on bad input it
 // returns an error wrapping ErrBadVersion, ErrChecksum or ErrCorruptRecord.
 //
-// DecodeRecord copies data once: the decoded byte slices (values, message
+// Decode copies data once: the decoded byte slices (values, message
 // content) share that copy, and changes of the same relation share one
 // Columns slice. Callers must treat them as read-only.
-func DecodeRecord(data []byte, tx *Transaction) error {
-	if err := CheckRecord(data); err != nil {
+func Decode(data []byte, tx *pgq.Transaction) error {
+	if err := Check(data); err != nil {
 		return err
 	}
-	body := append([]byte(nil), data[RecordHeaderSize:]...)
+	body := append([]byte(nil), data[HeaderSize:]...)
 	return decodeBody(body, tx)
 }
 
-// BodyDecoder decodes record bodies like DecodeRecordBody and shares the
+// BodyDecoder decodes record bodies like DecodeBody and shares the
 // decoded relations (schema, table and Columns) between the records it
 // decodes, so that reading many records of a few tables allocates their
 // column names once: changes of one relation share one Columns slice
-// across records too, read-only as with DecodeRecord. It keeps at most
+// across records too, read-only as with Decode. It keeps at most
 // 1024 relations. The zero value is ready; it is not safe for concurrent
 // use.
 type BodyDecoder struct {
@@ -369,16 +372,16 @@ type BodyDecoder struct {
 
 const maxCachedRelations = 1024
 
-// Decode decodes one record body into tx as DecodeRecordBody does.
-func (bd *BodyDecoder) Decode(body []byte, tx *Transaction) error {
+// Decode decodes one record body into tx as DecodeBody does.
+func (bd *BodyDecoder) Decode(body []byte, tx *pgq.Transaction) error {
 	return decodeBodyWith(body, tx, bd)
 }
 
-func decodeBody(body []byte, tx *Transaction) error { return decodeBodyWith(body, tx, nil) }
+func decodeBody(body []byte, tx *pgq.Transaction) error { return decodeBodyWith(body, tx, nil) }
 
-func decodeBodyWith(body []byte, tx *Transaction, bd *BodyDecoder) error {
+func decodeBodyWith(body []byte, tx *pgq.Transaction, bd *BodyDecoder) error {
 	d := reader{b: body, rels: bd}
-	var t Transaction
+	var t pgq.Transaction
 	t.Offset = tx.Offset
 	d.decodeTx(&t)
 	if d.err == nil && d.p != len(d.b) {
@@ -391,73 +394,50 @@ func decodeBodyWith(body []byte, tx *Transaction, bd *BodyDecoder) error {
 	return nil
 }
 
-// DecodeRecordBody decodes one msgpack record body (see RecordVersion),
+// DecodeBody decodes one msgpack record body (see Version),
 // without the version byte and checksum, into tx, overwriting every field
-// except Offset. body must hold exactly one body. Unlike DecodeRecord it
+// except Offset. body must hold exactly one body. Unlike Decode it
 // does not copy: the decoded byte slices alias body, which the caller must
-// then leave unmodified. Check a framed record with CheckRecord first.
-func DecodeRecordBody(body []byte, tx *Transaction) error {
+// then leave unmodified. Check a framed record with Check first.
+func DecodeBody(body []byte, tx *pgq.Transaction) error {
 	return decodeBody(body, tx)
 }
 
-// RecordInfo is the header of a record: the fields before its relations
+// Info is the header of a record: the fields before its relations
 // and changes.
-type RecordInfo struct {
+type Info struct {
 	Xid        uint32
-	CommitLSN  LSN
-	EndLSN     LSN
+	CommitLSN  pgq.LSN
+	EndLSN     pgq.LSN
 	CommitTime time.Time
 	Part       uint32
 	Final      bool
 }
 
-// PeekRecord checks a framed record like CheckRecord and decodes only its
+// Peek checks a framed record like Check and decodes only its
 // header fields (not the relations and changes). It does not allocate, so
 // a reader that forwards records verbatim can still tell the parts of a
 // multi-part transaction apart. Errors wrap ErrBadVersion, ErrChecksum or
 // ErrCorruptRecord.
-func PeekRecord(data []byte) (RecordInfo, error) {
-	if err := CheckRecord(data); err != nil {
-		return RecordInfo{}, err
+func Peek(data []byte) (Info, error) {
+	if err := Check(data); err != nil {
+		return Info{}, err
 	}
-	d := reader{b: data[RecordHeaderSize:]}
-	var ri RecordInfo
+	d := reader{b: data[HeaderSize:]}
+	var ri Info
 	d.bodyArray()
 	ri.Xid = uint32(d.uint(math.MaxUint32, "xid"))
-	ri.CommitLSN = LSN(d.uint(math.MaxUint64, "commit LSN"))
-	ri.EndLSN = LSN(d.uint(math.MaxUint64, "end LSN"))
+	ri.CommitLSN = pgq.LSN(d.uint(math.MaxUint64, "commit LSN"))
+	ri.EndLSN = pgq.LSN(d.uint(math.MaxUint64, "end LSN"))
 	ri.CommitTime = time.UnixMicro(d.int64()).UTC()
 	_ = d.bytes() // origin
 	ri.Part = uint32(d.uint(math.MaxUint32, "part"))
 	ri.Final = d.bool()
 	if d.err != nil {
-		return RecordInfo{}, d.err
+		return Info{}, d.err
 	}
 	return ri, nil
 }
-
-// EncodeMsgpack writes tx as the msgpack record body (see RecordVersion),
-// without the version byte and checksum. It implements msgpack.CustomEncoder.
-func (tx *Transaction) EncodeMsgpack(enc *msgpack.Encoder) error {
-	buf := appendBody(nil, tx)
-	_, err := enc.Writer().Write(buf)
-	return err
-}
-
-// DecodeMsgpack reads a body written by EncodeMsgpack. It implements
-// msgpack.CustomDecoder.
-func (tx *Transaction) DecodeMsgpack(dec *msgpack.Decoder) error {
-	raw, err := dec.DecodeRaw()
-	if err != nil {
-		return fmt.Errorf("pgq: decode transaction: %w", err)
-	}
-	return decodeBody(raw, tx)
-}
-
-var (
-	_ msgpack.CustomEncoder = (*Transaction)(nil)
-	_ msgpack.CustomDecoder = (*Transaction)(nil)
-)
 
 // reader is a bounds-checked msgpack reader over one body. After the first
 // error every method returns zero values and d.err keeps the first error.
@@ -465,7 +445,7 @@ type reader struct {
 	b    []byte
 	p    int
 	err  error
-	slab []Value // values are carved from here to save allocations
+	slab []pgq.Value // values are carved from here to save allocations
 	// rels, when not nil, caches decoded relations across records.
 	rels *BodyDecoder
 	// slabHint is how many values the rest of the record probably holds
@@ -674,11 +654,11 @@ func (d *reader) bodyArray() int {
 	return n
 }
 
-func (d *reader) decodeTx(t *Transaction) {
+func (d *reader) decodeTx(t *pgq.Transaction) {
 	nbody := d.bodyArray()
 	t.Xid = uint32(d.uint(math.MaxUint32, "xid"))
-	t.CommitLSN = LSN(d.uint(math.MaxUint64, "commit LSN"))
-	t.EndLSN = LSN(d.uint(math.MaxUint64, "end LSN"))
+	t.CommitLSN = pgq.LSN(d.uint(math.MaxUint64, "commit LSN"))
+	t.EndLSN = pgq.LSN(d.uint(math.MaxUint64, "end LSN"))
 	t.CommitTime = time.UnixMicro(d.int64()).UTC()
 	t.Origin = d.str()
 	t.Part = uint32(d.uint(math.MaxUint32, "part"))
@@ -711,7 +691,7 @@ func (d *reader) decodeTx(t *Transaction) {
 			return
 		}
 		if n > 0 {
-			cols := make([]Column, n/3)
+			cols := make([]pgq.Column, n/3)
 			for i := range cols {
 				cols[i].Name = d.str()
 				cols[i].TypeOID = uint32(d.uint(math.MaxUint32, "type OID"))
@@ -732,7 +712,7 @@ func (d *reader) decodeTx(t *Transaction) {
 		return
 	}
 	if nch > 0 {
-		t.Changes = make([]Change, nch)
+		t.Changes = make([]pgq.Change, nch)
 	}
 	width := 1
 	for k := range rels {
@@ -741,7 +721,7 @@ func (d *reader) decodeTx(t *Transaction) {
 	for i := 0; i < nch && d.err == nil; i++ {
 		c := &t.Changes[i]
 		n := d.arrayLen()
-		c.Op = Op(d.uint(math.MaxUint8, "op"))
+		c.Op = pgq.Op(d.uint(math.MaxUint8, "op"))
 		if d.err != nil {
 			return
 		}
@@ -750,7 +730,7 @@ func (d *reader) decodeTx(t *Transaction) {
 			return
 		}
 		switch c.Op {
-		case OpTruncate:
+		case pgq.OpTruncate:
 			if n != 3 {
 				d.fail("truncate: want 3 elements, got %d", n)
 				return
@@ -765,7 +745,7 @@ func (d *reader) decodeTx(t *Transaction) {
 			flags := d.uint(3, "truncate flags")
 			c.Cascade = flags&1 != 0
 			c.RestartIdentity = flags&2 != 0
-		case OpMessage, OpDDL:
+		case pgq.OpMessage, pgq.OpDDL:
 			if n != 4 {
 				d.fail("%s: want 4 elements, got %d", c.Op, n)
 				return
@@ -773,13 +753,13 @@ func (d *reader) decodeTx(t *Transaction) {
 			c.Prefix = d.str()
 			c.Content = d.bytes()
 			c.Transactional = d.bool()
-		case OpGap:
+		case pgq.OpGap:
 			if n != 3 {
 				d.fail("gap: want 3 elements, got %d", n)
 				return
 			}
-			c.FromLSN = LSN(d.uint(math.MaxUint64, "gap from"))
-			c.ToLSN = LSN(d.uint(math.MaxUint64, "gap to"))
+			c.FromLSN = pgq.LSN(d.uint(math.MaxUint64, "gap from"))
+			c.ToLSN = pgq.LSN(d.uint(math.MaxUint64, "gap to"))
 		default:
 			if n != 5 {
 				d.fail("%s: want 5 elements, got %d", c.Op, n)
@@ -790,9 +770,9 @@ func (d *reader) decodeTx(t *Transaction) {
 				d.fail("change %d: relation %d of %d", i, ri, len(rels))
 				return
 			}
-			c.OldKind = OldKind(d.uint(math.MaxUint8, "old kind"))
+			c.OldKind = pgq.OldKind(d.uint(math.MaxUint8, "old kind"))
 			images := 1
-			if c.OldKind != OldNone {
+			if c.OldKind != pgq.OldNone {
 				images = 2
 			}
 			d.slabHint = (nch - i) * width * images
@@ -827,7 +807,7 @@ func (d *reader) skipRelation() {
 	}
 }
 
-func (d *reader) values() []Value {
+func (d *reader) values() []pgq.Value {
 	if d.isNil() {
 		return nil
 	}
@@ -836,12 +816,12 @@ func (d *reader) values() []Value {
 		return nil
 	}
 	if n == 0 {
-		return []Value{}
+		return []pgq.Value{}
 	}
 	if n > len(d.slab) {
 		// Each value takes at least one byte, so the rest of the body
 		// bounds how many more values this record can hold.
-		d.slab = make([]Value, max(n, min(d.slabHint, len(d.b)-d.p)))
+		d.slab = make([]pgq.Value, max(n, min(d.slabHint, len(d.b)-d.p)))
 	}
 	vs := d.slab[:n:n]
 	d.slab = d.slab[n:]
@@ -854,18 +834,18 @@ func (d *reader) values() []Value {
 		switch {
 		case c == 0xc0:
 			d.p++
-			vs[i] = Value{Kind: ValueNull}
+			vs[i] = pgq.Value{Kind: pgq.ValueNull}
 		case c == 0xc2:
 			d.p++
-			vs[i] = Value{Kind: ValueUnchangedTOAST}
+			vs[i] = pgq.Value{Kind: pgq.ValueUnchangedTOAST}
 		case c&0xe0 == 0xa0 || c == 0xd9 || c == 0xda || c == 0xdb:
-			vs[i] = Value{Kind: ValueText, Data: d.bytes()}
+			vs[i] = pgq.Value{Kind: pgq.ValueText, Data: d.bytes()}
 		case c == 0xc4 || c == 0xc5 || c == 0xc6:
-			vs[i] = Value{Kind: ValueBinary, Data: d.bytes()}
+			vs[i] = pgq.Value{Kind: pgq.ValueBinary, Data: d.bytes()}
 		default:
 			d.expectArray(2, "value")
-			k := ValueKind(d.uint(math.MaxUint8, "value kind"))
-			vs[i] = Value{Kind: k, Data: d.bytes()}
+			k := pgq.ValueKind(d.uint(math.MaxUint8, "value kind"))
+			vs[i] = pgq.Value{Kind: k, Data: d.bytes()}
 		}
 		if d.err != nil {
 			return nil
@@ -874,18 +854,18 @@ func (d *reader) values() []Value {
 	return vs
 }
 
-// RestampRecord appends to dst a copy of the framed record with hdr's
+// Restamp appends to dst a copy of the framed record with hdr's
 // header fields (xid, commit and end LSN, commit time, origin, part,
 // final) and a new checksum, keeping its relations and changes byte for
 // byte. It returns the number of changes. A spilled chunk of an
 // in-progress transaction becomes a journal part this way without
 // decoding its changes. Errors wrap ErrBadVersion, ErrChecksum or
 // ErrCorruptRecord.
-func RestampRecord(dst, record []byte, hdr *Transaction) ([]byte, int, error) {
-	if err := CheckRecord(record); err != nil {
+func Restamp(dst, record []byte, hdr *pgq.Transaction) ([]byte, int, error) {
+	if err := Check(record); err != nil {
 		return dst, 0, err
 	}
-	d := reader{b: record[RecordHeaderSize:]}
+	d := reader{b: record[HeaderSize:]}
 	nbody := d.bodyArray()
 	d.uint(math.MaxUint32, "xid")
 	d.uint(math.MaxUint64, "commit LSN")
@@ -915,9 +895,9 @@ func RestampRecord(dst, record []byte, hdr *Transaction) ([]byte, int, error) {
 		return dst, 0, d.err
 	}
 	start := len(dst)
-	dst = append(dst, RecordVersion, 0, 0, 0, 0)
+	dst = append(dst, Version, 0, 0, 0, 0)
 	dst = appendHeaderN(dst, hdr, nbody) // the tail keeps a backfill id
 	dst = append(dst, d.b[tail:]...)
-	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+RecordHeaderSize:], castagnoli))
+	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
 	return dst, nch, nil
 }
