@@ -336,8 +336,13 @@ func (c *Client) Fetch(ctx context.Context, group string, req FetchRequest) (*Fe
 // failures: committing the same offset twice is harmless. generation is
 // the lease generation of the fetch that delivered it (0: unchecked).
 func (c *Client) Commit(ctx context.Context, group, member string, offset pgq.Offset, generation uint64) (api.CommitResult, error) {
+	return c.commit(ctx, group, member, offset, generation, 0)
+}
+
+// commit is Commit renewing the lease for ttl (0: the server's default).
+func (c *Client) commit(ctx context.Context, group, member string, offset pgq.Offset, generation uint64, ttl time.Duration) (api.CommitResult, error) {
 	var cr api.CommitResult
-	err := c.do(ctx, http.MethodPost, groupPath(group)+"/commit", api.CommitBody{Member: member, Offset: offset, Generation: generation}, &cr)
+	err := c.do(ctx, http.MethodPost, groupPath(group)+"/commit", api.CommitBody{Member: member, Offset: offset, Generation: generation, LeaseTTL: api.Duration(ttl)}, &cr)
 	cr.LeaseExpires = cr.LeaseExpires.UTC()
 	return cr, err
 }

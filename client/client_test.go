@@ -26,6 +26,9 @@ type clock struct {
 }
 
 func (c *clock) Now() time.Time {
+	if c == nil {
+		return time.Now() // a nil clock follows the wall clock
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now

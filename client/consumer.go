@@ -189,7 +189,9 @@ func (cs *Consumer) Commit(ctx context.Context) error {
 	if cs.done <= cs.committed {
 		return nil
 	}
-	cr, err := cs.c.Commit(ctx, cs.group, cs.o.Member, cs.done, cs.generation)
+	// The commit renews the lease: for this member's TTL, not the
+	// server's default, or a standby would wait that long after a crash.
+	cr, err := cs.c.commit(ctx, cs.group, cs.o.Member, cs.done, cs.generation, cs.o.LeaseTTL)
 	if err != nil {
 		return cs.commitFailed(err)
 	}

@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -124,4 +125,112 @@ func maxInt(xs []int) int {
 		m = max(m, x)
 	}
 	return m
+}
+
+// TestConsumeStandbyTakesOverAfterSIGKILL: two `pgq consume --follow` of
+// one group; the lease holder is killed with SIGKILL; the standby prints
+// the rows that follow within the lease TTL.
+func TestConsumeStandbyTakesOverAfterSIGKILL(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE sb (id int PRIMARY KEY)`)
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	slot := "sb_" + db.Name
+	p := startPgq(t, "run", "--pg-url", db.URL, "--slot", slot, "--publication", "sb_pub", "--data-dir", t.TempDir(),
+		"--create-slot", "--create-publication", "public.sb", "--listen", addr)
+	waitFor(t, 20*time.Second, "pgq ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if out, err := exec.Command(pgqBinary(t), "groups", "create", "g", "--from", "earliest", "--addr", addr).CombinedOutput(); err != nil {
+		t.Fatalf("groups create: %v %s", err, out)
+	}
+	type member struct {
+		cmd    *exec.Cmd
+		stderr bytes.Buffer
+		mu     sync.Mutex // guards ids
+		ids    []int
+	}
+	start := func(name string) *member {
+		m := &member{cmd: exec.Command(pgqBinary(t), "consume", "--group", "g", "--follow", "--wait", "200ms", "--lease-ttl", "2s", "--member", name, "--addr", addr)}
+		m.cmd.Env = cleanEnv()
+		m.cmd.Stderr = &lockedWriter{w: &m.stderr}
+		out, err := m.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait() })
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				var line struct {
+					Changes []struct {
+						New struct{ ID int } `json:"new"`
+					} `json:"changes"`
+				}
+				if json.Unmarshal(sc.Bytes(), &line) == nil {
+					m.mu.Lock()
+					for _, ch := range line.Changes {
+						m.ids = append(m.ids, ch.New.ID)
+					}
+					m.mu.Unlock()
+				}
+			}
+		}()
+		return m
+	}
+	seen := func(m *member, id int) bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, x := range m.ids {
+			if x == id {
+				return true
+			}
+		}
+		return false
+	}
+	a := start("a")
+	db.Exec(t, `INSERT INTO sb VALUES (1)`)
+	waitFor(t, 20*time.Second, "holder a prints row 1", func() bool { return seen(a, 1) })
+	b := start("b")
+	time.Sleep(500 * time.Millisecond)
+	db.Exec(t, `INSERT INTO sb VALUES (2)`)
+	waitFor(t, 20*time.Second, "holder a prints row 2", func() bool { return seen(a, 2) })
+	if seen(b, 1) || seen(b, 2) {
+		t.Fatal("the standby printed rows while the holder was alive")
+	}
+	if b.cmd.ProcessState != nil {
+		t.Fatalf("the standby exited: %v", b.cmd.ProcessState)
+	}
+	_ = a.cmd.Process.Kill()
+	killed := time.Now()
+	db.Exec(t, `INSERT INTO sb VALUES (3)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for !seen(b, 3) {
+		if time.Now().After(deadline) {
+			b.mu.Lock()
+			alive := b.cmd.Process.Signal(syscall.Signal(0)) == nil
+			info, _ := exec.Command(pgqBinary(t), "groups", "info", "g", "--addr", addr).CombinedOutput()
+			t.Logf("group: %s", info)
+			t.Fatalf("standby b did not print row 3 (alive %v); it printed %v; stderr:\n%s\na's stderr:\n%s", alive, b.ids, b.stderr.String(), a.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(killed); d > 8*time.Second {
+		t.Fatalf("standby took over after %s with a 2s lease", d)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, 30*time.Second)
+	db.Exec(t, `SELECT pg_drop_replication_slot('`+slot+`')`)
 }

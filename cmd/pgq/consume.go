@@ -22,6 +22,7 @@ type ConsumeCmd struct {
 	NoCommit bool          `name:"no-commit" help:"Do not commit: the next consume sees the same transactions."`
 	Member   string        `help:"Member id (default: host name and a random suffix)."`
 	GiveUp   Duration      `name:"give-up" help:"How long to retry while pgq is unreachable before failing (default: 5s, with --follow: never)."`
+	LeaseTTL Duration      `name:"lease-ttl" default:"30s" help:"This member's lease: a standby takes over this long after the holder died."`
 }
 
 // Run prints transactions as `pgq journal dump` lines, committing after
@@ -38,7 +39,7 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	cs, err := cl.Consumer(c.Group, client.ConsumerOptions{Member: c.Member, Max: c.Max, Wait: c.Wait, FailFast: !c.Follow})
+	cs, err := cl.Consumer(c.Group, client.ConsumerOptions{Member: c.Member, Max: c.Max, Wait: c.Wait, FailFast: !c.Follow, LeaseTTL: c.LeaseTTL.D()})
 	if err != nil {
 		return err
 	}
