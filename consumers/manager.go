@@ -11,6 +11,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults of ManagerOptions.
@@ -144,6 +145,10 @@ type Manager struct {
 
 	done      chan struct{} // closed by Close: wakes long polls
 	closeOnce sync.Once
+
+	// retentionLost counts, per group, records an age or size cap dropped
+	// before the group consumed them (exported by Collector).
+	retentionLost *prometheus.CounterVec
 }
 
 // NewManager loads the groups stored in the index.
@@ -152,7 +157,11 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		return nil, err
 	}
 	o.defaults()
-	m := &Manager{o: o, j: o.Journal, ix: o.Index, groups: map[string]*group{}, done: make(chan struct{})}
+	m := &Manager{o: o, j: o.Journal, ix: o.Index, groups: map[string]*group{}, done: make(chan struct{}),
+		retentionLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgq_retention_lost_records_total",
+			Help: "Journal records an age or size cap dropped before the group consumed them.",
+		}, []string{"group"})}
 	all, err := o.Index.Groups()
 	if err != nil {
 		return nil, fmt.Errorf("consumers: load groups: %w", err)

@@ -15,7 +15,8 @@ type collector struct {
 
 // Collector returns a Prometheus collector of the groups' lag:
 // pgq_group_lag_records, pgq_group_lag_bytes, pgq_group_lag_seconds,
-// pgq_group_committed_offset and pgq_group_out_of_range, labelled by group.
+// pgq_group_committed_offset, pgq_group_out_of_range and
+// pgq_retention_lost_records_total, labelled by group.
 func (m *Manager) Collector() prometheus.Collector {
 	l := []string{"group"}
 	return &collector{
@@ -29,6 +30,7 @@ func (m *Manager) Collector() prometheus.Collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	c.m.retentionLost.Describe(ch)
 	ch <- c.records
 	ch <- c.bytes
 	ch <- c.seconds
@@ -37,6 +39,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.m.retentionLost.Collect(ch)
 	for _, gi := range c.m.List(context.Background()) {
 		oor := 0.0
 		if gi.Lag.OutOfRange {

@@ -14,6 +14,7 @@ import (
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestAuthAndMalformed(t *testing.T) {
@@ -110,6 +111,9 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 	}
 	if len(res.Lost) != 1 || res.Lost[0].Group != "slow" || res.Lost[0].From != mid+1 || res.Lost[0].To != res.First-1 {
 		t.Fatalf("max-bytes pass lost %+v, want the slow group's %d..%d", res.Lost, mid+1, res.First-1)
+	}
+	if n := testutil.ToFloat64(e.S.Consumers.RetentionLost().WithLabelValues("slow")); n != float64(res.First-mid-1) {
+		t.Fatalf("pgq_retention_lost_records_total{group=slow} = %v, want %d", n, res.First-mid-1)
 	}
 	if _, err := e.C.Fetch(ctx, "slow", client.FetchRequest{Member: "s"}); err == nil || !strings.Contains(err.Error(), "retention") {
 		t.Fatalf("slow group fetch: %v, want out_of_range", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/index"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // RetentionOptions configure Retain. The zero value keeps every record some
@@ -146,6 +147,7 @@ func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult,
 	for _, g := range m.List(ctx) {
 		if lost := g.Committed + 1; lost < res.First && lost >= first {
 			res.Lost = append(res.Lost, GroupLoss{Group: g.Name, From: lost, To: res.First - 1})
+			m.retentionLost.WithLabelValues(g.Name).Add(float64(res.First - lost))
 			m.o.Logger.Warn("retention: dropped records a group had not consumed (--retain-max-age / --retain-max-bytes); the group is out of range until reset",
 				"group", g.Name, "lost_from", lost, "lost_to", res.First-1, "records", uint64(res.First-lost))
 		}
@@ -177,3 +179,6 @@ func (m *Manager) RunRetention(ctx context.Context, o RetentionOptions) error {
 		}
 	}
 }
+
+// RetentionLost is the pgq_retention_lost_records_total counter (by group).
+func (m *Manager) RetentionLost() *prometheus.CounterVec { return m.retentionLost }
