@@ -191,4 +191,18 @@ func TestReadyzAndDurabilityMetrics(t *testing.T) {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "not connected to PostgreSQL")
 	})
 	waitUntil("ready again", func() bool { code, _ := get("/readyz"); return code == 200 })
+
+	// PostgreSQL itself stops: not ready while it is down, ready once it
+	// is back.
+	if err := c.StopServer(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("not ready while PostgreSQL is down", func() bool {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "not connected to PostgreSQL")
+	})
+	if err := c.StartServer(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("ready after PostgreSQL is back", func() bool { code, _ := get("/readyz"); return code == 200 })
 }
