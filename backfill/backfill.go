@@ -34,45 +34,13 @@ const (
 // DefaultChunkSize is the chunk size when a request gives none.
 const DefaultChunkSize = 10000
 
-// Request starts a backfill (POST /v1/backfills).
-type Request struct {
-	Tables    []string `json:"tables"`
-	ChunkSize int      `json:"chunk_size,omitempty"`
-	Where     string   `json:"where,omitempty"`
-}
+// Request starts a backfill (POST /v1/backfills; api.BackfillRequest).
+type Request = api.BackfillRequest
 
-// Status is a backfill as the API shows it, and as it is stored.
+// Status is a backfill as the API shows it (api.Backfill), and as it is
+// stored.
 type Status struct {
-	ID        string   `json:"id"`
-	State     string   `json:"state"`
-	Tables    []string `json:"tables"`
-	Where     string   `json:"where,omitempty"`
-	ChunkSize int      `json:"chunk_size"`
-	// Table is the table being read (the last one once done); TableIndex
-	// its index in Tables.
-	Table      string `json:"table"`
-	TableIndex int    `json:"table_index"`
-	// Rows read in completed chunks (all tables); RowsEstimate is the sum
-	// of pg_class.reltuples of the tables.
-	Rows         int64 `json:"rows"`
-	RowsEstimate int64 `json:"rows_estimate"`
-	// Dropped rows were read but changed between the chunk's watermarks:
-	// the stream carries them. Chunks completed, Redone chunks read again.
-	Dropped int64 `json:"dropped"`
-	Chunks  int64 `json:"chunks"`
-	Redone  int64 `json:"redone"`
-	// Rate is rows per second since this pgq took the backfill up; ETA
-	// the seconds left at that rate (null when unknown).
-	Rate float64  `json:"rate"`
-	ETA  *float64 `json:"eta_seconds"`
-	// KeyColumns and LastKey: the key of the last completed chunk's last
-	// row in Table (text forms), where the next chunk starts.
-	KeyColumns []string          `json:"key_columns,omitempty"`
-	LastKey    map[string]string `json:"last_key"`
-	Error      *string           `json:"error"`
-	CreatedAt  time.Time         `json:"created_at"`
-	FinishedAt *time.Time        `json:"finished_at,omitempty"`
-
+	api.Backfill
 	lastKey []string // LastKey in KeyColumns order; stored
 }
 
@@ -235,7 +203,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 		return Status{}, fmt.Errorf("%w: backfill: connect to PostgreSQL: %v", api.ErrUnavailable, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	st := Status{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, CreatedAt: time.Now().UTC()}
+	st := Status{Backfill: api.Backfill{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, CreatedAt: time.Now().UTC()}}
 	for _, name := range req.Tables {
 		t, err := describe(ctx, conn, name)
 		if err != nil {
