@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"time"
@@ -56,6 +57,35 @@ type (
 		From   string   `json:"from,omitempty"`
 		Tables []string `json:"tables,omitempty"`
 		Ops    []string `json:"ops,omitempty"`
+		// Mode is "exclusive" (the default: one leased member, cumulative
+		// commits) or "shared" (many members, per-message acks). The
+		// fields below apply to shared groups only.
+		Mode string `json:"mode,omitempty"`
+		// AckWait is how long a delivered message may stay unacked before
+		// it is redelivered; zero → 30s.
+		AckWait Duration `json:"ack_wait,omitempty"`
+		// MaxDeliver is how many deliveries a message gets before it is
+		// parked; zero → 5.
+		MaxDeliver int `json:"max_deliver,omitempty"`
+		// Backoff is the redelivery delay after the 1st, 2nd, … nak
+		// without a delay (the last step repeats); empty: at once.
+		Backoff []Duration `json:"backoff,omitempty"`
+		// MaxAckPending caps the messages in flight in the group; zero →
+		// 1000.
+		MaxAckPending int `json:"max_ack_pending,omitempty"`
+		// Key is the ordering key: "pk" (default: table and replica
+		// identity key), "table" or "none".
+		Key string `json:"key,omitempty"`
+	}
+	// AckBody is the body of /ack, /nak, /term and /parked/requeue and
+	// /parked/drop of a shared group.
+	AckBody struct {
+		AckIDs []string `json:"ack_ids,omitempty"`
+		// Delay (nak only) redelivers after it; zero: the group's next
+		// backoff step.
+		Delay Duration `json:"delay,omitempty"`
+		// All (requeue and drop only) acts on every parked message.
+		All bool `json:"all,omitempty"`
 	}
 	// ResetBody is the body of POST /v1/groups/{name}/reset.
 	ResetBody struct {
@@ -130,6 +160,62 @@ type (
 		Member       string     `json:"member,omitempty" msgpack:"member,omitempty"`
 		LeaseExpires *time.Time `json:"lease_expires,omitempty" msgpack:"lease_expires,omitempty"`
 		Lag          Lag        `json:"lag" msgpack:"lag"`
+		// Mode is "exclusive" or "shared".
+		Mode string `json:"mode" msgpack:"mode"`
+		// Shared is set for shared groups.
+		Shared *SharedInfo `json:"shared,omitempty" msgpack:"shared,omitempty"`
+	}
+	// SharedInfo is the state of a shared group. Committed (the group's
+	// committed_offset) is the acked low-water mark: every message at or
+	// below it is acked, dropped or parked.
+	SharedInfo struct {
+		AckWait       Duration   `json:"ack_wait" msgpack:"ack_wait"`
+		MaxDeliver    int        `json:"max_deliver" msgpack:"max_deliver"`
+		Backoff       []Duration `json:"backoff" msgpack:"backoff"`
+		MaxAckPending int        `json:"max_ack_pending" msgpack:"max_ack_pending"`
+		Key           string     `json:"key" msgpack:"key"`
+		// InFlight messages are delivered and not acked yet; Pending ones
+		// are read from the journal and wait for delivery (or for a nak's
+		// delay); Parked ones wait for requeue or drop.
+		InFlight int `json:"in_flight" msgpack:"in_flight"`
+		Pending  int `json:"pending" msgpack:"pending"`
+		Parked   int `json:"parked" msgpack:"parked"`
+		// Redeliveries counts deliveries after the first since pgq started.
+		Redeliveries uint64 `json:"redeliveries" msgpack:"redeliveries"`
+	}
+	// Message is one change delivered by a shared group.
+	Message struct {
+		Offset     pgq.Offset `json:"offset" msgpack:"offset"`
+		Xid        uint32     `json:"xid" msgpack:"xid"`
+		CommitLSN  string     `json:"commit_lsn" msgpack:"commit_lsn"`
+		CommitTime time.Time  `json:"commit_time" msgpack:"commit_time"`
+		// Index is the change's position in its record (after the
+		// group's filter).
+		Index int `json:"index" msgpack:"index"`
+		// Change is the change as in `pgq journal dump`.
+		Change json.RawMessage `json:"change" msgpack:"change"`
+		// Delivery counts from 1.
+		Delivery int    `json:"delivery" msgpack:"delivery"`
+		AckID    string `json:"ack_id" msgpack:"ack_id"`
+	}
+	// MessagesResponse is the body of a shared group's fetch.
+	MessagesResponse struct {
+		Messages []Message `json:"messages" msgpack:"messages"`
+	}
+	// AckResult is the body of the answer to /ack, /nak, /term and the
+	// parked actions: how many messages changed state.
+	AckResult struct {
+		Count int `json:"count" msgpack:"count"`
+	}
+	// ParkedMessage is a parked message of a shared group.
+	ParkedMessage struct {
+		Message
+		Parked time.Time `json:"parked" msgpack:"parked"`
+		Reason string    `json:"reason" msgpack:"reason"`
+	}
+	// ParkedResponse is the body of GET /v1/groups/{name}/parked.
+	ParkedResponse struct {
+		Parked []ParkedMessage `json:"parked" msgpack:"parked"`
 	}
 	// ListResponse is the body of GET /v1/groups.
 	ListResponse struct {

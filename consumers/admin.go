@@ -78,6 +78,19 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 	if err := f.Validate(); err != nil {
 		return GroupInfo{}, err
 	}
+	var shared *sharedConfig
+	switch req.Mode {
+	case "", "exclusive":
+		if req.AckWait != 0 || req.MaxDeliver != 0 || len(req.Backoff) > 0 || req.MaxAckPending != 0 || req.Key != "" {
+			return GroupInfo{}, errf(ErrBadRequest, "ack_wait, max_deliver, backoff, max_ack_pending and key apply to shared groups (mode \"shared\") only")
+		}
+	case modeShared:
+		if shared, err = validateShared(req); err != nil {
+			return GroupInfo{}, err
+		}
+	default:
+		return GroupInfo{}, errf(ErrBadRequest, "mode %q: want exclusive or shared", req.Mode)
+	}
 	if m.closed() {
 		return GroupInfo{}, ErrClosed
 	}
@@ -94,7 +107,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 		return GroupInfo{}, err
 	}
 	now := m.o.Now().UnixMicro()
-	g := newGroup(req.Name, groupState{V: stateVersion, Cursor: next - 1, From: pos.String(), Filter: f, Created: now, Updated: now})
+	st := groupState{V: stateVersion, Cursor: next - 1, From: pos.String(), Filter: f, Created: now, Updated: now}
+	if shared != nil {
+		st.Mode, st.Shared = modeShared, shared
+	}
+	g := newGroup(req.Name, st)
 	if err := m.persist(g); err != nil { // g is not published: we own it alone
 		return GroupInfo{}, err
 	}
@@ -141,6 +158,9 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	g.mu.Lock()
 	g.deleted = true
 	g.gen++
+	if g.sh != nil {
+		g.sh.wake()
+	}
 	close(g.leaseFree)
 	g.mu.Unlock()
 	return nil
@@ -212,5 +232,10 @@ func (m *Manager) Reset(ctx context.Context, name, to string, dryRun bool) (Rese
 		return ResetResult{}, err
 	}
 	g.newLeaseLocked()
+	if g.sh != nil {
+		// Delivery restarts at the new position; parked messages stay.
+		g.sh.wake()
+		g.sh = newSharedRun(g.st.Cursor)
+	}
 	return res, nil
 }

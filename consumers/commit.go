@@ -38,6 +38,9 @@ func (m *Manager) CommitGen(ctx context.Context, name, member string, offset pgq
 	if err != nil {
 		return CommitResult{}, err
 	}
+	if err := g.exclusive(); err != nil {
+		return CommitResult{}, err
+	}
 	// g.pmu keeps every other write of the group (new lease, reset,
 	// release, delete) out until the cursor is on disk, so the lease and
 	// gen checked here still hold after the write; g.mu is released during

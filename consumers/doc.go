@@ -5,7 +5,8 @@
 // package client and the wire types both share in package api, so a
 // client never imports this server package. Files by concern: manager.go
 // (the Manager and its groups), admin.go (create, delete, reset, list),
-// leases.go, fetch.go, commit.go, lag.go, retention.go, http.go.
+// leases.go, fetch.go, commit.go, lag.go, retention.go, http.go, and
+// shared.go and shared_http.go for shared groups.
 //
 // # Semantics
 //
@@ -30,6 +31,20 @@
 // (or fails at once with ErrConflict when fail_fast); a member whose lease
 // expired or was taken over gets ErrFenced on commit. A cursor below the
 // journal's start (retention) gives ErrOutOfRange until the group is reset.
+//
+// # Shared groups
+//
+// A group created with mode "shared" has no lease: any number of members
+// fetch at once and each gets single changes (messages) with an ack id,
+// settled one by one with Ack, Nak (redeliver after a delay or the next
+// backoff step) or Term (park). A message not acked within the group's
+// ack wait is redelivered; after max_deliver deliveries it is parked
+// instead. Messages with the same ordering key (table and replica
+// identity key by default) are never in flight together and go out in
+// commit order; a truncate orders against every message of its tables.
+// The group's cursor is its acked low-water mark; it and the parked
+// messages are stored, the rest is rebuilt after a restart by delivering
+// again everything above the low-water mark. See shared.go.
 //
 // # Wire formats
 //

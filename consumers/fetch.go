@@ -140,6 +140,9 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 	if err != nil {
 		return nil, err
 	}
+	if err := g.exclusive(); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(req.Wait)
 	timer := time.NewTimer(req.Wait)
 	defer timer.Stop()

@@ -86,6 +86,12 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/groups/{name}/commit", h.commit)
 	mux.HandleFunc("POST /v1/groups/{name}/heartbeat", h.heartbeat)
 	mux.HandleFunc("POST /v1/groups/{name}/release", h.release)
+	mux.HandleFunc("POST /v1/groups/{name}/ack", h.settle(ackAck))
+	mux.HandleFunc("POST /v1/groups/{name}/nak", h.settle(ackNak))
+	mux.HandleFunc("POST /v1/groups/{name}/term", h.settle(ackTerm))
+	mux.HandleFunc("GET /v1/groups/{name}/parked", h.parked)
+	mux.HandleFunc("POST /v1/groups/{name}/parked/requeue", h.parkedAction(true))
+	mux.HandleFunc("POST /v1/groups/{name}/parked/drop", h.parkedAction(false))
 }
 
 // JSONErrors wraps a ServeMux so that its own replies for an unknown route
@@ -298,6 +304,10 @@ func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 	var req FetchBody
 	if err := decode(w, r, &req); err != nil {
 		WriteError(w, err)
+		return
+	}
+	if g := h.m.lookup(r.PathValue("name")); g != nil && g.exclusive() != nil {
+		h.fetchShared(w, r, req)
 		return
 	}
 	records := strings.Contains(r.Header.Get("Accept"), api.MediaRecords)

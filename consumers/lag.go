@@ -18,6 +18,11 @@ type GroupInfo = api.GroupInfo
 func (m *Manager) info(g *group) GroupInfo {
 	g.mu.Lock()
 	st, delivered := g.st, g.delivered
+	var si *api.SharedInfo
+	if g.sh != nil {
+		si = g.sharedInfoLocked()
+		delivered = g.sh.scanned
+	}
 	g.mu.Unlock()
 	gi := GroupInfo{
 		Name: g.name, From: st.From, Tables: st.Filter.Tables, Ops: st.Filter.Ops,
@@ -37,6 +42,10 @@ func (m *Manager) info(g *group) GroupInfo {
 		gi.LeaseExpires = &t
 	}
 	gi.Lag = m.lag(st.Cursor, now)
+	gi.Mode, gi.Shared = "exclusive", si
+	if si != nil {
+		gi.Mode = modeShared
+	}
 	return gi
 }
 
@@ -67,7 +76,8 @@ func (m *Manager) lag(cursor pgq.Offset, now time.Time) Lag {
 }
 
 // MinCursor returns the lowest committed cursor over all groups, and false
-// when there are no groups.
+// when there are no groups. For a shared group it is its acked low-water
+// mark, or less when a parked (or requeued, unacked) message lies below it.
 func (m *Manager) MinCursor() (pgq.Offset, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -76,6 +86,9 @@ func (m *Manager) MinCursor() (pgq.Offset, bool) {
 	for _, g := range m.groups {
 		g.mu.Lock()
 		c := g.st.Cursor
+		if g.sh != nil {
+			c = g.retainFromLocked()
+		}
 		g.mu.Unlock()
 		if !ok || c < lo {
 			lo, ok = c, true

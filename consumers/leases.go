@@ -95,6 +95,9 @@ func (m *Manager) Heartbeat(ctx context.Context, name, member string, ttl time.D
 	if err != nil {
 		return time.Time{}, err
 	}
+	if err := g.exclusive(); err != nil {
+		return time.Time{}, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := m.o.Now()
@@ -111,6 +114,9 @@ func (m *Manager) Heartbeat(ctx context.Context, name, member string, ttl time.D
 func (m *Manager) Release(ctx context.Context, name, member string) error {
 	g, err := m.get(name)
 	if err != nil {
+		return err
+	}
+	if err := g.exclusive(); err != nil {
 		return err
 	}
 	g.pmu.Lock()

@@ -89,6 +89,12 @@ type groupState struct {
 	// written with the next commit; a restart honours the stored expiry.
 	Member      string `json:"member,omitempty"`
 	LeaseExpiry int64  `json:"lease_expiry_us,omitempty"`
+	// Mode is "" (exclusive) or "shared". A shared group's Cursor is its
+	// acked low-water mark; Shared is its configuration and Parked its
+	// parked messages (see shared.go).
+	Mode   string         `json:"mode,omitempty"`
+	Shared *sharedConfig  `json:"shared,omitempty"`
+	Parked []parkedRecord `json:"parked,omitempty"`
 }
 
 // group is one group in memory.
@@ -121,6 +127,9 @@ type group struct {
 	// session is the consumer incarnation (FetchRequest.Session) the
 	// current delivery belongs to.
 	session string
+	// sh is the in-memory delivery state of a shared group (nil for an
+	// exclusive one), rebuilt from st.Cursor after a restart.
+	sh *sharedRun
 }
 
 // Manager owns the consumer groups of one journal. It is safe for
@@ -177,7 +186,11 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 }
 
 func newGroup(name string, st groupState) *group {
-	return &group{name: name, sem: make(chan struct{}, 1), st: st, delivered: st.Cursor, leaseFree: make(chan struct{})}
+	g := &group{name: name, sem: make(chan struct{}, 1), st: st, delivered: st.Cursor, leaseFree: make(chan struct{})}
+	if st.Mode == modeShared {
+		g.sh = newSharedRun(st.Cursor)
+	}
+	return g
 }
 
 // Close wakes every waiting fetch (they return ErrClosed). It does not
