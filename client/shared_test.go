@@ -1,0 +1,162 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/client"
+)
+
+// consumeUntil runs sc.Consume until done() holds.
+func consumeUntil(sc *client.SharedConsumer, handler func(context.Context, api.Message) error, done func() bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- sc.Consume(ctx, handler) }()
+	for !done() {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("consume returned early: %w", err)
+		case <-ctx.Done():
+			return errors.New("timed out")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("consume: %w", err)
+	}
+	return nil
+}
+
+// Over HTTP: handlers run in parallel on different keys, one at a time
+// and in commit order on one key; an error naks (redelivered), Term
+// parks; parked messages are listed, requeued and acked.
+func TestSharedConsume(t *testing.T) {
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
+	defer s.stop()
+	s.append(40)
+	c, err := client.Dial(s.addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, g := range []api.CreateRequest{{Name: "byrow"}, {Name: "bytable", Key: "table"}} {
+		g.Mode, g.From = "shared", "earliest"
+		gi, err := c.CreateGroup(ctx, g)
+		if err != nil || gi.Mode != "shared" || gi.Shared == nil {
+			t.Fatalf("create: %+v, %v", gi, err)
+		}
+	}
+
+	// Distinct rows: in parallel; offset 5 fails once, offset 7 is termed.
+	sc, err := c.SharedConsumer("byrow", client.SharedConsumerOptions{Member: "a", Concurrency: 4, Wait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex // guards acked, running, peak
+		acked   = map[pgq.Offset]bool{}
+		running int
+		peak    int
+		failed  atomic.Bool
+	)
+	err = consumeUntil(sc, func(ctx context.Context, m api.Message) error {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		running--
+		switch {
+		case m.Offset == 5 && !failed.Swap(true):
+			return errors.New("first try fails")
+		case m.Offset == 7:
+			return client.Term(errors.New("poison"))
+		}
+		acked[m.Offset] = true
+		return nil
+	}, func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) == 39 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak < 2 {
+		t.Fatalf("peak concurrency %d: distinct keys were not handled in parallel", peak)
+	}
+	parked, err := c.Parked(ctx, "byrow")
+	if err != nil || len(parked) != 1 || parked[0].Offset != 7 || parked[0].Reason != "term" {
+		t.Fatalf("parked: %+v, %v", parked, err)
+	}
+	gi, err := c.Group(ctx, "byrow")
+	if err != nil || gi.Committed != 40 || gi.Shared.Parked != 1 || gi.Shared.Redeliveries != 1 {
+		t.Fatalf("info: %+v %+v, %v", gi, gi.Shared, err)
+	}
+	if n, err := c.Requeue(ctx, "byrow", true); n != 1 || err != nil {
+		t.Fatalf("requeue: %d, %v", n, err)
+	}
+	msgs, err := c.FetchMessages(ctx, "byrow", client.FetchRequest{Member: "b", Max: 10, Wait: time.Second})
+	if err != nil || len(msgs) != 1 || msgs[0].Offset != 7 || msgs[0].Delivery != 1 {
+		t.Fatalf("requeued fetch: %+v, %v", msgs, err)
+	}
+	if n, err := c.Ack(ctx, "byrow", msgs[0].AckID); n != 1 || err != nil {
+		t.Fatalf("ack: %d, %v", n, err)
+	}
+	if _, err := c.Ack(ctx, "byrow", "99.0.1"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("unknown ack id: %v", err)
+	}
+
+	// One key (the table) across two consumers: serial, in commit order.
+	var (
+		order    []pgq.Offset
+		inFlight atomic.Int32
+		overlap  atomic.Bool
+	)
+	handler := func(ctx context.Context, m api.Message) error {
+		if inFlight.Add(1) > 1 {
+			overlap.Store(true)
+		}
+		time.Sleep(time.Millisecond)
+		inFlight.Add(-1)
+		mu.Lock()
+		order = append(order, m.Offset)
+		mu.Unlock()
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, member := range []string{"x", "y"} {
+		sc, err := c.SharedConsumer("bytable", client.SharedConsumerOptions{Member: member, Concurrency: 3, Wait: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- consumeUntil(sc, handler, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) >= 40 })
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if overlap.Load() {
+		t.Fatal("two messages of one key were handled at once")
+	}
+	for i, off := range order {
+		if off != pgq.Offset(i+1) {
+			t.Fatalf("order: %v", order)
+		}
+	}
+}
