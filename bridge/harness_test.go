@@ -77,7 +77,7 @@ func runBridge(ctx context.Context, pub bridge.Publisher, addr, group, member st
 // source is an in-process pgq API over a real journal and index (no
 // PostgreSQL).
 type source struct {
-	t    *testing.T
+	t    testing.TB
 	addr string
 	j    *journal.Journal
 	ix   *index.Index
@@ -92,7 +92,7 @@ type source struct {
 	ids     map[string]int // "<offset>.<index>" → key
 }
 
-func startSource(t *testing.T, keys int) *source {
+func startSource(t testing.TB, keys int) *source {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
@@ -174,7 +174,7 @@ func (s *source) append(n int) {
 }
 
 // waitCaughtUp waits until group g has committed everything journaled.
-func (s *source) waitCaughtUp(t *testing.T, d time.Duration) {
+func (s *source) waitCaughtUp(t testing.TB, d time.Duration) {
 	t.Helper()
 	cl, err := client.Dial(s.addr, client.Options{})
 	if err != nil {
