@@ -17,8 +17,8 @@ import (
 // BenchmarkBridgeVsRawPublish measures the bridge (fetch from pgq over
 // HTTP, build the messages, async-publish with a 256-message window, wait
 // for every ack, commit the group) against a plain nats.go async publisher
-// sending the same messages (same subjects, payloads and Nats-Msg-Id, the
-// same window) to a JetStream stream with file storage, one replica, on the
+// sending the same messages (same subjects, payloads and headers, so the
+// same sizes, the same window) to a JetStream stream with file storage, one replica, on the
 // same in-process nats-server in the same run. It reports both rates and
 // their ratio (target ≥ 0.8).
 func BenchmarkBridgeVsRawPublish(b *testing.B) {
@@ -81,6 +81,10 @@ func BenchmarkBridgeVsRawPublish(b *testing.B) {
 			msg := nats.NewMsg("raw." + m.Schema + "." + m.Table)
 			msg.Data = m.Payload
 			msg.Header.Set(nats.MsgIdHdr, m.ID)
+			for _, h := range m.Headers() { // the same message size
+				msg.Header.Set(h[0], h[1])
+			}
+			msg.Header.Set("pgq-key", string(m.Key))
 			if _, err := js.PublishMsgAsync(msg); err != nil {
 				b.Fatal(err)
 			}
