@@ -31,6 +31,7 @@ type GroupsCmd struct {
 	Info   GroupsInfoCmd   `cmd:"" help:"Show one consumer group."`
 	Delete GroupsDeleteCmd `cmd:"" help:"Delete a consumer group."`
 	Reset  GroupsResetCmd  `cmd:"" help:"Move a consumer group to a position."`
+	Parked GroupsParkedCmd `cmd:"" help:"Parked messages of a shared group: list, requeue, drop."`
 }
 
 func splitList(s string) []string {
@@ -51,6 +52,13 @@ type GroupsCreateCmd struct {
 	Tables      string `help:"Only these tables (comma-separated schema.table, globs allowed)."`
 	Ops         string `help:"Only these ops (comma-separated insert,update,delete,truncate,message,gap)."`
 	IfNotExists bool   `name:"if-not-exists" help:"Succeed (printing the existing group) when the group already exists."`
+	Mode        string `enum:"exclusive,shared" default:"exclusive" help:"exclusive: one leased member, cumulative commits; shared: many members, per-change ack/nak/term."`
+	// Shared groups only.
+	AckWait       time.Duration `name:"ack-wait" help:"Shared: redeliver a message not acked within this (default 30s)."`
+	MaxDeliver    int           `name:"max-deliver" help:"Shared: park a message after this many deliveries (default 5)."`
+	Backoff       string        `help:"Shared: redelivery delays after the 1st, 2nd, ... nak (comma-separated durations, the last repeats; default: at once)."`
+	MaxAckPending int           `name:"max-ack-pending" help:"Shared: most messages in flight in the group (default 1000)."`
+	Key           string        `enum:",pk,table,none" default:"" help:"Shared: ordering key: pk (table and replica identity key, the default), table, or none."`
 	OutputFlag
 }
 
@@ -60,7 +68,19 @@ func (c *GroupsCreateCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gi, err := cl.CreateGroup(ctx, api.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops)})
+	req := api.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops), Key: c.Key,
+		AckWait: api.Duration(c.AckWait), MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending}
+	if c.Mode == "shared" {
+		req.Mode = "shared"
+	}
+	for _, b := range splitList(c.Backoff) {
+		d, err := time.ParseDuration(b)
+		if err != nil {
+			return fmt.Errorf("--backoff %q: %w", b, err)
+		}
+		req.Backoff = append(req.Backoff, api.Duration(d))
+	}
+	gi, err := cl.CreateGroup(ctx, req)
 	if errors.Is(err, api.ErrExists) && c.IfNotExists {
 		gi, err = cl.Group(ctx, c.Name)
 	}
@@ -159,4 +179,83 @@ func (c *GroupsResetCmd) Run(ctx context.Context) error {
 		return err
 	}
 	return c.print(rr)
+}
+
+// GroupsParkedCmd is `pgq groups parked`.
+type GroupsParkedCmd struct {
+	List    GroupsParkedListCmd    `cmd:"" help:"List a shared group's parked messages."`
+	Requeue GroupsParkedRequeueCmd `cmd:"" help:"Deliver parked messages again, delivery count restarted (by ack id, or --all)."`
+	Drop    GroupsParkedDropCmd    `cmd:"" help:"Forget parked messages (by ack id, or --all)."`
+}
+
+// GroupsParkedListCmd is `pgq groups parked list`.
+type GroupsParkedListCmd struct {
+	APIFlags
+	Name string `arg:"" help:"Group name."`
+	OutputFlag
+}
+
+// Run lists the parked messages: a table, or one JSON line each.
+func (c *GroupsParkedListCmd) Run(ctx context.Context) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ps, err := cl.Parked(ctx, c.Name)
+	if err != nil {
+		return err
+	}
+	if c.json() {
+		for _, p := range ps {
+			if err := printJSON(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rows := make([][]string, 0, len(ps))
+	for _, p := range ps {
+		rows = append(rows, []string{p.AckID, fmt.Sprint(p.Offset), fmt.Sprint(p.Delivery), p.Parked.Format(time.RFC3339), p.Reason, string(p.Change)})
+	}
+	return table(os.Stdout, []string{"ACK_ID", "OFFSET", "DELIVERIES", "PARKED", "REASON", "CHANGE"}, rows)
+}
+
+// GroupsParkedActionCmd are the arguments of `pgq groups parked requeue|drop`.
+type GroupsParkedActionCmd struct {
+	APIFlags
+	Name   string   `arg:"" help:"Group name."`
+	AckIDs []string `arg:"" optional:"" name:"ack-id" help:"Ack ids of parked messages (see pgq groups parked list)."`
+	All    bool     `help:"Every parked message."`
+}
+
+// GroupsParkedRequeueCmd is `pgq groups parked requeue`.
+type GroupsParkedRequeueCmd struct{ GroupsParkedActionCmd }
+
+// GroupsParkedDropCmd is `pgq groups parked drop`.
+type GroupsParkedDropCmd struct{ GroupsParkedActionCmd }
+
+// Run requeues and prints how many messages were requeued.
+func (c *GroupsParkedRequeueCmd) Run(ctx context.Context) error { return c.run(ctx, true) }
+
+// Run drops and prints how many messages were dropped.
+func (c *GroupsParkedDropCmd) Run(ctx context.Context) error { return c.run(ctx, false) }
+
+func (c *GroupsParkedActionCmd) run(ctx context.Context, requeue bool) error {
+	if c.All == (len(c.AckIDs) > 0) {
+		return errors.New("give ack ids or --all")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	act := cl.DropParked
+	if requeue {
+		act = cl.Requeue
+	}
+	n, err := act(ctx, c.Name, c.All, c.AckIDs...)
+	if err != nil {
+		return err
+	}
+	fmt.Println(n)
+	return nil
 }
