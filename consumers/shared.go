@@ -31,8 +31,8 @@ import (
 // low-water mark, nak delays) lives in memory only: after a restart every
 // message above the low-water mark that is not parked is delivered again,
 // with delivery 1, including messages acked before the restart that were
-// above the low-water mark. Ack ids of the previous run then fail with
-// ErrConflict (their delivery number is gone).
+// above the low-water mark. An ack id of the previous run fails unless the
+// message is in flight again under the same delivery number.
 //
 // Locking: every shared operation holds g.pmu then g.mu for its whole
 // step (they are short: reading at most one window of records, and at most
