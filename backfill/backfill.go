@@ -498,10 +498,21 @@ func (m *Manager) chunk(ctx context.Context, conn *pgx.Conn, j *job, t *table, w
 	return res, len(rows), next, nil
 }
 
-// emit writes a watermark into the WAL in its own transaction.
+// emit writes a watermark into the WAL in its own transaction. The
+// transaction commits with synchronous_commit on whatever the server's
+// setting: the walsender only sends flushed WAL, and with asynchronous
+// commit the watermark would wait for the WAL writer (wal_writer_delay,
+// 200 ms by default) — for every chunk.
 func emit(ctx context.Context, conn *pgx.Conn, wm ingest.Watermark) error {
 	b, _ := json.Marshal(wm)
-	if _, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, ingest.WatermarkPrefix, string(b)); err != nil {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, ingest.WatermarkPrefix, string(b))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("backfill: emit %s watermark: %w", wm.Kind, err)
 	}
 	return nil

@@ -42,6 +42,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, fmt.Errorf("lag: %w", err)
 	}
 	rep.Rows = append(rep.Rows, e.consumerRows(ctx, p)...)
+	rep.Rows = append(rep.Rows, e.backfillRow(ctx, p))
 	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 	return rep, nil
 }
