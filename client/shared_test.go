@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,7 +111,8 @@ func TestSharedConsume(t *testing.T) {
 	if n, err := c.Ack(ctx, "byrow", msgs[0].AckID); n != 1 || err != nil {
 		t.Fatalf("ack: %d, %v", n, err)
 	}
-	if _, err := c.Ack(ctx, "byrow", "99.0.1"); !errors.Is(err, api.ErrNotFound) {
+	unknown := "99.0.1." + strings.Split(msgs[0].AckID, ".")[3]
+	if _, err := c.Ack(ctx, "byrow", unknown); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("unknown ack id: %v", err)
 	}
 

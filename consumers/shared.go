@@ -31,8 +31,9 @@ import (
 // low-water mark, nak delays) lives in memory only: after a restart every
 // message above the low-water mark that is not parked is delivered again,
 // with delivery 1, including messages acked before the restart that were
-// above the low-water mark. An ack id of the previous run fails unless the
-// message is in flight again under the same delivery number.
+// above the low-water mark. Ack ids carry the run's epoch (a new one
+// after a restart or a reset), so an ack id of an earlier run fails with
+// ErrConflict even when the delivery number repeats.
 //
 // Locking: every shared operation holds g.pmu then g.mu for its whole
 // step (they are short: reading at most one window of records, and at most
@@ -108,10 +109,14 @@ type sharedRun struct {
 	// toPark are messages parked in memory whose write is not done yet.
 	toPark []parkedRecord
 	notify chan struct{} // closed (and replaced) when a key may be free
+	// epoch tells the ack ids of this run from those of a run before a
+	// restart or reset, whose delivery numbers may repeat.
+	epoch string
 }
 
 func newSharedRun(cursor pgq.Offset) *sharedRun {
-	return &sharedRun{byID: map[msgID]*sharedMsg{}, scanned: cursor, notify: make(chan struct{})}
+	epoch := strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffffffff, 36)
+	return &sharedRun{byID: map[msgID]*sharedMsg{}, scanned: cursor, notify: make(chan struct{}), epoch: epoch}
 }
 
 func (sh *sharedRun) wake() {
@@ -216,23 +221,34 @@ func messageKey(mode string, c *pgq.Change) (key, table string, trunc []string) 
 	return b.String(), table, nil
 }
 
-// FormatAckID returns the ack id of delivery d of a message.
-func formatAckID(id msgID, d int) string {
-	return strconv.FormatUint(uint64(id.off), 10) + "." + strconv.Itoa(id.idx) + "." + strconv.Itoa(d)
+// formatAckID returns the ack id of delivery d of a message in the
+// delivery run epoch: "<offset>.<index>.<delivery>.<epoch>" (parked
+// messages, which belong to no run, have no epoch).
+func formatAckID(id msgID, d int, epoch string) string {
+	s := strconv.FormatUint(uint64(id.off), 10) + "." + strconv.Itoa(id.idx) + "." + strconv.Itoa(d)
+	if epoch != "" {
+		s += "." + epoch
+	}
+	return s
 }
 
-func parseAckID(s string) (msgID, int, error) {
+// parseAckID parses an ack id; the epoch is "" when absent.
+func parseAckID(s string) (id msgID, delivery int, epoch string, err error) {
 	p := strings.Split(s, ".")
-	if len(p) != 3 {
-		return msgID{}, 0, errf(ErrBadRequest, "ack id %q: want <offset>.<index>.<delivery>", s)
+	if len(p) == 4 {
+		epoch = p[3]
+	}
+	bad := errf(ErrBadRequest, "ack id %q: want an ack_id of a fetched or parked message", s)
+	if len(p) != 3 && (len(p) != 4 || epoch == "") {
+		return msgID{}, 0, "", bad
 	}
 	off, e1 := strconv.ParseUint(p[0], 10, 64)
 	idx, e2 := strconv.Atoi(p[1])
 	d, e3 := strconv.Atoi(p[2])
 	if e1 != nil || e2 != nil || e3 != nil || idx < 0 || d < 1 || off == 0 {
-		return msgID{}, 0, errf(ErrBadRequest, "ack id %q: want <offset>.<index>.<delivery>", s)
+		return msgID{}, 0, "", bad
 	}
-	return msgID{pgq.Offset(off), idx}, d, nil
+	return msgID{pgq.Offset(off), idx}, d, epoch, nil
 }
 
 // sharedGroup returns the group name if it is a shared group.
@@ -522,7 +538,7 @@ func (m *Manager) fetchSharedStep(g *group, max int) ([]api.Message, <-chan stru
 		sh.inFlight++
 		buf = pgq.AppendChangeJSON(buf[:0], &msg.tx.Changes[msg.id.idx])
 		out = append(out, api.Message{Offset: msg.id.off, Xid: msg.tx.Xid, CommitLSN: msg.tx.CommitLSN.String(), CommitTime: msg.tx.CommitTime.UTC(),
-			Index: msg.id.idx, Change: append([]byte(nil), buf...), Delivery: msg.delivery, AckID: formatAckID(msg.id, msg.delivery)})
+			Index: msg.id.idx, Change: append([]byte(nil), buf...), Delivery: msg.delivery, AckID: formatAckID(msg.id, msg.delivery, sh.epoch)})
 	}
 	if err := m.syncLocked(g, nil); err != nil {
 		return nil, nil, time.Time{}, err
@@ -580,12 +596,17 @@ func (m *Manager) settle(name string, ackIDs []string, kind int, delay time.Dura
 	// Check every id first: a bad one changes nothing.
 	msgs := make([]*sharedMsg, 0, len(ackIDs))
 	for _, s := range ackIDs {
-		id, d, err := parseAckID(s)
+		id, d, epoch, err := parseAckID(s)
 		if err != nil {
 			return 0, err
 		}
 		msg := sh.byID[id]
 		switch {
+		case epoch != sh.epoch:
+			if epoch == "" {
+				return 0, errf(ErrBadRequest, "group %q: ack id %s is not the ack_id of a fetched message", name, s)
+			}
+			return 0, errf(ErrConflict, "group %q: ack id %s is from an earlier delivery run (pgq restarted or the group was reset since): the message is delivered again", name, s)
 		case msg != nil && msg.inFlight && msg.delivery == d:
 			msgs = append(msgs, msg)
 		case msg != nil:
@@ -597,7 +618,7 @@ func (m *Manager) settle(name string, ackIDs []string, kind int, delay time.Dura
 		case slices.ContainsFunc(g.st.Parked, func(p parkedRecord) bool { return p.Offset == id.off && p.Index == id.idx }) ||
 			slices.ContainsFunc(sh.toPark, func(p parkedRecord) bool { return p.Offset == id.off && p.Index == id.idx }):
 			return 0, errf(ErrConflict, "group %q: ack id %s: the message is parked", name, s)
-		case id.off <= sh.scanned && kind == ackAck:
+		case id.off <= sh.scanned && kind == ackAck && !slices.ContainsFunc(g.st.Parked, func(p parkedRecord) bool { return p.Offset == id.off && p.Index == id.idx }):
 			// Acked already (a retried ack): nothing to do.
 		default:
 			return 0, errf(ErrNotFound, "group %q: ack id %s: no such delivered message", name, s)
@@ -668,7 +689,7 @@ func (m *Manager) Parked(ctx context.Context, name string) ([]api.ParkedMessage,
 		buf = pgq.AppendChangeJSON(buf[:0], &tx.Changes[p.Index])
 		id := msgID{p.Offset, p.Index}
 		out = append(out, api.ParkedMessage{Message: api.Message{Offset: p.Offset, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
-			Index: p.Index, Change: append([]byte(nil), buf...), Delivery: p.Delivery, AckID: formatAckID(id, max(p.Delivery, 1))},
+			Index: p.Index, Change: append([]byte(nil), buf...), Delivery: p.Delivery, AckID: formatAckID(id, max(p.Delivery, 1), "")},
 			Parked: time.UnixMicro(p.Parked).UTC(), Reason: p.Reason})
 	}
 	return out, nil
@@ -691,7 +712,7 @@ func (m *Manager) parkedAction(name string, ackIDs []string, all, requeue bool) 
 	}
 	want := map[msgID]bool{}
 	for _, s := range ackIDs {
-		id, _, err := parseAckID(s)
+		id, _, _, err := parseAckID(s)
 		if err != nil {
 			return 0, err
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,12 +142,31 @@ func (e *sharedEnv) info() *api.SharedInfo {
 	return gi.Shared
 }
 
+// ids returns the ack ids of msgs without their run epoch.
 func ids(msgs []api.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		p := strings.Split(m.AckID, ".")
+		out[i] = strings.Join(p[:3], ".")
+	}
+	return out
+}
+
+// full returns the ack ids of msgs.
+func full(msgs []api.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.AckID
 	}
 	return out
+}
+
+// id completes "<offset>.<index>.<delivery>" with the group's run epoch.
+func (e *sharedEnv) id(short string) []string {
+	g := e.m.lookup("jobs")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return []string{short + "." + g.sh.epoch}
 }
 
 func mustCount(t *testing.T, n int, err error, want int) {
@@ -172,7 +192,7 @@ func TestSharedKeysParallelAndSerial(t *testing.T) {
 	if got := e.fetch(10); len(got) != 0 {
 		t.Fatalf("second fetch: %v (t:1 is in flight)", ids(got))
 	}
-	n, err := e.m.Ack(context.Background(), "jobs", []string{"1.0.1"})
+	n, err := e.m.Ack(context.Background(), "jobs", e.id("1.0.1"))
 	mustCount(t, n, err, 1)
 	if got := ids(e.fetch(10)); fmt.Sprint(got) != "[2.0.1]" {
 		t.Fatalf("after ack: %v", got)
@@ -204,12 +224,12 @@ func TestSharedTruncateOrders(t *testing.T) {
 	if got := ids(e.fetch(10)); fmt.Sprint(got) != "[1.0.1 1.1.1 3.1.1]" {
 		t.Fatalf("first: %v", got)
 	}
-	n, err := e.m.Ack(context.Background(), "jobs", []string{"1.0.1"})
+	n, err := e.m.Ack(context.Background(), "jobs", e.id("1.0.1"))
 	mustCount(t, n, err, 1)
 	if got := ids(e.fetch(10)); fmt.Sprint(got) != "[2.0.1]" {
 		t.Fatalf("truncate: %v", got)
 	}
-	n, err = e.m.Ack(context.Background(), "jobs", []string{"2.0.1"})
+	n, err = e.m.Ack(context.Background(), "jobs", e.id("2.0.1"))
 	mustCount(t, n, err, 1)
 	if got := ids(e.fetch(10)); fmt.Sprint(got) != "[3.0.1]" {
 		t.Fatalf("after truncate: %v", got)
@@ -322,22 +342,22 @@ func TestSharedAckWaitRedelivery(t *testing.T) {
 	}
 	e.clock.Advance(time.Second)
 	second := e.fetch(1)
-	if len(second) != 1 || second[0].Delivery != 2 || second[0].AckID != "1.0.2" {
+	if len(second) != 1 || second[0].Delivery != 2 || ids(second)[0] != "1.0.2" {
 		t.Fatalf("redelivery: %+v", second)
 	}
-	if _, err := e.m.Ack(context.Background(), "jobs", ids(first)); !errors.Is(err, ErrConflict) {
+	if _, err := e.m.Ack(context.Background(), "jobs", full(first)); !errors.Is(err, ErrConflict) {
 		t.Fatalf("stale ack: %v, want ErrConflict", err)
 	}
-	if _, err := e.m.Ack(context.Background(), "jobs", []string{"9.0.1"}); !errors.Is(err, ErrNotFound) {
+	if _, err := e.m.Ack(context.Background(), "jobs", e.id("9.0.1")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown ack: %v, want ErrNotFound", err)
 	}
 	if _, err := e.m.Ack(context.Background(), "jobs", []string{"x"}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("bad ack id: %v", err)
 	}
-	n, err := e.m.Ack(context.Background(), "jobs", ids(second))
+	n, err := e.m.Ack(context.Background(), "jobs", full(second))
 	mustCount(t, n, err, 1)
 	// A retried ack is harmless.
-	n, err = e.m.Ack(context.Background(), "jobs", ids(second))
+	n, err = e.m.Ack(context.Background(), "jobs", full(second))
 	mustCount(t, n, err, 0)
 	if si := e.info(); si.Redeliveries != 1 || si.InFlight != 0 {
 		t.Fatalf("info: %+v", si)
@@ -356,7 +376,7 @@ func TestSharedNakDelayAndBackoff(t *testing.T) {
 		if len(msgs) != 1 {
 			t.Fatalf("nothing to nak")
 		}
-		n, err := e.m.Nak(ctx, "jobs", ids(msgs), delay)
+		n, err := e.m.Nak(ctx, "jobs", full(msgs), delay)
 		mustCount(t, n, err, 1)
 	}
 	waitFor := func(d time.Duration) {
@@ -391,12 +411,12 @@ func TestSharedParkRequeueDrop(t *testing.T) {
 		t.Fatalf("fetch: %v", ids(msgs))
 	}
 	// offset 1: nak twice → parked; offset 2: termed; offset 3: acked.
-	if n, err := e.m.Nak(ctx, "jobs", []string{"1.0.1"}, 0); n != 1 || err != nil {
+	if n, err := e.m.Nak(ctx, "jobs", e.id("1.0.1"), 0); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
-	n, err := e.m.Term(ctx, "jobs", []string{"2.0.1"})
+	n, err := e.m.Term(ctx, "jobs", e.id("2.0.1"))
 	mustCount(t, n, err, 1)
-	n, err = e.m.Ack(ctx, "jobs", []string{"3.0.1"})
+	n, err = e.m.Ack(ctx, "jobs", e.id("3.0.1"))
 	mustCount(t, n, err, 1)
 	if got := ids(e.fetch(10)); fmt.Sprint(got) != "[1.0.2]" {
 		t.Fatalf("redelivery: %v", got)
@@ -412,7 +432,7 @@ func TestSharedParkRequeueDrop(t *testing.T) {
 	if c, _ := e.m.MinCursor(); c != 0 {
 		t.Fatalf("MinCursor %d: retention would drop parked records", c)
 	}
-	if _, err := e.m.Ack(ctx, "jobs", []string{"2.0.1"}); !errors.Is(err, ErrConflict) {
+	if _, err := e.m.Ack(ctx, "jobs", e.id("2.0.1")); !errors.Is(err, ErrConflict) {
 		t.Fatalf("ack of a parked message: %v", err)
 	}
 
@@ -436,7 +456,7 @@ func TestSharedParkRequeueDrop(t *testing.T) {
 	if fmt.Sprint(ids(got)) != "[1.0.1]" {
 		t.Fatalf("requeued after restart: %v", ids(got))
 	}
-	n, err = e.m.Ack(ctx, "jobs", ids(got))
+	n, err = e.m.Ack(ctx, "jobs", full(got))
 	mustCount(t, n, err, 1)
 	if c, _ := e.m.MinCursor(); c != 1 {
 		t.Fatalf("MinCursor %d, want 1 (offset 2 is parked)", c)
@@ -472,9 +492,19 @@ func TestSharedRestartRedelivers(t *testing.T) {
 	}
 	// Offset 3 was acked above the low-water mark: delivered again
 	// (documented), so are 2 and 4; the old ack ids are refused.
-	if got := ids(e.fetch(10)); fmt.Sprint(got) != "[2.0.1 3.0.1 4.0.1]" {
+	again := e.fetch(10)
+	if got := ids(again); fmt.Sprint(got) != "[2.0.1 3.0.1 4.0.1]" {
 		t.Fatalf("after restart: %v", got)
 	}
+	// The same delivery number of the previous run is refused.
+	if _, err := e.m.Ack(ctx, "jobs", []string{msgs[1].AckID}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("ack id of the previous run: %v", err)
+	}
+	if _, err := e.m.Ack(ctx, "jobs", []string{"2.0.1"}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("ack id without its run: %v", err)
+	}
+	n, err = e.m.Ack(ctx, "jobs", full(again))
+	mustCount(t, n, err, 3)
 }
 
 // Retention never drops a record holding an unacked message.
@@ -527,7 +557,7 @@ func TestSharedModeChecks(t *testing.T) {
 	if _, err := e.m.FetchShared(ctx, "ex", FetchRequest{Member: "m"}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("shared fetch of an exclusive group: %v", err)
 	}
-	if _, err := e.m.Ack(ctx, "ex", []string{"1.0.1"}); !errors.Is(err, ErrBadRequest) {
+	if _, err := e.m.Ack(ctx, "ex", []string{"1.0.1.x"}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("ack on an exclusive group: %v", err)
 	}
 	res, err := e.m.Fetch(ctx, "ex", FetchRequest{Member: "m"})
