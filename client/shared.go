@@ -68,6 +68,11 @@ func (c *Client) Term(ctx context.Context, group string, ackIDs ...string) (int,
 	return c.settle(ctx, group, "term", api.AckBody{AckIDs: ackIDs})
 }
 
+// InProgress restarts the ack wait of messages still being worked on.
+func (c *Client) InProgress(ctx context.Context, group string, ackIDs ...string) (int, error) {
+	return c.settle(ctx, group, "progress", api.AckBody{AckIDs: ackIDs})
+}
+
 // Parked lists a shared group's parked messages.
 func (c *Client) Parked(ctx context.Context, group string) ([]api.ParkedMessage, error) {
 	var pr api.ParkedResponse
@@ -147,6 +152,12 @@ func (sc *SharedConsumer) Nak(ctx context.Context, delay time.Duration, msgs ...
 // Term parks messages.
 func (sc *SharedConsumer) Term(ctx context.Context, msgs ...api.Message) error {
 	_, err := sc.c.Term(ctx, sc.group, ackIDs(msgs)...)
+	return err
+}
+
+// InProgress restarts the ack wait of messages still being worked on.
+func (sc *SharedConsumer) InProgress(ctx context.Context, msgs ...api.Message) error {
+	_, err := sc.c.InProgress(ctx, sc.group, ackIDs(msgs)...)
 	return err
 }
 

@@ -89,6 +89,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/groups/{name}/ack", h.settle(ackAck))
 	mux.HandleFunc("POST /v1/groups/{name}/nak", h.settle(ackNak))
 	mux.HandleFunc("POST /v1/groups/{name}/term", h.settle(ackTerm))
+	mux.HandleFunc("POST /v1/groups/{name}/progress", h.settle(ackProgress))
 	mux.HandleFunc("GET /v1/groups/{name}/parked", h.parked)
 	mux.HandleFunc("POST /v1/groups/{name}/parked/requeue", h.parkedAction(true))
 	mux.HandleFunc("POST /v1/groups/{name}/parked/drop", h.parkedAction(false))

@@ -551,6 +551,7 @@ const (
 	ackAck = iota
 	ackNak
 	ackTerm
+	ackProgress
 )
 
 // Ack acknowledges messages of a shared group: they are done. Acking a
@@ -568,6 +569,12 @@ func (m *Manager) Nak(ctx context.Context, name string, ackIDs []string, delay t
 		return 0, errf(ErrBadRequest, "delay must not be negative")
 	}
 	return m.settle(name, ackIDs, ackNak, delay)
+}
+
+// InProgress restarts the ack wait of messages in flight (a slow handler
+// is still at work).
+func (m *Manager) InProgress(ctx context.Context, name string, ackIDs []string) (int, error) {
+	return m.settle(name, ackIDs, ackProgress, 0)
 }
 
 // Term parks messages at once.
@@ -634,6 +641,8 @@ func (m *Manager) settle(name string, ackIDs []string, kind int, delay time.Dura
 			sh.finish(msg)
 		case ackTerm:
 			g.parkLocked(msg, now, "term")
+		case ackProgress:
+			msg.deadline = now.Add(time.Duration(cfg.AckWait) * time.Microsecond)
 		case ackNak:
 			sh.inFlight--
 			msg.inFlight = false

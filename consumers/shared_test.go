@@ -340,6 +340,13 @@ func TestSharedAckWaitRedelivery(t *testing.T) {
 	if got := e.fetch(1); len(got) != 0 {
 		t.Fatalf("redelivered before ack_wait: %v", ids(got))
 	}
+	// In progress: the ack wait restarts.
+	n, err := e.m.InProgress(context.Background(), "jobs", full(first))
+	mustCount(t, n, err, 1)
+	e.clock.Advance(9 * time.Second)
+	if got := e.fetch(1); len(got) != 0 {
+		t.Fatalf("redelivered while in progress: %v", ids(got))
+	}
 	e.clock.Advance(time.Second)
 	second := e.fetch(1)
 	if len(second) != 1 || second[0].Delivery != 2 || ids(second)[0] != "1.0.2" {
@@ -354,7 +361,7 @@ func TestSharedAckWaitRedelivery(t *testing.T) {
 	if _, err := e.m.Ack(context.Background(), "jobs", []string{"x"}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("bad ack id: %v", err)
 	}
-	n, err := e.m.Ack(context.Background(), "jobs", full(second))
+	n, err = e.m.Ack(context.Background(), "jobs", full(second))
 	mustCount(t, n, err, 1)
 	// A retried ack is harmless.
 	n, err = e.m.Ack(context.Background(), "jobs", full(second))
