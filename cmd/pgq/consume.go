@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -38,6 +40,13 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 	cl, err := client.Dial(c.Addr, client.Options{Token: c.AuthToken, Retry: client.RetryOptions{GiveUp: giveUp}})
 	if err != nil {
 		return err
+	}
+	gi, err := cl.Group(ctx, c.Group)
+	if err != nil {
+		return err
+	}
+	if gi.Mode == "shared" {
+		return c.runShared(ctx, cl)
 	}
 	cs, err := cl.Consumer(c.Group, client.ConsumerOptions{Member: c.Member, Max: c.Max, Wait: c.Wait, FailFast: !c.Follow, LeaseTTL: c.LeaseTTL.D()})
 	if err != nil {
@@ -93,5 +102,73 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 		if caughtUp && !c.Follow {
 			return nil
 		}
+	}
+}
+
+// runShared consumes a shared group: it prints each message as one JSON
+// line ({"offset","xid","commit_lsn","commit_time","index","change",
+// "delivery","ack_id"}) and acks each fetched batch once it is printed.
+// Without --follow it exits when a fetch returns nothing. With
+// --no-commit nothing is acked: the messages go to members again after
+// the group's ack wait.
+func (c *ConsumeCmd) runShared(ctx context.Context, cl *client.Client) error {
+	member := c.Member
+	if member == "" {
+		host, _ := os.Hostname()
+		member = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	w := bufio.NewWriterSize(os.Stdout, 1<<16)
+	defer w.Flush()
+	enc := json.NewEncoder(w)
+	for {
+		wait := time.Duration(0)
+		if c.Follow {
+			wait = c.Wait
+		}
+		msgs, err := cl.FetchMessages(ctx, c.Group, client.FetchRequest{Member: member, Max: c.Max, Wait: wait})
+		if err != nil {
+			if c.Follow && ctx.Err() != nil {
+				return nil // interrupted
+			}
+			if c.Follow && client.IsTransient(err) {
+				if err := sleepCtx(ctx, time.Second); err != nil {
+					return nil
+				}
+				continue
+			}
+			return err
+		}
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			if err := enc.Encode(m); err != nil {
+				return err
+			}
+			ids[i] = m.AckID
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if len(ids) > 0 && !c.NoCommit {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			_, err := cl.Ack(actx, c.Group, ids...)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ack: %w", err)
+			}
+		}
+		if len(msgs) == 0 && !c.Follow {
+			return nil
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
