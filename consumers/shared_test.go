@@ -586,3 +586,82 @@ func TestSharedModeChecks(t *testing.T) {
 		t.Fatalf("exclusive info: %+v", gi)
 	}
 }
+
+// BenchmarkSharedFetchAck: 8 members fetch batches of 100 messages over
+// 1000 keys and ack each batch (Manager calls, no HTTP).
+func BenchmarkSharedFetchAck(b *testing.B) {
+	e := &sharedEnv{dir: b.TempDir(), clock: &fakeClock{now: time.Now()}}
+	log := slog.New(slog.DiscardHandler)
+	var err error
+	if e.j, err = journal.Open(journal.Options{Dir: e.dir + "/journal", Logger: log}); err != nil {
+		b.Fatal(err)
+	}
+	if e.ix, err = index.Open(index.Options{Dir: e.dir + "/index", Logger: log}); err != nil {
+		b.Fatal(err)
+	}
+	if e.m, err = NewManager(ManagerOptions{Journal: e.j, Index: e.ix, Logger: log, Now: e.clock.Now}); err != nil {
+		b.Fatal(err)
+	}
+	defer e.close()
+	n := max(b.N, 1000)
+	batch := make([]*pgq.Transaction, 0, 1000)
+	var end pgq.LSN
+	for i := range n {
+		end += 100
+		batch = append(batch, &pgq.Transaction{Xid: uint32(i), CommitLSN: end - 10, EndLSN: end, CommitTime: time.Now().UTC(), Final: true, Changes: []pgq.Change{row("t", i%1000)}})
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := e.j.Append(batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	ctx := context.Background()
+	if _, err := e.m.Create(ctx, CreateRequest{Name: "jobs", Mode: modeShared, From: "earliest", MaxAckPending: 2000}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var (
+		wg   sync.WaitGroup
+		done sync.Map
+		cnt  = make(chan int, 1024)
+	)
+	total := 0
+	stop := make(chan struct{})
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				msgs, err := e.m.FetchShared(ctx, "jobs", FetchRequest{Member: "w" + strconv.Itoa(w), Max: 100, Wait: 10 * time.Millisecond})
+				if err != nil || len(msgs) == 0 {
+					continue
+				}
+				if _, err := e.m.Ack(ctx, "jobs", full(msgs)); err != nil {
+					b.Error(err)
+					return
+				}
+				for _, m := range msgs {
+					done.Store(m.Offset, true)
+				}
+				cnt <- len(msgs)
+			}
+		}()
+	}
+	for total < n {
+		total += <-cnt
+	}
+	close(stop)
+	go func() {
+		for range cnt {
+		}
+	}()
+	wg.Wait()
+	close(cnt)
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}
