@@ -2,13 +2,18 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
@@ -160,5 +165,75 @@ func TestSharedConsume(t *testing.T) {
 		if off != pgq.Offset(i+1) {
 			t.Fatalf("order: %v", order)
 		}
+	}
+}
+
+// The raw HTTP form of a shared fetch: JSON, and the same maps in msgpack;
+// exclusive calls on a shared group are bad_request.
+func TestSharedWire(t *testing.T) {
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
+	defer s.stop()
+	s.append(1)
+	c, err := client.Dial(s.addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "jobs", Mode: "shared", From: "earliest", AckWait: api.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	post := func(path, accept, body string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.addr+"/v1/groups/jobs"+path, strings.NewReader(body))
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	resp, b := post("/fetch", "application/json", `{"member":"m","max":5}`)
+	var doc struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || resp.StatusCode != 200 || len(doc.Messages) != 1 {
+		t.Fatalf("fetch: %d %s %v", resp.StatusCode, b, err)
+	}
+	m := doc.Messages[0]
+	for _, k := range []string{"offset", "xid", "commit_lsn", "commit_time", "index", "change", "delivery", "ack_id"} {
+		if _, ok := m[k]; !ok {
+			t.Fatalf("message lacks %q: %s", k, b)
+		}
+	}
+	if ch, ok := m["change"].(map[string]any); !ok || ch["op"] != "insert" || ch["table"] != "t" {
+		t.Fatalf("change: %s", b)
+	}
+	// Nak it back, fetch it again in msgpack.
+	resp, b = post("/nak", "application/json", `{"ack_ids":["`+m["ack_id"].(string)+`"]}`)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"count":1`) {
+		t.Fatalf("nak: %d %s", resp.StatusCode, b)
+	}
+	resp, b = post("/fetch", api.MediaMsgpack, `{"member":"m"}`)
+	var mp map[string][]map[string]any
+	if err := msgpack.Unmarshal(b, &mp); err != nil || resp.Header.Get("Content-Type") != api.MediaMsgpack || len(mp["messages"]) != 1 {
+		t.Fatalf("msgpack fetch: %v %q", err, b)
+	}
+	if d := fmt.Sprint(mp["messages"][0]["delivery"]); d != "2" {
+		t.Fatalf("msgpack delivery: %#v", mp["messages"][0]["delivery"])
+	}
+	if _, ok := mp["messages"][0]["change"].(map[string]any); !ok {
+		t.Fatalf("msgpack change is not a map: %#v", mp["messages"][0]["change"])
+	}
+	for _, path := range []string{"/commit", "/heartbeat", "/release"} {
+		resp, b = post(path, "application/json", `{"member":"m"}`)
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "shared group") {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	resp, b = post("/ack", "application/json", `{"ack_ids":["1.0.1"],"all":true}`)
+	if resp.StatusCode != 400 {
+		t.Fatalf("ack with all: %d %s", resp.StatusCode, b)
 	}
 }
