@@ -237,3 +237,80 @@ func TestSharedWire(t *testing.T) {
 		t.Fatalf("ack with all: %d %s", resp.StatusCode, b)
 	}
 }
+
+// A member that fetched and died (never acks) loses its messages to
+// another after the ack wait; pgq restarts under a running Consume, which
+// rides through and gets what was not acked again. Every message is
+// handled, and handled by the end.
+func TestSharedCrashAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := &clock{now: time.Now()}
+	s := startServer(t, dir, "127.0.0.1:0", clk)
+	addr := s.addr
+	c := dial(t, addr)
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "jobs", Mode: "shared", From: "earliest", AckWait: api.Duration(10 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(30)
+	// The member that dies: fetches 5 and never settles them.
+	dead, err := c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "dead", Max: 5})
+	if err != nil || len(dead) != 5 {
+		t.Fatalf("fetch: %v, %v", dead, err)
+	}
+	sc, err := c.SharedConsumer("jobs", client.SharedConsumerOptions{Member: "live", Concurrency: 4, Wait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex // guards handled
+		handled = map[pgq.Offset]int{}
+	)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(handled) }
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- sc.Consume(cctx, func(_ context.Context, m api.Message) error {
+			mu.Lock()
+			handled[m.Offset]++
+			mu.Unlock()
+			return nil
+		})
+	}()
+	waitUntil(t, "the live member's share", func() bool { return count() >= 25 })
+	if count() != 25 {
+		t.Fatalf("handled %d before the ack wait ended, want 25", count())
+	}
+	clk.Advance(10 * time.Second) // the dead member's ack wait ends
+	waitUntil(t, "the dead member's share", func() bool { return count() >= 30 })
+
+	// A restart with messages in flight.
+	msgs, err := c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "dead"})
+	if err != nil || len(msgs) != 0 {
+		t.Fatalf("nothing left: %v, %v", msgs, err)
+	}
+	s.append(10)
+	held, err := c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "dead", Max: 3, Wait: time.Second})
+	if err != nil || len(held) == 0 {
+		t.Fatalf("fetch before restart: %v, %v", held, err)
+	}
+	if gi, err := c.Group(ctx, "jobs"); err != nil || gi.Shared.Redeliveries != 5 {
+		t.Fatalf("redeliveries before the restart: %+v, %v", gi.Shared, err)
+	}
+	s.stop()
+	time.Sleep(200 * time.Millisecond) // pgq is down: Consume retries
+	s = startServer(t, dir, addr, clk)
+	defer s.stop()
+	waitUntil(t, "everything after the restart", func() bool { return count() >= 40 })
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Consume: %v", err)
+	}
+	gi, err := c.Group(ctx, "jobs")
+	if err != nil || gi.Committed != 40 || gi.Shared.InFlight != 0 {
+		t.Fatalf("info: %+v %+v, %v", gi, gi.Shared, err)
+	}
+	if _, err := c.Ack(ctx, "jobs", held[0].AckID); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("ack of the previous run: %v", err)
+	}
+}
