@@ -307,7 +307,11 @@ func (m *Manager) fillLocked(g *group) error {
 			if !p.Requeued || p.Offset > sh.scanned {
 				continue
 			}
-			if err := m.requeueLocked(g, p); err != nil {
+			if err := m.requeueLocked(g, p); errors.Is(err, ErrOutOfRange) {
+				// An age or size cap dropped its record: it cannot be
+				// delivered; it stays listed until dropped.
+				m.o.Logger.Warn("shared group: a requeued message's record was removed by retention", "group", g.name, "offset", p.Offset, "index", p.Index)
+			} else if err != nil {
 				return err
 			}
 		}
@@ -689,6 +693,11 @@ func (m *Manager) Parked(ctx context.Context, name string) ([]api.ParkedMessage,
 		g.mu.Lock() // readRecord reads g.st.Filter
 		tx, err := m.readRecord(g, p.Offset)
 		g.mu.Unlock()
+		if errors.Is(err, ErrOutOfRange) { // dropped by an age or size cap
+			out = append(out, api.ParkedMessage{Message: api.Message{Offset: p.Offset, Index: p.Index, Change: []byte("null"), Delivery: p.Delivery,
+				AckID: formatAckID(msgID{p.Offset, p.Index}, max(p.Delivery, 1), "")}, Parked: time.UnixMicro(p.Parked).UTC(), Reason: p.Reason + " (record removed by retention)"})
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -753,6 +762,13 @@ func (m *Manager) parkedAction(name string, ackIDs []string, all, requeue bool) 
 	}
 	if len(hit) == 0 {
 		return 0, nil
+	}
+	if requeue {
+		for _, p := range hit {
+			if _, err := m.readRecord(g, p.Offset); err != nil {
+				return 0, fmt.Errorf("requeue %d.%d (drop it instead): %w", p.Offset, p.Index, err)
+			}
+		}
 	}
 	st := g.st
 	st.Parked = slices.DeleteFunc(slices.Clone(g.st.Parked), func(p parkedRecord) bool {

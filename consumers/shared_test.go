@@ -665,3 +665,34 @@ func BenchmarkSharedFetchAck(b *testing.B) {
 	close(cnt)
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+// A parked message whose record a size cap dropped is still listed (and
+// can be dropped) but not requeued.
+func TestSharedParkedRecordCapped(t *testing.T) {
+	e := newSharedEnv(t, 512)
+	for i := range 40 {
+		e.add([]pgq.Change{row("t", i)})
+	}
+	e.create(CreateRequest{MaxAckPending: 100})
+	ctx := context.Background()
+	msgs := e.fetch(100)
+	n, err := e.m.Term(ctx, "jobs", full(msgs[:1]))
+	mustCount(t, n, err, 1)
+	n, err = e.m.Ack(ctx, "jobs", full(msgs[1:]))
+	mustCount(t, n, err, 39)
+	if _, err := e.m.Retain(ctx, RetentionOptions{MaxBytes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if e.j.FirstOffset() <= 1 {
+		t.Fatalf("the cap dropped nothing")
+	}
+	parked, err := e.m.Parked(ctx, "jobs")
+	if err != nil || len(parked) != 1 || !strings.Contains(parked[0].Reason, "removed by retention") {
+		t.Fatalf("parked: %+v, %v", parked, err)
+	}
+	if _, err := e.m.Requeue(ctx, "jobs", nil, true); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("requeue of a dropped record: %v", err)
+	}
+	n, err = e.m.Drop(ctx, "jobs", []string{parked[0].AckID}, false)
+	mustCount(t, n, err, 1)
+}
