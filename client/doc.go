@@ -32,6 +32,18 @@
 // under, so a member whose lease was taken over or reset is always fenced
 // (api.ErrFenced), never half-accepted.
 //
+// # Shared groups
+//
+// A group created with Mode "shared" is a work queue: FetchMessages
+// returns single changes (api.Message) with an ack id, settled with Ack,
+// Nak (redelivered after a delay or the group's backoff), Term (parked)
+// or InProgress (the ack wait restarts); Parked, Requeue and DropParked
+// manage the parked ones. A SharedConsumer's Consume runs Concurrency
+// handlers at once: nil acks, Term(err) parks, another error naks. A
+// message whose ack wait ended went to another member: its settle answers
+// api.ErrConflict, which Consume ignores. Delivery is at-least-once (see
+// docs/http-api.md for what a restart of pgq delivers again).
+//
 // # Values
 //
 // Changes carry PostgreSQL's text form. Values decodes a row image into Go
@@ -41,5 +53,7 @@
 // # Concurrency
 //
 // A Client is safe for concurrent use. A Consumer is used by one goroutine
-// (its Consume runs one background heartbeat goroutine of its own).
+// (its Consume runs one background heartbeat goroutine of its own). A
+// SharedConsumer is safe for concurrent use; its Consume runs each handler
+// in a goroutine of its own and returns after they end.
 package client
