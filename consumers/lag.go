@@ -22,6 +22,7 @@ func (m *Manager) info(g *group) GroupInfo {
 	if g.sh != nil {
 		si = g.sharedInfoLocked()
 		delivered = g.sh.scanned
+		st.Cursor = max(st.Cursor, g.sh.low) // acked, perhaps not written yet
 	}
 	g.mu.Unlock()
 	gi := GroupInfo{

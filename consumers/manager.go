@@ -193,11 +193,16 @@ func newGroup(name string, st groupState) *group {
 	return g
 }
 
-// Close wakes every waiting fetch (they return ErrClosed). It does not
+// Close wakes every waiting fetch (they return ErrClosed) and writes the
+// acked low-water marks of shared groups not written yet. It does not
 // close the journal or the index.
 func (m *Manager) Close() error {
-	m.closeOnce.Do(func() { close(m.done) })
-	return nil
+	var err error
+	m.closeOnce.Do(func() {
+		close(m.done)
+		err = m.flushShared()
+	})
+	return err
 }
 
 func (m *Manager) closed() bool {

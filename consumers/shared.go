@@ -109,6 +109,11 @@ type sharedRun struct {
 	// toPark are messages parked in memory whose write is not done yet.
 	toPark []parkedRecord
 	notify chan struct{} // closed (and replaced) when a key may be free
+	// low is the acked low-water mark in memory; st.Cursor is the one
+	// written, behind it by at most lowWaterEvery of acks.
+	low pgq.Offset
+	// written is when the group's state was last written (wall clock).
+	written time.Time
 	// epoch tells the ack ids of this run from those of a run before a
 	// restart or reset, whose delivery numbers may repeat.
 	epoch string
@@ -116,7 +121,7 @@ type sharedRun struct {
 
 func newSharedRun(cursor pgq.Offset) *sharedRun {
 	epoch := strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffffffff, 36)
-	return &sharedRun{byID: map[msgID]*sharedMsg{}, scanned: cursor, notify: make(chan struct{}), epoch: epoch}
+	return &sharedRun{byID: map[msgID]*sharedMsg{}, scanned: cursor, low: cursor, notify: make(chan struct{}), epoch: epoch}
 }
 
 func (sh *sharedRun) wake() {
@@ -390,10 +395,17 @@ func (g *group) expireLocked(now time.Time) {
 	}
 }
 
-// syncLocked writes the low-water mark and the parked set when they moved;
+// lowWaterEvery is how often at most a shared group writes a low-water
+// mark that moved alone (no parked message changed): acks are batched
+// into one write instead of one fsync each. Close writes what is left; a
+// crash loses at most this much low-water progress, delivered again.
+const lowWaterEvery = 20 * time.Millisecond
+
+// syncLocked writes the low-water mark and the parked set when they moved
+// (the low-water mark alone at most every lowWaterEvery, unless force);
 // memory (g.st) follows disk only after a successful write, so retention
 // never drops what the stored state still needs.
-func (m *Manager) syncLocked(g *group, ack []msgID) error {
+func (m *Manager) syncLocked(g *group, ack []msgID, force bool) error {
 	sh := g.sh
 	low := sh.scanned
 	for _, msg := range sh.msgs {
@@ -403,6 +415,7 @@ func (m *Manager) syncLocked(g *group, ack []msgID) error {
 		}
 	}
 	low = max(low, g.st.Cursor)
+	sh.low = low
 	parked := g.st.Parked
 	changed := len(sh.toPark) > 0
 	if len(ack) > 0 {
@@ -411,7 +424,8 @@ func (m *Manager) syncLocked(g *group, ack []msgID) error {
 		})
 		changed = changed || len(parked) != len(g.st.Parked)
 	}
-	if !changed && low == g.st.Cursor {
+	force = force || m.closed() // after Close nothing flushes any more
+	if !changed && (low == g.st.Cursor || (!force && time.Since(sh.written) < lowWaterEvery)) {
 		return nil
 	}
 	if len(sh.toPark) > 0 {
@@ -427,7 +441,30 @@ func (m *Manager) syncLocked(g *group, ack []msgID) error {
 	}
 	g.st = st
 	sh.toPark = nil
+	sh.written = time.Now()
 	return nil
+}
+
+// flushShared writes the low-water marks of the shared groups that moved
+// since their last write (Close).
+func (m *Manager) flushShared() error {
+	m.mu.Lock()
+	gs := make([]*group, 0, len(m.groups))
+	for _, g := range m.groups {
+		gs = append(gs, g)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, g := range gs {
+		g.pmu.Lock()
+		g.mu.Lock()
+		if g.sh != nil && !g.deleted {
+			errs = append(errs, m.syncLocked(g, nil, true))
+		}
+		g.mu.Unlock()
+		g.pmu.Unlock()
+	}
+	return errors.Join(errs...)
 }
 
 // FetchShared delivers up to req.Max messages of a shared group to
@@ -544,7 +581,7 @@ func (m *Manager) fetchSharedStep(g *group, max int) ([]api.Message, <-chan stru
 		out = append(out, api.Message{Offset: msg.id.off, Xid: msg.tx.Xid, CommitLSN: msg.tx.CommitLSN.String(), CommitTime: msg.tx.CommitTime.UTC(),
 			Index: msg.id.idx, Change: append([]byte(nil), buf...), Delivery: msg.delivery, AckID: formatAckID(msg.id, msg.delivery, sh.epoch)})
 	}
-	if err := m.syncLocked(g, nil); err != nil {
+	if err := m.syncLocked(g, nil, false); err != nil {
 		return nil, nil, time.Time{}, err
 	}
 	return out, sh.notify, next, nil
@@ -661,7 +698,7 @@ func (m *Manager) settle(name string, ackIDs []string, kind int, delay time.Dura
 			msg.visible = now.Add(d)
 		}
 	}
-	if err := m.syncLocked(g, acked); err != nil {
+	if err := m.syncLocked(g, acked, false); err != nil {
 		return 0, err
 	}
 	sh.wake()
@@ -747,7 +784,7 @@ func (m *Manager) parkedAction(name string, ackIDs []string, all, requeue bool) 
 	if g.deleted {
 		return 0, errf(ErrNotFound, "group %q", name)
 	}
-	if err := m.syncLocked(g, nil); err != nil { // write pending parks first
+	if err := m.syncLocked(g, nil, true); err != nil { // write pending parks first
 		return 0, err
 	}
 	var hit []parkedRecord
