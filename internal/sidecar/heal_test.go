@@ -40,7 +40,7 @@ func TestIndexHealsItself(t *testing.T) {
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Open(ctx, Options{DataDir: dir, Listen: "127.0.0.1:0", FS: fs, Ingest: ingest.Options{
-		PGURL: db.URL, Slot: "ih", Publication: "ih", CreateSlot: true, CreatePublication: "all",
+		PGURL: db.URL, Slot: "ih_" + db.Name, Publication: "ih", CreateSlot: true, CreatePublication: "all",
 	}})
 	if err != nil {
 		cancel()

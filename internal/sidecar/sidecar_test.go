@@ -24,7 +24,7 @@ func start(t *testing.T, db *pgtest.DB, dir string) (*Sidecar, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Open(ctx, Options{DataDir: dir, Listen: "127.0.0.1:0", Ingest: ingest.Options{
-		PGURL: db.URL, Slot: "sc", Publication: "sc", CreateSlot: true, CreatePublication: "all",
+		PGURL: db.URL, Slot: "sc_" + db.Name, Publication: "sc", CreateSlot: true, CreatePublication: "all",
 	}})
 	if err != nil {
 		cancel()
@@ -145,7 +145,7 @@ func TestReadyzAndDurabilityMetrics(t *testing.T) {
 	db.Exec(t, `CREATE TABLE rz (id int PRIMARY KEY)`)
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Open(ctx, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Ingest: ingest.Options{
-		PGURL: db.URL, Slot: "rz", Publication: "rz", CreateSlot: true, CreatePublication: "all",
+		PGURL: db.URL, Slot: "rz_" + db.Name, Publication: "rz", CreateSlot: true, CreatePublication: "all",
 		ReconnectMin: 3 * time.Second, ReconnectMax: 3 * time.Second,
 	}})
 	if err != nil {
@@ -185,7 +185,7 @@ func TestReadyzAndDurabilityMetrics(t *testing.T) {
 		}
 	}
 
-	db.Exec(t, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'rz'`)
+	db.Exec(t, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'rz_`+db.Name+`'`)
 	waitUntil("not ready", func() bool {
 		code, body := get("/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "not connected to PostgreSQL")
