@@ -696,3 +696,102 @@ func TestSharedParkedRecordCapped(t *testing.T) {
 	n, err = e.m.Drop(ctx, "jobs", []string{parked[0].AckID}, false)
 	mustCount(t, n, err, 1)
 }
+
+// Random acks, naks and terms by several members, with a restart in the
+// middle and the parked messages requeued until none is left: per run, a
+// key never has two messages in flight and goes in commit order; in the
+// end every message is acked and the low-water mark is at the end.
+func TestSharedRandomSettleAcrossRestart(t *testing.T) {
+	e := newSharedEnv(t, 0)
+	const keys, perKey = 7, 20
+	var txs [][]pgq.Change
+	for i := range keys * perKey {
+		txs = append(txs, []pgq.Change{row("t", i%keys)})
+	}
+	e.add(txs...)
+	e.create(CreateRequest{MaxDeliver: 3, Backoff: []api.Duration{0}})
+	ctx := context.Background()
+	acked := map[pgq.Offset]bool{}
+	run := func(rounds int, seed uint64) {
+		t.Helper()
+		var (
+			mu       sync.Mutex // guards inFlight, last, acked
+			inFlight = map[pgq.Offset]bool{}
+			last     = map[pgq.Offset]pgq.Offset{} // key → last offset delivered in this run
+			wg       sync.WaitGroup
+			errs     = make(chan error, 4)
+		)
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rnd := rand.New(rand.NewPCG(seed, uint64(w)))
+				for range rounds {
+					msgs, err := e.m.FetchShared(ctx, "jobs", FetchRequest{Member: "w", Max: 2})
+					if err != nil {
+						errs <- err
+						return
+					}
+					for _, msg := range msgs {
+						key := (msg.Offset - 1) % keys
+						mu.Lock()
+						if inFlight[key] {
+							mu.Unlock()
+							errs <- fmt.Errorf("key %d: two in flight", key)
+							return
+						}
+						if msg.Offset < last[key] {
+							mu.Unlock()
+							errs <- fmt.Errorf("key %d: offset %d after %d", key, msg.Offset, last[key])
+							return
+						}
+						inFlight[key], last[key] = true, msg.Offset
+						mu.Unlock()
+						var n int
+						r := rnd.IntN(10)
+						mu.Lock()
+						inFlight[key] = false
+						mu.Unlock()
+						switch {
+						case r < 6:
+							n, err = e.m.Ack(ctx, "jobs", []string{msg.AckID})
+							if err == nil && n == 1 {
+								mu.Lock()
+								acked[msg.Offset] = true
+								mu.Unlock()
+							}
+						case r < 9:
+							_, err = e.m.Nak(ctx, "jobs", []string{msg.AckID}, 0)
+						default:
+							_, err = e.m.Term(ctx, "jobs", []string{msg.AckID})
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	run(20, 1)
+	e.restart()
+	for i := 0; len(acked) < keys*perKey; i++ {
+		if i == 50 {
+			t.Fatalf("acked %d of %d", len(acked), keys*perKey)
+		}
+		run(30, uint64(i+2))
+		if _, err := e.m.Requeue(ctx, "jobs", nil, true); err != nil && !errors.Is(err, ErrBadRequest) {
+			t.Fatal(err)
+		}
+	}
+	gi, _ := e.m.Info(ctx, "jobs")
+	if gi.Committed != keys*perKey || gi.Shared.Parked != 0 {
+		t.Fatalf("end: committed %d %+v", gi.Committed, gi.Shared)
+	}
+}
