@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/internal/backoff"
 )
 
 // Publisher sends messages to one broker. Implementations live in the
@@ -295,7 +295,7 @@ func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool
 		b.update(func(s *Status) { s.BrokerOK = false; t := since; s.RetryingSince = &t })
 		m.brokerUp(false)
 		b.o.Logger.Warn("bridge: broker did not acknowledge; retrying", "broker", b.o.Publisher.Name(), "unacknowledged", len(msgs)-n, "retry_in", wait, "err", err)
-		if err := sleep(ctx, jitter(wait)); err != nil {
+		if err := backoff.Sleep(ctx, backoff.Jitter(wait)); err != nil {
 			return err
 		}
 		wait = min(wait*2, b.o.BackoffMax)
@@ -331,24 +331,5 @@ func (b *Bridge) lagLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-	}
-}
-
-// jitter draws from [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/internal/backoff"
 )
 
 // Options configure Dial. The zero value talks msgpack without auth and
@@ -128,29 +128,10 @@ func (c *Client) retry(ctx context.Context, call func() error) error {
 		if g := c.o.Retry.GiveUp; g > 0 && time.Since(start) >= g {
 			return fmt.Errorf("client: gave up after %s: %w", g, err)
 		}
-		if err := sleep(ctx, jitter(wait)); err != nil {
+		if err := backoff.Sleep(ctx, backoff.Jitter(wait)); err != nil {
 			return fmt.Errorf("%w (last error: %v)", err, last)
 		}
 		wait = min(wait*2, c.o.Retry.Max)
-	}
-}
-
-// jitter draws from [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

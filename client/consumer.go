@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/internal/backoff"
 )
 
 // ConsumerOptions configure Client.Consumer. Zero values get the defaults
@@ -150,7 +151,7 @@ func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool
 // standbyPause waits briefly before a standby asks again, so that a
 // server answering a conflict at once (an old pgq) is not hammered.
 func (cs *Consumer) standbyPause(ctx context.Context, wait time.Duration) error {
-	return sleep(ctx, jitter(max(cs.c.o.Retry.Min, min(wait, time.Second))))
+	return backoff.Sleep(ctx, backoff.Jitter(max(cs.c.o.Retry.Min, min(wait, time.Second))))
 }
 
 // Buffered reports how many fetched transactions Next will return without

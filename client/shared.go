@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/internal/backoff"
 )
 
 // Shared groups (api.CreateRequest with Mode "shared") deliver single
@@ -205,7 +206,7 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 		return first
 	}
 	defer wg.Wait()
-	backoff := sc.c.o.Retry.Min
+	delay := sc.c.o.Retry.Min
 	for {
 		if err := failed(); err != nil {
 			return err
@@ -237,13 +238,13 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 			if !IsTransient(err) {
 				return err
 			}
-			if err := sleep(ctx, jitter(backoff)); err != nil {
+			if err := backoff.Sleep(ctx, backoff.Jitter(delay)); err != nil {
 				return err
 			}
-			backoff = min(backoff*2, sc.c.o.Retry.Max)
+			delay = min(delay*2, sc.c.o.Retry.Max)
 			continue
 		}
-		backoff = sc.c.o.Retry.Min
+		delay = sc.c.o.Retry.Min
 		for i := len(msgs); i < free; i++ {
 			<-slot
 		}

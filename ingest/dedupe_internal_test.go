@@ -68,18 +68,3 @@ func TestResendDropped(t *testing.T) {
 		t.Fatalf("confirmable %v, want 0/190", got)
 	}
 }
-
-func TestJitterSpreadsBackoff(t *testing.T) {
-	const d = 800 * time.Millisecond
-	seen := map[time.Duration]bool{}
-	for range 200 {
-		j := jitter(d)
-		if j < d/2 || j > d {
-			t.Fatalf("jitter(%s) = %s, want within [%s, %s]", d, j, d/2, d)
-		}
-		seen[j] = true
-	}
-	if len(seen) < 10 {
-		t.Fatalf("jitter(%s) took only %d distinct values in 200 draws", d, len(seen))
-	}
-}

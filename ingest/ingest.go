@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/feedback"
+	"github.com/pgq-dev/pgq/internal/backoff"
 	"github.com/pgq-dev/pgq/pgoutput"
 )
 
@@ -236,7 +236,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		in.running = false
 		in.mu.Unlock()
 	}()
-	backoff := in.o.ReconnectMin
+	delay := in.o.ReconnectMin
 	first := true
 	var failingSince time.Time // when the current run of failures began
 	for {
@@ -265,28 +265,19 @@ func (in *Ingester) Run(ctx context.Context) error {
 			return fmt.Errorf("ingest: gave up reconnecting after %s (--reconnect-give-up): %w", g, err)
 		}
 		if errors.Is(err, errStartedStreaming) {
-			backoff = in.o.ReconnectMin
+			delay = in.o.ReconnectMin
 		}
-		wait := jitter(backoff)
+		wait := backoff.Jitter(delay)
 		in.o.Logger.Warn("replication interrupted; reconnecting", "error", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, in.o.ReconnectMax)
+		delay = min(delay*2, in.o.ReconnectMax)
 		in.reconnects.Add(1)
 		in.o.Metrics.Reconnects.Inc()
 	}
-}
-
-// jitter spreads a backoff over [d/2, d] so that many pgq instances that
-// lost the same server do not reconnect in lockstep.
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
 }
 
 // errStartedStreaming wraps errors that happened after streaming began, so

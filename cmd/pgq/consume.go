@@ -12,6 +12,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/internal/backoff"
 )
 
 // ConsumeCmd is `pgq consume`.
@@ -131,7 +132,7 @@ func (c *ConsumeCmd) runShared(ctx context.Context, cl *client.Client) error {
 				return nil // interrupted
 			}
 			if c.Follow && client.IsTransient(err) {
-				if err := sleepCtx(ctx, time.Second); err != nil {
+				if err := backoff.Sleep(ctx, time.Second); err != nil {
 					return nil
 				}
 				continue
@@ -159,16 +160,5 @@ func (c *ConsumeCmd) runShared(ctx context.Context, cl *client.Client) error {
 		if len(msgs) == 0 && !c.Follow {
 			return nil
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
