@@ -2,7 +2,8 @@
 // fetch and commit, and a Consumer that rides through pgq restarts.
 //
 // It imports the standard library, msgpack, pgx's pgtype (for typed
-// values) and the small pgq and pgq/api packages, and never the server
+// values) and the small pgq, pgq/api, pgq/record (record bodies) and
+// internal/backoff packages, and never the server
 // (Pebble, tidwall/wal, Prometheus): a test fails if that changes.
 //
 // # Resilience

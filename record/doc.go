@@ -15,8 +15,10 @@
 // its relation by index, so any record decodes alone; records of a
 // backfill chunk carry a tenth element, the backfill id. Truncate,
 // message, ddl and gap changes have their own short forms. The decoder is
-// bounds-checked and never panics on bad bytes (FuzzRecord); it is the one
-// hand-written msgpack reader of pgq.
+// bounds-checked and never panics on bad bytes (FuzzRecord). The Go
+// client keeps a second, smaller reader for the fetch envelope around
+// record bodies (client/wire.go): the msgpack library there halved fetch
+// throughput.
 //
 // Append never allocates for records touching up to 8 relations; Restamp
 // rewrites a record's header (ingest turns spilled chunks into journal
