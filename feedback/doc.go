@@ -17,7 +17,27 @@
 //
 // The result never moves backwards.
 //
-// The package does no I/O. A Tracker is safe for concurrent use: the ingest
-// goroutine and the journal's committer goroutine both call it; one mutex
-// guards all of its state.
+// # Coverage file
+//
+// Confirming past the journal's last record (idle keepalives,
+// transactions that publish nothing) is legitimate, but a restart must
+// tell it from a hole. Coverage is the durable statement "every
+// transaction of the slot ending at or below Covered is in the journal, at
+// or below Offset"; ingest stores it (StoreCoverage) before it confirms
+// such an LSN. The file, journal/COVERAGE, is 29 bytes:
+//
+//	version (1 byte, 1) | offset u64 | end LSN u64 | covered LSN u64 | CRC32C (4 bytes)
+//
+// (integers little endian), replaced atomically: write a temporary file,
+// fsync it, rename it over the old one, fsync the directory. Its I/O goes
+// through a vfs.FS so tests can fault it. Covers says whether the journal
+// still holds the record the file names (a journal that lost its tail
+// does not).
+//
+// # Concurrency
+//
+// A Tracker is safe for concurrent use: the ingest goroutine and the
+// journal's committer goroutine both call it; one mutex guards all of its
+// state. The Tracker does no I/O; only the coverage functions do, and
+// ingest calls them from its one goroutine.
 package feedback
