@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 )
 
 // CoverageFile is the name of the coverage file inside the journal
@@ -137,22 +138,10 @@ func StoreCoverage(fs vfs.FS, path string, c Coverage) (time.Duration, error) {
 		err = fs.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(fs, filepath.Dir(path))
+		err = vfsutil.SyncDir(fs, filepath.Dir(path), nil)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("feedback: store coverage %s: %w", path, err)
 	}
 	return time.Since(start), nil
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

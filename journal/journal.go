@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/pgq-dev/pgq/internal/wal"
 	"github.com/pgq-dev/pgq/record"
 )
@@ -628,20 +629,7 @@ func (j *Journal) syncPath(dir string) error {
 	if j.opts.NoSync {
 		return nil
 	}
-	d, err := j.fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	start := time.Now()
-	err = d.Sync()
-	j.onSync(dir, time.Since(start))
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
+	return vfsutil.SyncDir(j.fs, dir, j.onSync)
 }
 
 // readFile returns the contents of the file at path.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/tidwall/tinylru"
 )
 
@@ -196,18 +197,7 @@ func (l *Log) syncDir() error {
 	if l.opts.NoSync {
 		return nil
 	}
-	d, err := l.fs.OpenDir(l.path)
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", l.path, err)
-	}
-	err = l.syncFile(d, l.path)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", l.path, err)
-	}
-	return nil
+	return vfsutil.SyncDir(l.fs, l.path, l.opts.OnSync)
 }
 
 // fail records the first write failure and returns err wrapped in
