@@ -123,22 +123,12 @@ type Change struct {
 type Transaction struct {
 	// Offset is the journal position of the record. Readers set it; it is
 	// not part of the encoded record.
-	Offset Offset
-	// RecordBytes is the size of the encoded journal record. The journal
-	// sets it on Append and on reads; it is not part of the record.
-	RecordBytes int
-	// Encoded, when not nil, is the transaction already encoded as a
-	// journal record (see record.Restamp) holding EncodedChanges changes:
-	// the journal writes it as is, and Changes may be nil. Producers that
-	// hold records (a spilled transaction's chunks) skip a decode and an
-	// encode this way. Neither field is part of the record.
-	Encoded        []byte
-	EncodedChanges int
-	Xid            uint32
-	CommitLSN      LSN
-	EndLSN         LSN
-	CommitTime     time.Time // UTC, microsecond precision
-	Origin         string
+	Offset     Offset
+	Xid        uint32
+	CommitLSN  LSN
+	EndLSN     LSN
+	CommitTime time.Time // UTC, microsecond precision
+	Origin     string
 	// Part is the 0-based part number; Final is true on the last part. A
 	// transaction that fits one record has Part 0 and Final true.
 	Part    uint32
@@ -155,13 +145,4 @@ var PGEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // TimeFromPG converts a PostgreSQL timestamp (µs since 2000-01-01) to UTC.
 func TimeFromPG(us int64) time.Time {
 	return PGEpoch.Add(time.Duration(us) * time.Microsecond)
-}
-
-// ChangeCount is the number of changes the transaction carries, in Changes
-// or in its Encoded record.
-func (tx *Transaction) ChangeCount() int {
-	if tx.Encoded != nil {
-		return tx.EncodedChanges
-	}
-	return len(tx.Changes)
 }

@@ -156,13 +156,14 @@ func (s *source) append(n int) {
 		}
 		batch[i] = tx
 	}
-	if err := s.j.Append(batch); err != nil {
+	recs := journal.Records(batch)
+	if err := s.j.AppendRecords(recs); err != nil {
 		s.t.Error(err)
 		return
 	}
 	entries := make([]index.Entry, n)
 	for i, tx := range batch {
-		entries[i] = index.EntryOf(tx, tx.RecordBytes)
+		entries[i] = index.EntryOf(tx, recs[i].Bytes, len(tx.Changes))
 		for c, k := range keys[i] {
 			s.ids[strconv.FormatUint(uint64(tx.Offset), 10)+"."+strconv.Itoa(c)] = k
 			s.changes++

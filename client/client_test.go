@@ -106,12 +106,13 @@ func (s *server) append(n int) {
 		batch[i] = &pgq.Transaction{Xid: uint32(s.lastEnd), CommitLSN: s.lastEnd - 10, EndLSN: s.lastEnd, CommitTime: time.Now().UTC().Truncate(time.Microsecond), Final: true,
 			Changes: []pgq.Change{{Op: pgq.OpInsert, Schema: "public", Table: "t", Columns: cols, New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(id)}}}}}
 	}
-	if err := s.j.Append(batch); err != nil {
+	recs := journal.Records(batch)
+	if err := s.j.AppendRecords(recs); err != nil {
 		s.t.Fatal(err)
 	}
 	entries := make([]index.Entry, n)
-	for i, tx := range batch {
-		entries[i] = index.EntryOf(tx, tx.RecordBytes)
+	for i, r := range recs {
+		entries[i] = index.EntryOf(r.Tx, r.Bytes, r.ChangeCount())
 	}
 	if err := s.ix.Add(entries); err != nil {
 		s.t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
-	"github.com/pgq-dev/pgq/record"
 )
 
 // benchEnv is a Manager over a real journal and index in a temporary
@@ -108,12 +107,13 @@ func (e *benchEnv) append(b testing.TB, txs ...*pgq.Transaction) {
 	for len(txs) > 0 {
 		batch := txs[:min(len(txs), 500)]
 		txs = txs[len(batch):]
-		if err := e.J.Append(batch); err != nil {
+		recs := journal.Records(batch)
+		if err := e.J.AppendRecords(recs); err != nil {
 			b.Fatal(err)
 		}
 		entries := make([]index.Entry, len(batch))
-		for k, tx := range batch {
-			entries[k] = index.EntryOf(tx, len(record.Append(nil, tx)))
+		for k, r := range recs {
+			entries[k] = index.EntryOf(r.Tx, r.Bytes, r.ChangeCount())
 		}
 		if err := e.Ix.Add(entries); err != nil {
 			b.Fatal(err)

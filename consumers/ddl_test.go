@@ -78,7 +78,7 @@ func gatedManager(t *testing.T, gate *syncGate) *Manager {
 	if err := j.Append(batch); err != nil {
 		t.Fatal(err)
 	}
-	if err := ix.CatchUp(context.Background(), j, nil); err != nil {
+	if err := ix.CatchUp(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 	m, err := NewManager(ManagerOptions{Journal: j, Index: ix})
@@ -244,7 +244,7 @@ func TestResolveWhileIndexStale(t *testing.T) {
 	if err := m.j.Append([]*pgq.Transaction{tx}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ix.Add([]index.Entry{index.EntryOf(tx, 1)}); !errors.Is(err, index.ErrGap) {
+	if err := m.ix.Add([]index.Entry{index.EntryOf(tx, 1, len(tx.Changes))}); !errors.Is(err, index.ErrGap) {
 		t.Fatalf("Add over the gap = %v", err)
 	}
 	for _, p := range []string{"lsn:0/3E8", "time:" + base.Add(8*time.Second).Format(time.RFC3339)} {
@@ -263,7 +263,7 @@ func TestResolveWhileIndexStale(t *testing.T) {
 	if !gi.Lag.IndexStale || gi.Lag.Records != 11 {
 		t.Fatalf("lag on a stale index = %+v", gi.Lag)
 	}
-	if err := m.ix.Heal(ctx, m.j, nil); err != nil {
+	if err := m.ix.Heal(ctx, m.j); err != nil {
 		t.Fatal(err)
 	}
 	pos, _ := ParsePosition("lsn:0/3E8")

@@ -39,7 +39,7 @@ func Example() {
 	_ = j.Append(txs)
 	for i, tx := range txs {
 		tx.Offset = pgq.Offset(i + 1)
-		_ = ix.Add([]index.Entry{index.EntryOf(tx, 100)})
+		_ = ix.Add([]index.Entry{index.EntryOf(tx, 100, len(tx.Changes))})
 	}
 	m, _ := consumers.NewManager(consumers.ManagerOptions{Journal: j, Index: ix})
 	defer m.Close()

@@ -46,7 +46,7 @@ func partsJournal(t *testing.T) (*Manager, *journal.Journal) {
 			t.Fatal(err)
 		}
 	}
-	if err := ix.CatchUp(context.Background(), j, nil); err != nil {
+	if err := ix.CatchUp(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 	m, err := NewManager(ManagerOptions{Journal: j, Index: ix})

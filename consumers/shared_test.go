@@ -101,12 +101,13 @@ func (e *sharedEnv) add(txs ...[]pgq.Change) {
 		e.lastEnd += 100
 		batch[i] = &pgq.Transaction{Xid: uint32(e.lastEnd), CommitLSN: e.lastEnd - 10, EndLSN: e.lastEnd, CommitTime: e.clock.Now(), Final: true, Changes: ch}
 	}
-	if err := e.j.Append(batch); err != nil {
+	recs := journal.Records(batch)
+	if err := e.j.AppendRecords(recs); err != nil {
 		e.t.Fatal(err)
 	}
 	entries := make([]index.Entry, len(batch))
-	for i, tx := range batch {
-		entries[i] = index.EntryOf(tx, tx.RecordBytes)
+	for i, r := range recs {
+		entries[i] = index.EntryOf(r.Tx, r.Bytes, r.ChangeCount())
 	}
 	if err := e.ix.Add(entries); err != nil {
 		e.t.Fatal(err)

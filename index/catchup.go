@@ -14,15 +14,17 @@ type Source interface {
 	// below FirstOffset) means empty.
 	FirstOffset() pgq.Offset
 	LastOffset() pgq.Offset
-	Read(off pgq.Offset) (*pgq.Transaction, error)
+	// ReadSized returns the record at off and its encoded size in the
+	// journal (Entry.Bytes), so that CatchUp never encodes a record.
+	ReadSized(off pgq.Offset) (*pgq.Transaction, int, error)
 }
 
 // catchUpBatch is how many records CatchUp indexes per Pebble batch.
 const catchUpBatch = 512
 
 // CatchUp makes the index cover every record of src from src.FirstOffset()
-// to the src.LastOffset() seen when it starts. size gives a record's encoded
-// size for Entry.Bytes (nil: 0).
+// to the src.LastOffset() seen when it starts, with the record sizes src
+// reports.
 //
 //   - Journal empty: the derived entries are dropped.
 //   - Index empty, ahead of the journal (LastOffset > src.LastOffset()),
@@ -41,14 +43,14 @@ const catchUpBatch = 512
 // during a rebuild they see a partial index. ctx is checked between
 // batches; a cancelled CatchUp leaves a consistent, shorter index that the
 // next CatchUp continues.
-func (ix *Index) CatchUp(ctx context.Context, src Source, size func(*pgq.Transaction) int) error {
+func (ix *Index) CatchUp(ctx context.Context, src Source) error {
 	if err := ix.enter(); err != nil {
 		return err
 	}
 	defer ix.exit()
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	if err := ix.catchUpLocked(ctx, src, size); err != nil {
+	if err := ix.catchUpLocked(ctx, src); err != nil {
 		ix.markStale(err)
 		return err
 	}
@@ -56,7 +58,7 @@ func (ix *Index) CatchUp(ctx context.Context, src Source, size func(*pgq.Transac
 	return nil
 }
 
-func (ix *Index) catchUpLocked(ctx context.Context, src Source, size func(*pgq.Transaction) int) error {
+func (ix *Index) catchUpLocked(ctx context.Context, src Source) error {
 	first, last := src.FirstOffset(), src.LastOffset()
 	if first == 0 {
 		first = 1
@@ -95,18 +97,14 @@ func (ix *Index) catchUpLocked(ctx context.Context, src Source, size func(*pgq.T
 		}
 		batch = batch[:0]
 		for ; off <= last && len(batch) < catchUpBatch; off++ {
-			tx, err := src.Read(off)
+			tx, n, err := src.ReadSized(off)
 			if err != nil {
 				return fmt.Errorf("index: catch up: read journal offset %d: %w", off, err)
 			}
 			if tx == nil {
 				return fmt.Errorf("index: catch up: journal offset %d read as nil", off)
 			}
-			n := 0
-			if size != nil {
-				n = size(tx)
-			}
-			e := EntryOf(tx, n)
+			e := EntryOf(tx, n, len(tx.Changes))
 			e.Offset = off
 			batch = append(batch, e)
 		}
@@ -137,7 +135,7 @@ func (ix *Index) rebuildReason(src Source, first, last, ixLast pgq.Offset) (stri
 	if err != nil {
 		return "", fmt.Errorf("index: catch up: %w", err)
 	}
-	tx, err := src.Read(ixLast)
+	tx, _, err := src.ReadSized(ixLast)
 	if err != nil {
 		return "", fmt.Errorf("index: catch up: read journal offset %d: %w", ixLast, err)
 	}

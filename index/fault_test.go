@@ -107,19 +107,14 @@ func appendTxs(t *testing.T, j *journal.Journal, n int) []*pgq.Transaction {
 	return batch
 }
 
-// recSize is the sidecar's RecordSize.
-func recSize(tx *pgq.Transaction) int {
-	if tx.RecordBytes > 0 {
-		return tx.RecordBytes
-	}
-	return len(record.Append(nil, tx))
-}
+// recSize is a record's size in the journal.
+func recSize(tx *pgq.Transaction) int { return len(record.Append(nil, tx)) }
 
 // indexTxs is the sidecar's after-append hook.
 func indexTxs(ix *Index, batch []*pgq.Transaction) error {
 	es := make([]Entry, len(batch))
 	for i, tx := range batch {
-		es[i] = EntryOf(tx, recSize(tx))
+		es[i] = EntryOf(tx, recSize(tx), len(tx.Changes))
 	}
 	return ix.Add(es)
 }
@@ -140,11 +135,11 @@ func matchesJournal(t *testing.T, ix *Index, j *journal.Journal) {
 	}
 	var sum int64
 	for off := first; off <= last; off++ {
-		tx, err := j.Read(off)
+		tx, size, err := j.ReadSized(off)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := EntryOf(tx, recSize(tx))
+		want := EntryOf(tx, size, len(tx.Changes))
 		if got, err := ix.EntryAt(off); err != nil || got != want {
 			t.Fatalf("EntryAt(%d) = %+v, %v; journal has %+v", off, got, err, want)
 		}
@@ -263,7 +258,7 @@ func TestFaultWALWriteDuringAdd(t *testing.T) {
 			}
 
 			inj.on.Store(false)
-			if err := ix.Heal(ctx, j, recSize); err != nil {
+			if err := ix.Heal(ctx, j); err != nil {
 				t.Fatalf("Heal: %v", err)
 			}
 			matchesJournal(t, ix, j)
@@ -285,7 +280,7 @@ func TestFaultWALWriteDuringAdd(t *testing.T) {
 			}
 			ix2 := open(t, dir)
 			defer ix2.Close()
-			if err := ix2.CatchUp(ctx, j, recSize); err != nil {
+			if err := ix2.CatchUp(ctx, j); err != nil {
 				t.Fatal(err)
 			}
 			matchesJournal(t, ix2, j)
@@ -350,13 +345,13 @@ func TestFaultWALSyncDuringGroupWrites(t *testing.T) {
 			// While WAL fsyncs fail a Heal may succeed (derived writes are
 			// not fsynced), but a group write fails again, and never
 			// silently.
-			if err := ix.Heal(ctx, j, recSize); err == nil {
+			if err := ix.Heal(ctx, j); err == nil {
 				if err := ix.PutGroup("c", []byte("c1")); !errors.Is(err, ErrFailed) {
 					t.Fatalf("PutGroup with fsync failing after a heal = %v, want ErrFailed", err)
 				}
 			}
 			inj.on.Store(false)
-			if err := ix.Heal(ctx, j, recSize); err != nil {
+			if err := ix.Heal(ctx, j); err != nil {
 				t.Fatalf("Heal: %v", err)
 			}
 			matchesJournal(t, ix, j)
@@ -421,7 +416,7 @@ func TestFaultTruncateFront(t *testing.T) {
 	appendTxs(t, j, 3)
 	wantStaleLookups(t, ix, j)
 	inj.on.Store(false)
-	if err := ix.Heal(context.Background(), j, recSize); err != nil {
+	if err := ix.Heal(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 	matchesJournal(t, ix, j)
@@ -441,7 +436,7 @@ func TestFatalfNeverExits(t *testing.T) {
 	}
 	appendTxs(t, j, 5)
 	wantStaleLookups(t, ix, j)
-	if err := ix.Heal(context.Background(), j, recSize); err != nil {
+	if err := ix.Heal(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 	matchesJournal(t, ix, j)
@@ -505,7 +500,7 @@ func TestCrashKeepsSyncedGroups(t *testing.T) {
 			if ix2.LastOffset() > j.LastOffset() {
 				t.Fatalf("LastOffset after crash %d > journal's %d", ix2.LastOffset(), j.LastOffset())
 			}
-			if err := ix2.CatchUp(context.Background(), j, recSize); err != nil {
+			if err := ix2.CatchUp(context.Background(), j); err != nil {
 				t.Fatal(err)
 			}
 			matchesJournal(t, ix2, j)
@@ -547,7 +542,7 @@ func TestStaleAfterGapAndHealer(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ix.RunHealer(ctx, j, recSize, time.Hour) // only the wake-up can heal in time
+		ix.RunHealer(ctx, j, time.Hour) // only the wake-up can heal in time
 	}()
 	// The journal's committer keeps appending and calling Add meanwhile.
 	deadline := time.Now().Add(10 * time.Second)
@@ -597,7 +592,7 @@ func TestHealerRetriesUntilDiskRecovers(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ix.RunHealer(ctx, j, recSize, 10*time.Millisecond)
+		ix.RunHealer(ctx, j, 10*time.Millisecond)
 	}()
 	inj.on.Store(true)
 	if err := ix.PutGroup("g", []byte("x")); !errors.Is(err, ErrFailed) {

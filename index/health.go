@@ -10,8 +10,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/pgq-dev/pgq"
 )
 
 // DefaultHealInterval is RunHealer's first retry delay when its interval is
@@ -237,10 +235,10 @@ func (ix *Index) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
 // CatchUp that finds nothing to do. It takes the writer lock for the
 // CatchUp, and a reopen excludes every other call for its duration: do
 // not call it from the journal's committer goroutine (use RunHealer).
-func (ix *Index) Heal(ctx context.Context, src Source, size func(*pgq.Transaction) int) error {
+func (ix *Index) Heal(ctx context.Context, src Source) error {
 	err := ix.reopenIfFailed()
 	if err == nil {
-		err = ix.CatchUp(ctx, src, size)
+		err = ix.CatchUp(ctx, src)
 	}
 	if err != nil && !errors.Is(err, ErrClosed) {
 		ix.h.mu.Lock()
@@ -348,14 +346,14 @@ func (ix *Index) dbMissing() bool {
 // committer, whose after-append hook calls only Add: Add never waits for
 // the healer beyond the writer lock, and while the index is stale Add
 // returns at once with ErrStale.
-func (ix *Index) RunHealer(ctx context.Context, src Source, size func(*pgq.Transaction) int, interval time.Duration) {
+func (ix *Index) RunHealer(ctx context.Context, src Source, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultHealInterval
 	}
 	delay := interval
 	for {
 		if ix.h.stale.Load() {
-			err := ix.Heal(ctx, src, size)
+			err := ix.Heal(ctx, src)
 			switch {
 			case err == nil && !ix.h.stale.Load():
 				delay = interval

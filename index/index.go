@@ -94,15 +94,16 @@ type Entry struct {
 	Changes    int       // number of changes in the record
 }
 
-// EntryOf returns the Entry for a journal record whose encoded size is bytes.
-func EntryOf(tx *pgq.Transaction, bytes int) Entry {
+// EntryOf returns the Entry for a journal record with the header of tx,
+// whose encoded size is bytes and which holds changes changes.
+func EntryOf(tx *pgq.Transaction, bytes, changes int) Entry {
 	return Entry{
 		Offset:     tx.Offset,
 		CommitLSN:  tx.CommitLSN,
 		EndLSN:     tx.EndLSN,
 		CommitTime: tx.CommitTime,
 		Bytes:      bytes,
-		Changes:    tx.ChangeCount(),
+		Changes:    changes,
 	}
 }
 

@@ -442,6 +442,8 @@ type fakeSource struct {
 	first pgq.Offset
 	txs   []*pgq.Transaction
 	reads int
+	// onRead, when set, runs after each read (outside mu).
+	onRead func()
 }
 
 func newFakeSource(first pgq.Offset, n int, lsnBase pgq.LSN) *fakeSource {
@@ -478,15 +480,20 @@ func (s *fakeSource) LastOffset() pgq.Offset {
 	return s.first + pgq.Offset(len(s.txs)) - 1
 }
 
-func (s *fakeSource) Read(off pgq.Offset) (*pgq.Transaction, error) {
+func (s *fakeSource) ReadSized(off pgq.Offset) (*pgq.Transaction, int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.reads++
+	onRead := s.onRead
 	if off < s.first || off >= s.first+pgq.Offset(len(s.txs)) {
-		return nil, fmt.Errorf("fake: offset %d out of range", off)
+		s.mu.Unlock()
+		return nil, 0, fmt.Errorf("fake: offset %d out of range", off)
 	}
 	tx := *s.txs[off-s.first]
-	return &tx, nil
+	s.mu.Unlock()
+	if onRead != nil {
+		onRead()
+	}
+	return &tx, txSize(&tx), nil
 }
 
 func (s *fakeSource) readCount() int {
@@ -509,8 +516,8 @@ func checkCovers(t *testing.T, ix *Index, src *fakeSource) {
 	}
 	var sum int64
 	for off := first; off <= last; off++ {
-		tx, _ := src.Read(off)
-		want := EntryOf(tx, txSize(tx))
+		tx, _, _ := src.ReadSized(off)
+		want := EntryOf(tx, txSize(tx), len(tx.Changes))
 		got, err := ix.EntryAt(off)
 		if err != nil || got != want {
 			t.Fatalf("EntryAt(%d) = %+v, %v; want %+v", off, got, err, want)
@@ -533,7 +540,7 @@ func checkCovers(t *testing.T, ix *Index, src *fakeSource) {
 func TestCatchUpFromEmpty(t *testing.T) {
 	ix := openTemp(t)
 	src := newFakeSource(1, 1300, 0) // more than two batches
-	if err := ix.CatchUp(context.Background(), src, txSize); err != nil {
+	if err := ix.CatchUp(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	checkCovers(t, ix, src)
@@ -544,12 +551,12 @@ func TestCatchUpAfterPartial(t *testing.T) {
 	src := newFakeSource(1, 700, 0)
 	var es []Entry
 	for off := pgq.Offset(1); off <= 250; off++ {
-		tx, _ := src.Read(off)
-		es = append(es, EntryOf(tx, txSize(tx)))
+		tx, _, _ := src.ReadSized(off)
+		es = append(es, EntryOf(tx, txSize(tx), len(tx.Changes)))
 	}
 	mustAdd(t, ix, es)
 	before := src.readCount()
-	if err := ix.CatchUp(context.Background(), src, txSize); err != nil {
+	if err := ix.CatchUp(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	// Only the tail plus the one verification read of offset 250.
@@ -560,7 +567,7 @@ func TestCatchUpAfterPartial(t *testing.T) {
 
 	// Nothing new: a no-op apart from the verification read.
 	before = src.readCount()
-	if err := ix.CatchUp(context.Background(), src, txSize); err != nil {
+	if err := ix.CatchUp(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	if reads := src.readCount() - before; reads != 1 {
@@ -571,7 +578,7 @@ func TestCatchUpAfterPartial(t *testing.T) {
 func TestCatchUpFollowsFrontTruncation(t *testing.T) {
 	ix := openTemp(t)
 	src := newFakeSource(1, 100, 0)
-	if err := ix.CatchUp(context.Background(), src, txSize); err != nil {
+	if err := ix.CatchUp(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	// Retention removed 1..39; 20 more records were appended.
@@ -583,7 +590,7 @@ func TestCatchUpFollowsFrontTruncation(t *testing.T) {
 	src.mu.Lock()
 	src.txs = append(src.txs, more.txs...)
 	src.mu.Unlock()
-	if err := ix.CatchUp(context.Background(), src, txSize); err != nil {
+	if err := ix.CatchUp(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	checkCovers(t, ix, src)
@@ -607,10 +614,10 @@ func TestCatchUpRebuilds(t *testing.T) {
 			if err := ix.PutGroup("keep", []byte("me")); err != nil {
 				t.Fatal(err)
 			}
-			if err := ix.CatchUp(context.Background(), newFakeSource(1, 500, 0), txSize); err != nil {
+			if err := ix.CatchUp(context.Background(), newFakeSource(1, 500, 0)); err != nil {
 				t.Fatal(err)
 			}
-			if err := ix.CatchUp(context.Background(), c.src, txSize); err != nil {
+			if err := ix.CatchUp(context.Background(), c.src); err != nil {
 				t.Fatal(err)
 			}
 			checkCovers(t, ix, c.src)
@@ -624,7 +631,7 @@ func TestCatchUpRebuilds(t *testing.T) {
 func TestCatchUpEmptyJournal(t *testing.T) {
 	ix := openTemp(t)
 	mustAdd(t, ix, entries(1, 5))
-	if err := ix.CatchUp(context.Background(), &fakeSource{first: 1}, nil); err != nil {
+	if err := ix.CatchUp(context.Background(), &fakeSource{first: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if ix.LastOffset() != 0 {
@@ -637,20 +644,20 @@ func TestCatchUpCancelled(t *testing.T) {
 	src := newFakeSource(1, 2000, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	size := func(tx *pgq.Transaction) int {
+	src.onRead = func() {
 		if n++; n == 600 {
 			cancel()
 		}
-		return txSize(tx)
 	}
-	err := ix.CatchUp(ctx, src, size)
+	err := ix.CatchUp(ctx, src)
+	src.onRead = nil
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("CatchUp = %v, want context.Canceled", err)
 	}
 	if last := ix.LastOffset(); last != 2*catchUpBatch {
 		t.Fatalf("LastOffset after cancel = %d, want %d", last, 2*catchUpBatch)
 	}
-	if err := ix.CatchUp(context.Background(), src, txSize); err != nil {
+	if err := ix.CatchUp(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	checkCovers(t, ix, src)
@@ -660,7 +667,7 @@ func TestCatchUpReadError(t *testing.T) {
 	ix := openTemp(t)
 	src := newFakeSource(1, 10, 0)
 	bad := &failingSource{fakeSource: src, failAt: 7}
-	err := ix.CatchUp(context.Background(), bad, txSize)
+	err := ix.CatchUp(context.Background(), bad)
 	if !errors.Is(err, errFake) {
 		t.Fatalf("CatchUp = %v, want errFake", err)
 	}
@@ -673,11 +680,11 @@ type failingSource struct {
 	failAt pgq.Offset
 }
 
-func (s *failingSource) Read(off pgq.Offset) (*pgq.Transaction, error) {
+func (s *failingSource) ReadSized(off pgq.Offset) (*pgq.Transaction, int, error) {
 	if off == s.failAt {
-		return nil, errFake
+		return nil, 0, errFake
 	}
-	return s.fakeSource.Read(off)
+	return s.fakeSource.ReadSized(off)
 }
 
 // TestConcurrentReadersAndAdder runs under -race in make test.
@@ -759,10 +766,10 @@ func TestConcurrentAddAndCatchUp(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		// CatchUp holds the writer lock: this waits, then is skipped.
-		tx, _ := src.Read(1500)
-		addErr = ix.Add([]Entry{EntryOf(tx, txSize(tx))})
+		tx, _, _ := src.ReadSized(1500)
+		addErr = ix.Add([]Entry{EntryOf(tx, txSize(tx), len(tx.Changes))})
 	}()
-	if err := ix.CatchUp(context.Background(), src, txSize); err != nil {
+	if err := ix.CatchUp(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()

@@ -18,6 +18,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/feedback"
 	"github.com/pgq-dev/pgq/internal/backoff"
+	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/pgoutput"
 )
 
@@ -102,8 +103,8 @@ type Ingester struct {
 
 // New validates o and prepares an Ingester. It installs itself as the
 // committer's OnAppend hook, calling onDurable (may be nil) after its own
-// bookkeeping for every durable batch.
-func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
+// bookkeeping for every durable batch (each record's offset and size set).
+func New(o Options, onDurable func([]*journal.Record)) (*Ingester, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -126,26 +127,26 @@ func New(o Options, onDurable func([]*pgq.Transaction)) (*Ingester, error) {
 	// against the journal's own end.
 	in := &Ingester{o: o, tracker: feedback.NewTracker(covered), lastSubmitted: last, fresh: fresh, warned: map[string]bool{}}
 	in.covered.Store(uint64(covered))
-	o.Committer.SetOnAppend(func(batch []*pgq.Transaction) {
+	o.Committer.SetOnAppend(func(batch []*journal.Record) {
 		if len(batch) == 0 {
 			return
 		}
-		last := batch[len(batch)-1]
+		last := batch[len(batch)-1].Tx
 		// A transaction is durable once its final part is: a batch ending
 		// in a non-final part reports only up to the last final one.
 		for i := len(batch) - 1; i >= 0; i-- {
-			if batch[i].Final {
-				in.tracker.Durable(batch[i].EndLSN)
-				in.raiseCovered(batch[i].EndLSN)
+			if tx := batch[i].Tx; tx.Final {
+				in.tracker.Durable(tx.EndLSN)
+				in.raiseCovered(tx.EndLSN)
 				break
 			}
 		}
 		changes := 0
 		now := time.Now()
-		for _, tx := range batch {
-			changes += tx.ChangeCount()
-			if tx.Final {
-				in.o.Metrics.CommitToDurable.Observe(now.Sub(tx.CommitTime).Seconds())
+		for _, r := range batch {
+			changes += r.ChangeCount()
+			if r.Tx.Final {
+				in.o.Metrics.CommitToDurable.Observe(now.Sub(r.Tx.CommitTime).Seconds())
 			}
 		}
 		in.recordsWritten.Add(uint64(len(batch)))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/pgoutput"
 	"github.com/pgq-dev/pgq/record"
 )
@@ -224,7 +225,7 @@ func (w *partWriter) finish(ctx context.Context) error {
 func (w *partWriter) submit(ctx context.Context, final bool) error {
 	tx := w.hdr
 	tx.Part, tx.Final, tx.Changes = w.part, final, w.cur
-	if err := w.submitTx(ctx, &tx, w.curMem); err != nil {
+	if err := w.submitTx(ctx, &journal.Record{Tx: &tx}, w.curMem); err != nil {
 		return err
 	}
 	w.cur, w.curEnc, w.curMem = nil, 0, 0
@@ -239,20 +240,20 @@ func (w *partWriter) submitChunk(ctx context.Context, rec []byte, final bool) er
 	if err != nil {
 		return fmt.Errorf("ingest: spilled chunk of xid %d: %w", tx.Xid, err)
 	}
-	tx.Encoded, tx.EncodedChanges = enc, n
 	w.changes += n
-	return w.submitTx(ctx, &tx, len(enc))
+	return w.submitTx(ctx, &journal.Record{Tx: &tx, Encoded: enc, EncodedChanges: n}, len(enc))
 }
 
 // submitTx hands one part to the committer; size is its memory estimate.
-func (w *partWriter) submitTx(ctx context.Context, tx *pgq.Transaction, size int) error {
+func (w *partWriter) submitTx(ctx context.Context, r *journal.Record, size int) error {
+	tx := r.Tx
 	if w.part == 0 {
 		// Once per transaction, before its first part: confirmation now
 		// waits until the final part is durable.
 		w.s.in.lastSubmitted = tx.EndLSN
 		w.s.in.tracker.Submitted(tx.EndLSN)
 	}
-	if err := w.s.in.o.Committer.Submit(ctx, tx, size); err != nil {
+	if err := w.s.in.o.Committer.SubmitRecord(ctx, r, size); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -29,7 +29,7 @@ type Committer struct {
 
 	// mu guards every field below.
 	mu         sync.Mutex
-	queue      []*pgq.Transaction
+	queue      []*Record
 	sizes      []int
 	pending    int           // bytes queued or being written
 	submitted  uint64        // transactions accepted by Submit
@@ -42,7 +42,7 @@ type Committer struct {
 	running    bool
 	closing    bool
 	done       chan struct{} // closed when Run returns
-	onAppend   func(batch []*pgq.Transaction)
+	onAppend   func(batch []*Record)
 
 	wake    chan struct{} // buffered(1): something was queued
 	closeCh chan struct{} // closed by Close
@@ -73,8 +73,9 @@ func NewCommitter(j *Journal, opts CommitterOptions) *Committer {
 }
 
 // SetOnAppend sets a hook called by Run after each durable batch, before
-// waiters are released. The hook must not call Submit or Flush.
-func (c *Committer) SetOnAppend(fn func(batch []*pgq.Transaction)) {
+// waiters are released; each record's Tx.Offset and Bytes are set. The
+// hook must not call Submit or Flush.
+func (c *Committer) SetOnAppend(fn func(batch []*Record)) {
 	c.mu.Lock()
 	c.onAppend = fn
 	c.mu.Unlock()
@@ -124,7 +125,7 @@ func (c *Committer) drain(all bool) error {
 			c.mu.Unlock()
 			return nil
 		}
-		batch := append([]*pgq.Transaction(nil), c.queue[:n]...)
+		batch := append([]*Record(nil), c.queue[:n]...)
 		bytes := 0
 		for _, s := range c.sizes[:n] {
 			bytes += s
@@ -139,7 +140,7 @@ func (c *Committer) drain(all bool) error {
 		onAppend := c.onAppend
 		c.mu.Unlock()
 
-		if err := c.j.Append(batch); err != nil {
+		if err := c.j.AppendRecords(batch); err != nil {
 			return err // Append's error names the journal and the batch
 		}
 		if onAppend != nil {
@@ -148,7 +149,7 @@ func (c *Committer) drain(all bool) error {
 		last := batch[len(batch)-1]
 		c.mu.Lock()
 		c.durable += uint64(n)
-		c.durableOff, c.durableLSN = last.Offset, last.EndLSN
+		c.durableOff, c.durableLSN = last.Tx.Offset, last.Tx.EndLSN
 		c.pending -= bytes
 		close(c.durableCh)
 		c.durableCh = make(chan struct{})
@@ -181,11 +182,17 @@ func (c *Committer) stop(err error) {
 	c.mu.Unlock()
 }
 
-// Submit queues tx for the next batch. size is the caller's estimate of its
-// encoded bytes, used for the MaxPendingBytes bound: Submit blocks while the
-// pending bytes are above it (a transaction is always admitted when nothing
-// is pending). It returns Run's error once Run has failed or stopped.
+// Submit queues tx for the next batch, to be encoded by the journal (see
+// SubmitRecord).
 func (c *Committer) Submit(ctx context.Context, tx *pgq.Transaction, size int) error {
+	return c.SubmitRecord(ctx, &Record{Tx: tx}, size)
+}
+
+// SubmitRecord queues r for the next batch. size is the caller's estimate
+// of its bytes, used for the MaxPendingBytes bound: it blocks while the
+// pending bytes are above it (a record is always admitted when nothing is
+// pending). It returns Run's error once Run has failed or stopped.
+func (c *Committer) SubmitRecord(ctx context.Context, r *Record, size int) error {
 	size = max(size, 0)
 	for {
 		c.mu.Lock()
@@ -199,7 +206,7 @@ func (c *Committer) Submit(ctx context.Context, tx *pgq.Transaction, size int) e
 			return fmt.Errorf("journal: submit: %w", errCommitterStopped)
 		}
 		if c.pending == 0 || c.pending+size <= c.opts.MaxPendingBytes {
-			c.queue = append(c.queue, tx)
+			c.queue = append(c.queue, r)
 			c.sizes = append(c.sizes, size)
 			c.pending += size
 			c.submitted++

@@ -116,7 +116,7 @@
 // second lock from the same process) and a second Open, from this or
 // another process, fails with ErrLocked. Within a Journal:
 //
-//   - There is a single writer. Append, TruncateFront, Segments and Close
+//   - There is a single writer. Append, AppendRecords, TruncateFront, Segments and Close
 //     are serialized by appendMu, which also guards the encode buffer and
 //     the wal.Batch. In production the writer is the
 //     Committer's Run goroutine.
@@ -133,7 +133,15 @@
 // check LastOffset, and wait on it, so they never poll and never miss a
 // wake-up.
 //
-// The Committer turns many producers into few fsyncs: Submit queues, one Run
+// What Append writes is a Record: a transaction to encode, or one already
+// encoded by its producer (ingest's restamped spill chunks), written as is.
+// AppendRecords sets each record's offset (Tx.Offset) and encoded size
+// (Bytes); ReadSized returns the size again, so that the index (byte lag)
+// never re-encodes a record to learn it. pgq.Transaction itself carries
+// no transport fields.
+//
+// The Committer turns many producers into few fsyncs: Submit (or
+// SubmitRecord) queues, one Run
 // goroutine appends everything queued as one batch, publishes Durable and
 // closes the DurableChanged channel. It uses no timers: an idle committer
 // writes a single transaction immediately, and under load the queue fills

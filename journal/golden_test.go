@@ -75,13 +75,15 @@ func TestGoldenJournal(t *testing.T) {
 	}
 	defer j.Close()
 	for i, w := range want {
-		got, err := j.Read(pgq.Offset(i + 1))
+		got, size, err := j.ReadSized(pgq.Offset(i + 1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.Offset = got.Offset
 		// The record read back has the size of the record written.
-		w.RecordBytes = len(record.Append(nil, w))
+		if want := len(record.Append(nil, w)); size != want {
+			t.Fatalf("record %d: %d bytes, want %d", i+1, size, want)
+		}
 		if !got.CommitTime.Equal(w.CommitTime) {
 			t.Fatalf("record %d time %v, want %v", i+1, got.CommitTime, w.CommitTime)
 		}

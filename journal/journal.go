@@ -260,15 +260,24 @@ func (j *Journal) Err() error {
 // Dir returns the journal directory.
 func (j *Journal) Dir() string { return j.dir }
 
-// Append writes batch as consecutive records with one write and one fsync
-// (group commit) and sets tx.Offset and tx.RecordBytes on each. A
-// transaction with Encoded set is written as that record, as is. When a
-// segment file was created, the directory is fsynced too before Append
-// returns. Append is for the single writer: concurrent calls are
-// serialized. A write or sync error fails the journal: that Append and
-// every later one return an error wrapping ErrFailed and the cause, and
-// nothing of the batch is published (see the package documentation).
-func (j *Journal) Append(batch []*pgq.Transaction) error {
+// Append writes txs as consecutive records (see AppendRecords) and sets
+// tx.Offset on each.
+func (j *Journal) Append(txs []*pgq.Transaction) error {
+	if len(txs) == 0 {
+		return nil
+	}
+	return j.AppendRecords(Records(txs))
+}
+
+// AppendRecords writes batch as consecutive records with one write and one
+// fsync (group commit) and sets Tx.Offset and Bytes on each. A record with
+// Encoded set is written as is. When a segment file was created, the
+// directory is fsynced too before it returns. Appends are for the single
+// writer: concurrent calls are serialized. A write or sync error fails the
+// journal: that call and every later one return an error wrapping
+// ErrFailed and the cause, and nothing of the batch is published (see the
+// package documentation).
+func (j *Journal) AppendRecords(batch []*Record) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -292,13 +301,13 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 		last = pgq.Offset(li)
 	}
 	j.batch.Clear()
-	for i, tx := range batch {
-		data := tx.Encoded
+	for i, r := range batch {
+		data := r.Encoded
 		if data == nil {
-			j.buf = record.Append(j.buf[:0], tx)
+			j.buf = record.Append(j.buf[:0], r.Tx)
 			data = j.buf
 		}
-		tx.RecordBytes = len(data)
+		r.Bytes = len(data)
 		j.batch.Write(uint64(last)+uint64(i)+1, data)
 	}
 	if cap(j.buf) > 4<<20 {
@@ -308,8 +317,8 @@ func (j *Journal) Append(batch []*pgq.Transaction) error {
 		j.batch.Clear()
 		return j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
 	}
-	for i, tx := range batch {
-		tx.Offset = last + pgq.Offset(i) + 1
+	for i, r := range batch {
+		r.Tx.Offset = last + pgq.Offset(i) + 1
 	}
 	j.mu.Lock()
 	if j.first == 0 {
@@ -384,18 +393,25 @@ func (j *Journal) ReadRaw(off pgq.Offset) ([]byte, error) {
 	return data, nil
 }
 
-// Read decodes the record at off and sets its Offset and RecordBytes.
+// Read decodes the record at off and sets its Offset.
 func (j *Journal) Read(off pgq.Offset) (*pgq.Transaction, error) {
+	tx, _, err := j.ReadSized(off)
+	return tx, err
+}
+
+// ReadSized is Read that also returns the record's encoded size (what
+// Append reported as Record.Bytes).
+func (j *Journal) ReadSized(off pgq.Offset) (*pgq.Transaction, int, error) {
 	data, err := j.ReadRaw(off)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	tx := new(pgq.Transaction)
 	if err := record.Decode(data, tx); err != nil {
-		return nil, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
+		return nil, 0, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
 	}
-	tx.Offset, tx.RecordBytes = off, len(data)
-	return tx, nil
+	tx.Offset = off
+	return tx, len(data), nil
 }
 
 // TruncateFront drops the records below off (retention). It never drops the

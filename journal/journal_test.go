@@ -505,7 +505,7 @@ func TestCommitterBatching(t *testing.T) {
 	defer j.Close()
 	c := NewCommitter(j, CommitterOptions{})
 	var appends, appended atomic.Int64
-	c.SetOnAppend(func(b []*pgq.Transaction) {
+	c.SetOnAppend(func(b []*Record) {
 		appends.Add(1)
 		appended.Add(int64(len(b)))
 	})
@@ -658,7 +658,7 @@ func BenchmarkCommitter(b *testing.B) {
 			defer j.Close()
 			c := NewCommitter(j, CommitterOptions{})
 			var appends atomic.Int64
-			c.SetOnAppend(func([]*pgq.Transaction) { appends.Add(1) })
+			c.SetOnAppend(func([]*Record) { appends.Add(1) })
 			ctx := context.Background()
 			go c.Run(ctx)
 			defer c.Close()

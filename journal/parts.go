@@ -89,10 +89,10 @@ func (j *Journal) truncateBack(off pgq.Offset) error {
 
 // lastFinalEndLSN returns the EndLSN of the last final record of batch, or
 // 0 when batch holds none.
-func lastFinalEndLSN(batch []*pgq.Transaction) pgq.LSN {
+func lastFinalEndLSN(batch []*Record) pgq.LSN {
 	for i := len(batch) - 1; i >= 0; i-- {
-		if batch[i].Final {
-			return batch[i].EndLSN
+		if batch[i].Tx.Final {
+			return batch[i].Tx.EndLSN
 		}
 	}
 	return 0

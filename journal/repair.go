@@ -183,7 +183,7 @@ type Summary struct {
 // returns a *CorruptError (matching ErrCorrupt) naming its offset.
 func Verify(dir string) (Summary, error) {
 	var sum Summary
-	err := scan(dir, 0, true, func(tx *pgq.Transaction) error {
+	err := scan(dir, 0, true, func(tx *pgq.Transaction, _ int) error {
 		if sum.First == 0 {
 			sum.First = tx.Offset
 		}

@@ -18,6 +18,11 @@ import (
 // entry returns a *CorruptError naming its offset. fn may stop the scan by
 // returning an error, which Scan returns.
 func Scan(dir string, from pgq.Offset, fn func(tx *pgq.Transaction) error) error {
+	return ScanSized(dir, from, func(tx *pgq.Transaction, _ int) error { return fn(tx) })
+}
+
+// ScanSized is Scan that also passes each record's encoded size.
+func ScanSized(dir string, from pgq.Offset, fn func(tx *pgq.Transaction, size int) error) error {
 	if err := scan(dir, from, false, fn); err != nil {
 		return fmt.Errorf("journal: scan %s: %w", dir, err)
 	}
@@ -26,7 +31,7 @@ func Scan(dir string, from pgq.Offset, fn func(tx *pgq.Transaction) error) error
 
 // scan is Scan; with strict, an incomplete last entry is corruption too,
 // and so is a gap between segments.
-func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction) error) error {
+func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction, size int) error) error {
 	segs, err := listSegments(vfs.Default, dir)
 	if err != nil {
 		return err
@@ -58,9 +63,9 @@ func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction)
 			if err := record.Decode(p, tx); err != nil {
 				return err
 			}
-			tx.Offset, tx.RecordBytes = off, len(p)
+			tx.Offset = off
 			off++
-			if err := fn(tx); err != nil {
+			if err := fn(tx, len(p)); err != nil {
 				fnErr = err
 				return errStop
 			}

@@ -18,12 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/journal"
-	"github.com/pgq-dev/pgq/record"
 )
 
 // Options configures a sidecar. Zero values get the defaults noted.
@@ -127,7 +125,7 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 		return nil, err
 	}
 	s.Index = ix
-	if err := ix.CatchUp(ctx, j, RecordSize); err != nil {
+	if err := ix.CatchUp(ctx, j); err != nil {
 		s.closeStores()
 		return nil, fmt.Errorf("index: catch up with journal: %w", err)
 	}
@@ -211,16 +209,6 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 	return s, nil
 }
 
-// RecordSize is a record's size in the journal, used for lag bytes: the
-// journal sets it on append and read, so it is encoded only for a
-// transaction that never went through the journal.
-func RecordSize(tx *pgq.Transaction) int {
-	if tx.RecordBytes > 0 {
-		return tx.RecordBytes
-	}
-	return len(record.Append(nil, tx))
-}
-
 // indexWait is how long the committer waits for one index update. The
 // index is derived: a disk that makes Pebble block must not stall ingest.
 const indexWait = 2 * time.Second
@@ -231,13 +219,13 @@ const indexWait = 2 * time.Second
 // batches arriving meanwhile are skipped. The gap they leave makes the
 // next update fail, the index marks itself stale (lookups that would be
 // wrong return ErrStale), and the healer catches it up from the journal.
-func (s *Sidecar) indexBatch(batch []*pgq.Transaction) {
+func (s *Sidecar) indexBatch(batch []*journal.Record) {
 	if s.indexBusy.Load() {
 		return // an earlier update is still blocked: skip (see above)
 	}
 	entries := make([]index.Entry, len(batch))
-	for i, tx := range batch {
-		entries[i] = index.EntryOf(tx, RecordSize(tx))
+	for i, r := range batch {
+		entries[i] = index.EntryOf(r.Tx, r.Bytes, r.ChangeCount())
 	}
 	done := make(chan error, 1)
 	s.indexBusy.Store(true)
@@ -336,7 +324,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	healerDone := make(chan struct{})
 	go func() {
 		defer close(healerDone)
-		s.Index.RunHealer(hctx, s.Journal, RecordSize, 0)
+		s.Index.RunHealer(hctx, s.Journal, 0)
 	}()
 
 	rctx, cancelRetention := context.WithCancel(ctx)

@@ -1,0 +1,80 @@
+package journal
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/pgq-dev/pgq/record"
+)
+
+// TestAppendRecordsSizes: AppendRecords writes an encoded record as is and
+// encodes the others, reports every record's size and offset, and the
+// sizes read back (ReadSized) are the ones reported; the committer's hook
+// sees the same sizes.
+func TestAppendRecordsSizes(t *testing.T) {
+	j := openT(t, t.TempDir(), 1<<20)
+	defer j.Close()
+
+	plain := mkTx(1, 3)
+	full := mkTx(2, 7)
+	hdr := *full
+	hdr.Changes = nil
+	enc := record.Append(nil, full)
+	recs := []*Record{{Tx: plain}, {Tx: &hdr, Encoded: enc, EncodedChanges: len(full.Changes)}}
+	if err := j.AppendRecords(recs); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := recs[0].Bytes, len(record.Append(nil, plain)); got != want {
+		t.Fatalf("plain record: %d bytes, want %d", got, want)
+	}
+	if recs[1].Bytes != len(enc) {
+		t.Fatalf("encoded record: %d bytes, want %d", recs[1].Bytes, len(enc))
+	}
+	if recs[0].ChangeCount() != 3 || recs[1].ChangeCount() != 7 {
+		t.Fatalf("change counts %d, %d; want 3, 7", recs[0].ChangeCount(), recs[1].ChangeCount())
+	}
+	if plain.Offset != 1 || hdr.Offset != 2 {
+		t.Fatalf("offsets %d, %d; want 1, 2", plain.Offset, hdr.Offset)
+	}
+	for i, r := range recs {
+		tx, size, err := j.ReadSized(r.Tx.Offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size != r.Bytes {
+			t.Fatalf("record %d read back as %d bytes, appended as %d", i, size, r.Bytes)
+		}
+		if len(tx.Changes) != r.ChangeCount() {
+			t.Fatalf("record %d read back with %d changes, want %d", i, len(tx.Changes), r.ChangeCount())
+		}
+	}
+	got, err := j.Read(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full.Offset = 2
+	if !reflect.DeepEqual(got, full) {
+		t.Fatalf("encoded record read back\n got %+v\nwant %+v", got, full)
+	}
+
+	c := NewCommitter(j, CommitterOptions{})
+	sizes := make(chan []int, 1)
+	c.SetOnAppend(func(b []*Record) {
+		s := make([]int, len(b))
+		for i, r := range b {
+			s[i] = r.Bytes
+		}
+		sizes <- s
+	})
+	tx := mkTx(3, 2)
+	if err := c.Submit(t.Context(), tx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := <-sizes
+	if len(s) != 1 || s[0] != len(record.Append(nil, tx)) || tx.Offset != 3 {
+		t.Fatalf("hook saw sizes %v for offset %d, want [%d] for 3", s, tx.Offset, len(record.Append(nil, tx)))
+	}
+}
