@@ -31,6 +31,12 @@ const (
 	StateCanceled = "canceled"
 )
 
+// ErrRedoLimit fails a backfill whose chunk was read again
+// Options.MaxRedos times in a row: large transactions keep committing
+// inside every window of that chunk, or ingest never reaches its high
+// watermark in time.
+var ErrRedoLimit = errors.New("backfill: too many retries of one chunk")
+
 // DefaultChunkSize is the chunk size when a request gives none.
 const DefaultChunkSize = 10000
 
@@ -65,6 +71,10 @@ type Options struct {
 	// watermark and make it durable; then the chunk is read again. Zero →
 	// 2 minutes.
 	HighTimeout time.Duration
+	// MaxRedos is how many times in a row a chunk may be read again
+	// (ChunkResult.Redo, the high watermark not reached in time) before
+	// the backfill fails with ErrRedoLimit. Zero → 8.
+	MaxRedos int
 	// RetryMin and RetryMax bound the backoff after a database error
 	// (connection lost, server restart). Zero → 200ms and 10s.
 	RetryMin, RetryMax time.Duration
@@ -100,6 +110,9 @@ func Open(o Options) (*Manager, error) {
 	}
 	if o.HighTimeout <= 0 {
 		o.HighTimeout = 2 * time.Minute
+	}
+	if o.MaxRedos <= 0 {
+		o.MaxRedos = 8
 	}
 	if o.RetryMin <= 0 {
 		o.RetryMin = 200 * time.Millisecond
@@ -350,7 +363,7 @@ func permanent(err error) bool {
 		}
 		return false
 	}
-	return errors.Is(err, ErrNoKey) || errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrBadRequest)
+	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrRedoLimit) || errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrBadRequest)
 }
 
 // run drives one backfill until it is done, fails or ctx ends.
@@ -408,31 +421,8 @@ func (m *Manager) runOnce(ctx context.Context, j *job) error {
 		}); !ok || err != nil {
 			return err
 		}
-		for {
-			if ctx.Err() != nil {
-				return nil
-			}
-			res, n, next, err := m.chunk(ctx, conn, j, t, st.Where, lastKey, st.ChunkSize)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				break // the table is done
-			}
-			if res.Redo {
-				_, _ = m.update(j, func(s *Status) { s.Redone++ })
-				m.o.Logger.Debug("backfill chunk read again", "id", j.st.ID, "table", t.qualified(), "reason", res.Reason)
-				continue
-			}
-			lastKey = next
-			if ok, err := m.update(j, func(s *Status) {
-				s.lastKey, s.Rows, s.Dropped, s.Chunks = next, s.Rows+int64(n), s.Dropped+int64(res.Dropped), s.Chunks+1
-			}); !ok || err != nil {
-				return err
-			}
-			if n < st.ChunkSize {
-				break
-			}
+		if ok, err := m.runTable(ctx, conn, j, t, st.Where, lastKey, st.ChunkSize); !ok || err != nil {
+			return err
 		}
 	}
 	ok, err := m.update(j, func(s *Status) {
@@ -446,76 +436,145 @@ func (m *Manager) runOnce(ctx context.Context, j *job) error {
 	return err
 }
 
-// chunk reads and journals one chunk between a low and a high watermark.
-// n is the number of rows read (0: nothing after lastKey), next the key
-// of the last one. A result with Redo means the chunk must be read again.
-func (m *Manager) chunk(ctx context.Context, conn *pgx.Conn, j *job, t *table, where string, lastKey []string, limit int) (res ingest.ChunkResult, n int, next []string, err error) {
+// inflight is a chunk read from the table whose high watermark is not
+// emitted yet, or whose result ingest has not delivered yet.
+type inflight struct {
+	ch         *ingest.Chunk
+	id         string
+	start, end []string // the key before the chunk (nil: the table's start), its last row's key
+	rows       int
+	xip        []uint64
+}
+
+// runTable reads t's chunks after lastKey, two at a time: while ingest
+// takes chunk N at its high watermark (decoding up to it, journaling and
+// fsyncing the record), the server already reads chunk N+1. Each round
+// trip (step) emits N's high watermark and N+1's low watermark in one
+// transaction, then reads N+1 in its own REPEATABLE READ transaction; the
+// runner then waits for N's result and stores N's progress (only once its
+// record is durable, and in chunk order). Every chunk keeps its own
+// window from its low to its high watermark, so overlapping them changes
+// nothing for ingest. When N must be read again, N+1 is abandoned (its
+// high watermark is never emitted) and reading goes on from N's start.
+// It reports false when the backfill was canceled or ctx ended.
+func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table, where string, lastKey []string, limit int) (bool, error) {
+	var prev, next *inflight
+	defer func() {
+		for _, f := range []*inflight{prev, next} {
+			if f != nil {
+				f.ch.Close()
+			}
+		}
+	}()
+	end := false // nothing left after lastKey
+	redos := 0   // consecutive redos of the chunk after lastKey
+	for {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		if !end {
+			next = m.open(j, t, lastKey)
+		}
+		if prev == nil && next == nil {
+			return true, nil
+		}
+		var high, low *ingest.Watermark
+		if prev != nil {
+			high = &ingest.Watermark{ID: prev.id, Kind: "high", Xip: prev.xip}
+		}
+		if next != nil {
+			low = &ingest.Watermark{ID: next.id, Kind: "low"}
+		}
+		rows, xip, err := step(ctx, conn, t, where, high, low, lastKey, limit)
+		if err != nil {
+			return false, err
+		}
+		if next != nil {
+			if len(rows) == 0 {
+				next.ch.Close()
+				next, end = nil, true
+			} else {
+				next.ch.SetRows(t.columns, rows)
+				next.xip, next.rows, next.end = xip, len(rows), t.keyOf(rows[len(rows)-1])
+				lastKey, end = next.end, len(rows) < limit
+			}
+		}
+		if prev != nil {
+			res, err := m.await(ctx, prev)
+			if err != nil {
+				return false, err
+			}
+			done := prev
+			prev.ch.Close()
+			prev = nil
+			if res.Redo {
+				if next != nil {
+					next.ch.Close()
+					next = nil
+				}
+				redos++
+				m.o.Logger.Debug("backfill chunk read again", "id", j.st.ID, "table", t.qualified(), "reason", res.Reason, "times", redos)
+				if ok, err := m.update(j, func(s *Status) { s.Redone++ }); !ok || err != nil {
+					return false, err
+				}
+				if redos >= m.o.MaxRedos {
+					return false, fmt.Errorf("%w: the chunk of %s after key %v was read %d times in a row and never journaled; last reason: %s",
+						ErrRedoLimit, t.qualified(), done.start, redos, res.Reason)
+				}
+				lastKey, end = done.start, false
+				continue
+			}
+			redos = 0
+			if ok, err := m.update(j, func(s *Status) {
+				s.lastKey, s.Rows, s.Dropped, s.Chunks = done.end, s.Rows+int64(done.rows), s.Dropped+int64(res.Dropped), s.Chunks+1
+			}); !ok || err != nil {
+				return false, err
+			}
+		}
+		prev, next = next, nil
+	}
+}
+
+// open registers the next chunk of t, after lastKey, with ingest.
+func (m *Manager) open(j *job, t *table, lastKey []string) *inflight {
 	m.mu.Lock()
 	m.chunkNo++
 	id := fmt.Sprintf("%s.%s.%d", j.st.ID, m.nonce, m.chunkNo)
 	m.mu.Unlock()
-	ch := m.o.Registry.Open(id, j.st.ID, t.schema, t.name, t.keyCols)
-	defer ch.Close()
-	if err := emit(ctx, conn, ingest.Watermark{ID: id, Kind: "low"}); err != nil {
-		return res, 0, nil, err
-	}
-	rows, xip, err := readChunk(ctx, conn, t, where, lastKey, limit)
-	if err != nil || len(rows) == 0 {
-		return res, 0, nil, err
-	}
-	readAt := time.Now()
-	ch.SetRows(t.columns, rows)
-	if err := emit(ctx, conn, ingest.Watermark{ID: id, Kind: "high", Xip: xip}); err != nil {
-		return res, 0, nil, err
-	}
-	next = t.keyOf(rows[len(rows)-1])
+	return &inflight{ch: m.o.Registry.Open(id, j.st.ID, t.schema, t.name, t.keyCols), id: id, start: lastKey}
+}
+
+// await waits for ingest's result for f, whose high watermark was
+// emitted, and then until its record is durable. A chunk that does not
+// get there within HighTimeout is to be read again.
+func (m *Manager) await(ctx context.Context, f *inflight) (ingest.ChunkResult, error) {
+	var res ingest.ChunkResult
 	timer := time.NewTimer(m.o.HighTimeout)
 	defer timer.Stop()
 	select {
-	case res = <-ch.Result():
+	case res = <-f.ch.Result():
 	case <-ctx.Done():
-		return res, 0, nil, ctx.Err()
+		return res, ctx.Err()
 	case <-timer.C:
-		if ch.Close() {
-			return ingest.ChunkResult{Redo: true, Reason: "ingest did not reach the high watermark in time"}, len(rows), next, nil
+		if f.ch.Close() {
+			return ingest.ChunkResult{Redo: true, Reason: "ingest did not reach the high watermark in time"}, nil
 		}
-		res = <-ch.Result() // ingest took it just now
+		res = <-f.ch.Result() // ingest took it just now
 	}
-	m.o.Logger.Debug("backfill chunk at its high watermark", "id", id, "rows", res.Rows, "dropped", res.Dropped, "redo", res.Redo, "wait", time.Since(readAt))
 	if res.Redo || res.EndLSN == 0 {
-		return res, len(rows), next, nil
+		return res, nil
 	}
 	// Progress is stored only once the chunk's record is durable.
 	for m.o.Durable() < res.EndLSN {
 		select {
 		case <-ctx.Done():
-			return res, 0, nil, ctx.Err()
+			return res, ctx.Err()
 		case <-timer.C:
-			return ingest.ChunkResult{Redo: true, Reason: "the chunk's record did not become durable in time"}, len(rows), next, nil
-		case <-time.After(2 * time.Millisecond):
+			return ingest.ChunkResult{Redo: true, Reason: "the chunk's record did not become durable in time"}, nil
+		case <-time.After(time.Millisecond):
 		}
 	}
-	return res, len(rows), next, nil
-}
-
-// emit writes a watermark into the WAL in its own transaction. The
-// transaction commits with synchronous_commit on whatever the server's
-// setting: the walsender only sends flushed WAL, and with asynchronous
-// commit the watermark would wait for the WAL writer (wal_writer_delay,
-// 200 ms by default) — for every chunk.
-func emit(ctx context.Context, conn *pgx.Conn, wm ingest.Watermark) error {
-	b, _ := json.Marshal(wm)
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, ingest.WatermarkPrefix, string(b))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("backfill: emit %s watermark: %w", wm.Kind, err)
-	}
-	return nil
+	return res, nil
 }
 
 // quietLogger keeps Pebble's informational chatter out of pgq's log.

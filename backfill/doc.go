@@ -21,6 +21,20 @@
 //     ingest (Chunk.SetRows) and emits the high watermark {"kind":"high",
 //     "xip":[...]} in its own transaction.
 //
+// Chunks are pipelined two deep, in one round trip each: one pipeline
+// (pgconn) sends the transaction that emits chunk N's high watermark and
+// chunk N+1's low watermark, then N+1's read transaction; while the
+// server reads N+1, ingest takes N at its high watermark (decodes up to
+// it, journals and fsyncs the record). The runner then waits for N's
+// result and stores N's progress. Each chunk keeps its own window, from
+// its low to its high watermark, and the read of N+1 still starts after
+// its low watermark committed; the high watermark of N and the low
+// watermark of N+1 sharing a transaction only makes N+1's window start
+// where N's ends. When N must be read again, N+1 is abandoned (its high
+// watermark is never emitted; ingest ignores a chunk without one) and
+// reading restarts at N's first key. At most two chunks are in memory per
+// backfill.
+//
 // Ingest's goroutine sees the watermarks in commit order, in the slot
 // itself. Between the low and the high watermark it collects the keys of
 // the table changed by committed transactions (old and new keys of
@@ -44,7 +58,11 @@
 // transaction in its window could not be inspected cheaply (a large
 // transaction streamed or spilled to disk), when a change lacks the key
 // columns, when the high watermark is a re-send after a reconnect, or
-// when ingest does not reach the high watermark in time.
+// when ingest does not reach the high watermark in time. A chunk read
+// again Options.MaxRedos times in a row (8 by default; large transactions
+// committing in every one of its windows, or ingest stuck behind one)
+// fails the backfill with ErrRedoLimit and an error that says so, rather
+// than retrying forever.
 //
 // # Durability and resume
 //
@@ -62,9 +80,10 @@
 // # Concurrency
 //
 // Each running backfill has one goroutine and one database connection;
-// tables of a backfill are read one after the other. The Manager's mutex
+// tables of a backfill are read one after the other, chunks two at a time
+// (above). The Manager's mutex
 // guards the statuses; ingest.Backfills has its own mutex, taken by
 // ingest's goroutine at each commit while chunks are open. Memory is
-// bounded by the chunk size (the rows of the chunk in flight per
-// backfill, plus the keys changed in its window).
+// bounded by the chunk size (the rows of the two chunks in flight per
+// backfill, plus the keys changed in their windows).
 package backfill

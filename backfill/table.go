@@ -2,8 +2,10 @@ package backfill
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/ingest"
 )
 
 // ErrNoKey is returned for a table without a primary key or a usable
@@ -165,46 +168,156 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 	return nil
 }
 
-// readChunk reads one chunk in its own REPEATABLE READ transaction: the
-// snapshot's in-progress transactions (for the high watermark) and up to
-// limit rows after lastKey, as PostgreSQL's text forms.
-func readChunk(ctx context.Context, conn *pgx.Conn, t *table, where string, lastKey []string, limit int) (rows [][]pgq.Value, xip []uint64, err error) {
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, nil, fmt.Errorf("backfill: begin chunk of %s: %w", t.qualified(), err)
+// step is one round trip of runTable, sent as one pipeline: when high or
+// low is set, one transaction emits them (high first) with
+// pg_logical_emit_message; when low is set, a REPEATABLE READ transaction
+// then reads the chunk after lastKey: its first statement records the
+// snapshot's in-progress transactions (for the chunk's high watermark),
+// the second reads up to limit rows in key order, as PostgreSQL's text
+// forms (what pgoutput sends). The low watermark commits before the
+// read's snapshot is taken, as the window requires.
+//
+// The watermark transaction commits with synchronous_commit on whatever
+// the server's setting: the walsender only sends flushed WAL, and with
+// asynchronous commit every watermark would wait for the WAL writer
+// (wal_writer_delay, 200 ms by default). An error leaves the connection in
+// an unknown state: the caller closes it.
+func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, limit int) (rows [][]pgq.Value, xip []uint64, err error) {
+	p := conn.PgConn().StartPipeline(ctx)
+	defer p.Close()
+	var wms [][]byte
+	for _, wm := range []*ingest.Watermark{high, low} {
+		if wm != nil {
+			b, _ := json.Marshal(wm)
+			wms = append(wms, b)
+		}
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	// The first statement takes the snapshot the SELECT then uses.
-	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(x::text::bigint), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x`).Scan(&xip); err != nil {
-		return nil, nil, fmt.Errorf("backfill: snapshot of %s: %w", t.qualified(), err)
+	prefix := []byte(ingest.WatermarkPrefix)
+	var stmts int
+	send := func(sql string, args ...[]byte) {
+		p.SendQueryParams(sql, args, nil, nil, nil)
+		stmts++
 	}
-	args := []any{pgx.QueryResultFormats{pgx.TextFormatCode}}
-	for _, k := range lastKey {
-		args = append(args, k)
+	if len(wms) > 0 {
+		send("BEGIN")
+		send("SET LOCAL synchronous_commit = on")
+		for _, b := range wms {
+			send("SELECT pg_logical_emit_message(true, $1, $2::text)", prefix, b)
+		}
+		send("COMMIT")
 	}
-	rs, err := tx.Query(ctx, t.chunkSQL(where, lastKey != nil, limit), args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("backfill: read chunk of %s: %w", t.qualified(), err)
+	read := -1
+	if low != nil {
+		send("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+		// The first statement takes the snapshot the SELECT then uses.
+		send("SELECT coalesce(array_agg(x::text::bigint), '{}')::text FROM pg_snapshot_xip(pg_current_snapshot()) x")
+		args := make([][]byte, len(lastKey))
+		for i, k := range lastKey {
+			args[i] = []byte(k)
+		}
+		read = stmts
+		send(t.chunkSQL(where, lastKey != nil, limit), args...)
+		send("COMMIT")
 	}
-	for rs.Next() {
-		raw := rs.RawValues()
-		row := make([]pgq.Value, len(raw))
-		for i, v := range raw {
-			if v == nil {
-				row[i] = pgq.Value{Kind: pgq.ValueNull}
-			} else {
-				row[i] = pgq.Value{Kind: pgq.ValueText, Data: append([]byte(nil), v...)}
+	if err := p.Sync(); err != nil {
+		return nil, nil, fmt.Errorf("backfill: chunk of %s: send: %w", t.qualified(), err)
+	}
+	what := func(i int) string {
+		switch {
+		case read < 0 || i < read-2:
+			return "emit watermarks"
+		case i == read-1:
+			return "snapshot"
+		case i == read:
+			return "read chunk"
+		}
+		return "chunk transaction"
+	}
+	for i := 0; i < stmts; i++ {
+		r, err := p.GetResults()
+		if err != nil {
+			return nil, nil, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), err)
+		}
+		rr, ok := r.(*pgconn.ResultReader)
+		if !ok {
+			return nil, nil, fmt.Errorf("backfill: %s of %s: unexpected %T", what(i), t.qualified(), r)
+		}
+		switch i {
+		case read - 1:
+			for rr.NextRow() {
+				xip, err = parseXip(rr.Values()[0])
+			}
+		case read:
+			rows = make([][]pgq.Value, 0, limit)
+			var a rowArena
+			for rr.NextRow() {
+				rows = append(rows, a.row(rr.Values()))
 			}
 		}
-		rows = append(rows, row)
+		if _, cerr := rr.Close(); cerr != nil || err != nil {
+			return nil, nil, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
+		}
 	}
-	if err := rs.Err(); err != nil {
-		return nil, nil, fmt.Errorf("backfill: read chunk of %s: %w", t.qualified(), err)
+	r, err := p.GetResults()
+	if err != nil {
+		return nil, nil, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, fmt.Errorf("backfill: end chunk of %s: %w", t.qualified(), err)
+	if _, ok := r.(*pgconn.PipelineSync); !ok {
+		return nil, nil, fmt.Errorf("backfill: chunk of %s: unexpected %T at the end of the pipeline", t.qualified(), r)
+	}
+	if err := p.Close(); err != nil {
+		return nil, nil, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
 	return rows, xip, nil
+}
+
+// rowArena hands out a chunk's rows from a few large allocations: one
+// slice of values for the whole chunk and 1 MiB slabs for their bytes.
+type rowArena struct {
+	vals []pgq.Value
+	buf  []byte
+}
+
+// row copies a row's text values into the arena.
+func (a *rowArena) row(raw [][]byte) []pgq.Value {
+	if len(a.vals) < len(raw) {
+		a.vals = make([]pgq.Value, max(len(raw)*1024, len(raw)))
+	}
+	row := a.vals[:len(raw):len(raw)]
+	a.vals = a.vals[len(raw):]
+	n := 0
+	for _, v := range raw {
+		n += len(v)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]byte, 0, max(1<<20, n))
+	}
+	for i, v := range raw {
+		if v == nil {
+			row[i] = pgq.Value{Kind: pgq.ValueNull}
+			continue
+		}
+		a.buf = append(a.buf, v...)
+		row[i] = pgq.Value{Kind: pgq.ValueText, Data: a.buf[len(a.buf)-len(v) : len(a.buf) : len(a.buf)]}
+	}
+	return row
+}
+
+// parseXip parses a bigint[] in text form ("{1,2}").
+func parseXip(b []byte) ([]uint64, error) {
+	s := strings.Trim(string(b), "{}")
+	if s == "" {
+		return nil, nil
+	}
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot xip %q: %w", b, err)
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }
 
 // keyOf is the text form of a row's key columns.
