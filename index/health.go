@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/pgq-dev/pgq/internal/pebblefs"
 )
 
 // DefaultHealInterval is RunHealer's first retry delay when its interval is
@@ -275,7 +276,7 @@ func (ix *Index) reopenIfFailed() error {
 	ix.db = nil
 	ix.life.Unlock()
 	if old != nil {
-		if err := closeDB(old); err != nil {
+		if err := pebblefs.CloseDB(old); err != nil {
 			ix.log.Warn("index: closing the failed pebble", "err", err.Error())
 		}
 	}
@@ -286,7 +287,7 @@ func (ix *Index) reopenIfFailed() error {
 		ix.h.mu.Unlock()
 		return err
 	}
-	if err := ix.probeDisk(); err != nil {
+	if err := pebblefs.Probe(ix.fs, ix.dir); err != nil {
 		return fail(fmt.Errorf("reopen: the disk still fails: %w", err))
 	}
 	ix.h.mu.Lock()
@@ -309,27 +310,6 @@ func (ix *Index) reopenIfFailed() error {
 	}
 	ix.log.Info("index: reopened pebble after a storage failure", "last_indexed", ix.last.Load())
 	return nil
-}
-
-// probeDisk writes, fsyncs and removes a small file in the index
-// directory through the index's FS.
-func (ix *Index) probeDisk() error {
-	name := ix.fs.PathJoin(ix.dir, "PROBE")
-	f, err := ix.fs.Create(name, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write([]byte("pgq index probe\n"))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if rerr := ix.fs.Remove(name); err == nil {
-		err = rerr
-	}
-	return err
 }
 
 func (ix *Index) dbMissing() bool {

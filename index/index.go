@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/pebblefs"
 )
 
 // Sentinel errors. Every error returned by this package wraps one of these
@@ -113,7 +114,7 @@ type Index struct {
 	lock     *pebble.Lock
 	dir      string
 	log      *slog.Logger
-	fs       vfs.FS // Options.FS (or vfs.Default) wrapped by watchFS
+	fs       vfs.FS // Options.FS (or vfs.Default) wrapped by pebblefs.WatchFS
 	onSync   func(time.Duration)
 	slowSync time.Duration
 
@@ -155,7 +156,7 @@ func Open(opts Options) (*Index, error) {
 		ix.slowSync = DefaultSlowSync
 	}
 	ix.h.init()
-	ix.fs = &watchFS{FS: base, onSync: ix.observeSync, onFail: ix.fileFailed}
+	ix.fs = &pebblefs.WatchFS{FS: base, OnSync: ix.observeSync, OnFail: ix.fileFailed}
 	if err := ix.fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("index: create %s: %w", opts.Dir, err)
 	}
@@ -185,14 +186,14 @@ func (ix *Index) openDB() error {
 	}
 	if err != nil {
 		if db != nil {
-			closeDB(db)
+			pebblefs.CloseDB(db)
 		}
 		return fmt.Errorf("index: open pebble in %s: %w", ix.dir, err)
 	}
 	ix.db = db
 	last, err := ix.readLast()
 	if err != nil {
-		closeDB(db)
+		pebblefs.CloseDB(db)
 		ix.db = nil
 		return err
 	}
@@ -200,18 +201,7 @@ func (ix *Index) openDB() error {
 	return nil
 }
 
-// closeDB closes db, which may be a Pebble that failed: an error or a panic
-// of its Close is returned as an error, never passed on.
-func closeDB(db *pebble.DB) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("pebble close panicked: %v", r)
-		}
-	}()
-	return db.Close()
-}
-
-// observeSync is watchFS's fsync observer.
+// observeSync is the WatchFS's fsync observer.
 func (ix *Index) observeSync(path string, d time.Duration, err error) {
 	if ix.onSync != nil {
 		ix.onSync(d)
@@ -221,7 +211,7 @@ func (ix *Index) observeSync(path string, d time.Duration, err error) {
 	}
 }
 
-// fileFailed is watchFS's report of a failed write-side file operation.
+// fileFailed is the WatchFS's report of a failed write-side file operation.
 func (ix *Index) fileFailed(op, path string, err error) {
 	ix.fail(fmt.Errorf("%s %s: %w", op, path, err))
 }
@@ -238,7 +228,7 @@ func (ix *Index) Close() error {
 	ix.closed = true
 	var err error
 	if ix.db != nil {
-		err = closeDB(ix.db)
+		err = pebblefs.CloseDB(ix.db)
 	}
 	if lerr := ix.lock.Close(); lerr != nil && err == nil {
 		err = lerr
