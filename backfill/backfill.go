@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -65,6 +66,9 @@ type Options struct {
 	Dir string
 	// Registry is ingest's chunk registry (required).
 	Registry *ingest.Backfills
+	// FS does every file operation of the store (vfs.Default when nil):
+	// the sidecar's seam, and tests' fault injection.
+	FS vfs.FS
 	// Durable returns the end LSN of the newest fsynced record (required).
 	Durable func() pgq.LSN
 	// HighTimeout bounds the wait for ingest to reach a chunk's high
@@ -85,10 +89,13 @@ type Options struct {
 // Manager runs backfills and keeps their progress durable.
 type Manager struct {
 	o     Options
-	db    *pebble.DB
 	nonce string
 
+	// mu guards the fields below, the jobs' statuses, and every write of
+	// the store (which it orders: a status is stored under the same lock
+	// that changed it).
 	mu      sync.Mutex
+	store   *store
 	jobs    map[string]*job
 	seq     uint64
 	ctx     context.Context // Run's; nil before Run
@@ -123,45 +130,53 @@ func Open(o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	db, err := pebble.Open(o.Dir, &pebble.Options{Logger: quietLogger{}})
+	st, err := openStore(o.Dir, o.FS, o.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("backfill: open store %s: %w", o.Dir, err)
+		return nil, err
 	}
 	var nb [6]byte
 	_, _ = rand.Read(nb[:])
-	m := &Manager{o: o, db: db, jobs: map[string]*job{}, nonce: hex.EncodeToString(nb[:])}
+	m := &Manager{o: o, store: st, jobs: map[string]*job{}, nonce: hex.EncodeToString(nb[:])}
+	if err := m.load(); err != nil {
+		_ = st.close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// load reads the backfills and the last id number from the store.
+func (m *Manager) load() error {
+	db := m.store.db
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("b/"), UpperBound: []byte("b0")})
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("backfill: read store: %w", err)
+		return fmt.Errorf("backfill: read store: %w", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
 		var s stored
 		if err := json.Unmarshal(it.Value(), &s); err != nil {
 			it.Close()
-			db.Close()
-			return nil, fmt.Errorf("backfill: read store: %s: %w", it.Key(), err)
+			return fmt.Errorf("backfill: read store: %s: %w", it.Key(), err)
 		}
 		s.Status.lastKey = s.LastKeyList
 		m.jobs[s.ID] = &job{st: s.Status}
 	}
 	if err := it.Close(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("backfill: read store: %w", err)
+		return fmt.Errorf("backfill: read store: %w", err)
 	}
 	if v, closer, err := db.Get([]byte("seq")); err == nil {
 		m.seq, _ = strconv.ParseUint(string(v), 10, 64)
 		closer.Close()
 	} else if !errors.Is(err, pebble.ErrNotFound) {
-		db.Close()
-		return nil, fmt.Errorf("backfill: read store: %w", err)
+		return fmt.Errorf("backfill: read store: %w", err)
 	}
-	return m, nil
+	return nil
 }
 
 // Close closes the store; call it after Run returned.
 func (m *Manager) Close() error {
-	if err := m.db.Close(); err != nil {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.store.close(); err != nil {
 		return fmt.Errorf("backfill: close store: %w", err)
 	}
 	return nil
@@ -236,9 +251,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	}
 	m.seq++
 	st.ID = "bf" + strconv.FormatUint(m.seq, 10)
-	b := m.db.NewBatch()
-	_ = b.Set([]byte("seq"), []byte(strconv.FormatUint(m.seq, 10)), nil)
-	if err := m.put(b, &st); err != nil {
+	if err := m.put(&st); err != nil {
 		return Status{}, err
 	}
 	j := &job{st: st}
@@ -248,17 +261,33 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	return m.view(j), nil
 }
 
-// put stores st (in batch b, committed with a sync).
-func (m *Manager) put(b *pebble.Batch, st *Status) error {
-	v, err := json.Marshal(stored{Status: *st, LastKeyList: st.lastKey})
+// put stores st and the last id number in one synced batch; m.mu is
+// held. When the store had failed, it is healed first and every status
+// is stored again (a write that failed stored nothing).
+func (m *Manager) put(st *Status) error {
+	healed, err := m.store.heal()
 	if err != nil {
-		return fmt.Errorf("backfill: encode %s: %w", st.ID, err)
+		return fmt.Errorf("backfill: store %s: %w", st.ID, err)
 	}
-	if b == nil {
-		b = m.db.NewBatch()
+	all := []*Status{st}
+	if healed {
+		for _, j := range m.jobs {
+			if j.st.ID != st.ID {
+				all = append(all, &j.st)
+			}
+		}
 	}
-	_ = b.Set([]byte("b/"+st.ID), v, nil)
-	if err := b.Commit(pebble.Sync); err != nil {
+	err = m.store.commit(func(b *pebble.Batch) error {
+		for _, st := range all {
+			v, err := json.Marshal(stored{Status: *st, LastKeyList: st.lastKey})
+			if err != nil {
+				return fmt.Errorf("encode %s: %w", st.ID, err)
+			}
+			_ = b.Set([]byte("b/"+st.ID), v, nil)
+		}
+		return b.Set([]byte("seq"), []byte(strconv.FormatUint(m.seq, 10)), nil)
+	})
+	if err != nil {
 		return fmt.Errorf("backfill: store %s: %w", st.ID, err)
 	}
 	return nil
@@ -333,7 +362,7 @@ func (m *Manager) Cancel(id string) (Status, error) {
 	if j.cancel != nil {
 		j.cancel()
 	}
-	if err := m.put(nil, &j.st); err != nil {
+	if err := m.put(&j.st); err != nil {
 		return Status{}, err
 	}
 	m.o.Logger.Info("backfill canceled", "id", id)
@@ -349,7 +378,7 @@ func (m *Manager) update(j *job, f func(st *Status)) (bool, error) {
 		return false, nil
 	}
 	f(&j.st)
-	return true, m.put(nil, &j.st)
+	return true, m.put(&j.st)
 }
 
 // permanent reports errors that retrying will not fix: a missing table
@@ -575,15 +604,4 @@ func (m *Manager) await(ctx context.Context, f *inflight) (ingest.ChunkResult, e
 		}
 	}
 	return res, nil
-}
-
-// quietLogger keeps Pebble's informational chatter out of pgq's log.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	slog.Error("backfill store: " + fmt.Sprintf(format, args...))
-}
-func (quietLogger) Fatalf(format string, args ...any) {
-	slog.Error("backfill store: fatal: " + fmt.Sprintf(format, args...))
 }

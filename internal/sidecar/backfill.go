@@ -15,6 +15,7 @@ func (s *Sidecar) startBackfills(ctx context.Context) (stop func(), err error) {
 		PGURL:    s.o.Ingest.PGURL,
 		Dir:      filepath.Join(s.o.DataDir, "backfill"),
 		Registry: s.Ingester.Backfills(),
+		FS:       s.o.FS,
 		Durable:  s.Journal.LastEndLSN,
 		Logger:   s.o.Logger,
 	})
