@@ -298,10 +298,12 @@ func (ch *Chunk) finish(tx *pgq.Transaction, xip []uint64, resend bool, maxBytes
 	}
 	changes := make([]pgq.Change, 0, len(ch.rows))
 	for _, row := range ch.rows {
-		if k, ok := rowKey(ch.columns, row, ch.keyCols, false); ok {
-			if _, hit := ch.changed[k]; hit {
-				res.Dropped++
-				continue
+		if len(ch.changed) > 0 { // most windows see no change of the table
+			if k, ok := rowKey(ch.columns, row, ch.keyCols, false); ok {
+				if _, hit := ch.changed[k]; hit {
+					res.Dropped++
+					continue
+				}
 			}
 		}
 		changes = append(changes, pgq.Change{Op: pgq.OpRead, Schema: ch.schema, Table: ch.table, Columns: ch.columns, New: row})
