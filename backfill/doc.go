@@ -77,6 +77,21 @@
 // nonce, so a re-sent watermark of an earlier process never matches a
 // chunk of this one.
 //
+// # A failing disk
+//
+// The store is fail-stop like the index (see index/doc.go, "Stale and
+// failed", and package internal/pebblefs): a failed write-side file
+// operation of Pebble (through Options.FS, wrapped by pebblefs.WatchFS) or
+// Pebble's Logger.Fatalf (its only report of a failed commit, whose
+// default exits the process) marks the store failed; pgq never exits for
+// it. From then on every write fails with ErrStoreFailed (an
+// api.ErrUnavailable: the API answers 503) without entering Pebble: Start
+// and Cancel return it (a cancel still stops the runner), runners pause
+// and retry with backoff. The next write first heals the store: it closes
+// the failed Pebble, probes the disk with a small synced file and, when
+// that works, opens Pebble again (replaying its WAL) and stores every
+// backfill's status again, so nothing refused meanwhile is lost.
+//
 // # Concurrency
 //
 // Each running backfill has one goroutine and one database connection;
