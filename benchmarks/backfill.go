@@ -2,66 +2,280 @@ package benchmarks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 )
 
-// backfillRow (issue 12): a table of rows that predate the slot is
-// backfilled into the load pgq's journal (10,000-row chunks, watermarks
-// through the slot, streaming going on), and the rate is compared with
-// PostgreSQL's own COPY (SELECT * FROM t) TO STDOUT of the same table on
-// the same server, in the same run.
-func (e *env) backfillRow(ctx context.Context, p *pgqProc) Row {
-	const metric, target = "backfill vs COPY TO STDOUT of the same table", "≥ 0.5× COPY"
+// backfillTable is the table of rows that predate the slot.
+const backfillTable = "public.bench_backfill"
+
+// backfillRows (issue 12) creates a table of rows that predate the slot
+// and measures the load pgq's backfill of it: its rate against
+// PostgreSQL's own COPY of the same table (backfillRow), and what a
+// running backfill costs streaming ingest (backfillLoadRows).
+func (e *env) backfillRows(ctx context.Context, p *pgqProc) []Row {
+	const (
+		rateMetric, rateTarget = "backfill vs COPY TO STDOUT of the same table", "≥ 0.5× COPY"
+		ingMetric, ingTarget   = "ingest during a backfill vs without", "≥ 0.9× (≤ 10 % worse)"
+		lagMetric, lagTarget   = "slot lag p99 during a backfill vs without", "≤ 1.1× (≤ 10 % worse)"
+	)
 	rows := 200_000
 	if e.cfg.Full {
 		rows = 5_000_000
 	}
+	fail := func(why string) []Row {
+		return []Row{notMeasured(rateMetric, rateTarget, why), notMeasured(ingMetric, ingTarget, why), notMeasured(lagMetric, lagTarget, why)}
+	}
+	e.log.Info("backfill: creating the table", "rows", rows)
 	if _, err := e.conn.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS bench_backfill;
 		CREATE TABLE bench_backfill (id bigint PRIMARY KEY, account int, amount numeric(12,2), note text, created timestamptz);
-		INSERT INTO bench_backfill SELECT g, g %% 1000, (g %% 10000) / 100.0, 'backfilled row ' || g, now() FROM generate_series(1, %d) g;
-		ANALYZE bench_backfill`, rows)); err != nil {
-		return notMeasured(metric, target, "create the table: "+trimErr(err))
+		INSERT INTO bench_backfill SELECT g, g %% 1000, (g %% 10000) / 100.0, 'backfilled row ' || g, now() FROM generate_series(1, %d) g`, rows)); err != nil {
+		return fail("create the table: " + trimErr(err))
 	}
+	// Hint bits and statistics set before either side reads the table.
+	if _, err := e.conn.Exec(ctx, `VACUUM ANALYZE bench_backfill`); err != nil {
+		return fail("vacuum the table: " + trimErr(err))
+	}
+	cl, err := client.Dial(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
+	if err != nil {
+		return fail("client: " + trimErr(err))
+	}
+	out := []Row{e.backfillRow(ctx, cl, rows)}
+	return append(out, e.backfillLoadRows(ctx, cl, p)...)
+}
+
+// backfillRow: the backfill's rate (10,000-row chunks, watermarks through
+// the slot) against COPY (SELECT * FROM t) TO STDOUT of the same table on
+// the same server, measured right before it, while a steady stream of
+// small transactions (100 tx/s) goes on through the slot.
+func (e *env) backfillRow(ctx context.Context, cl *client.Client, rows int) Row {
+	const metric, target = "backfill vs COPY TO STDOUT of the same table", "≥ 0.5× COPY"
 	start := time.Now()
 	if _, err := e.conn.PgConn().CopyTo(ctx, io.Discard, "COPY (SELECT * FROM bench_backfill) TO STDOUT"); err != nil {
 		return notMeasured(metric, target, "COPY: "+trimErr(err))
 	}
 	copyTook := time.Since(start)
 
-	cl, err := client.Dial(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
-	if err != nil {
-		return notMeasured(metric, target, "client: "+trimErr(err))
-	}
+	sctx, stopStream := context.WithCancel(ctx)
+	streamDone := make(chan error, 1)
+	go func() {
+		_, err := e.pgbench(sctx, latencyScript, "-c", "1", "-R", "100", "-T", "3600")
+		streamDone <- err
+	}()
 	start = time.Now()
-	bf, err := cl.StartBackfill(ctx, api.BackfillRequest{Tables: []string{"public.bench_backfill"}, ChunkSize: 10_000})
+	bf, err := runBackfill(ctx, cl, 30*time.Minute)
+	took := time.Since(start)
+	stopStream()
+	<-streamDone
 	if err != nil {
-		return notMeasured(metric, target, "start: "+trimErr(err))
+		return notMeasured(metric, target, trimErr(err))
+	}
+	v, ref := float64(rows)/took.Seconds(), float64(rows)/copyTook.Seconds()
+	r := Row{Metric: metric, Unit: "rows/s", PGQ: f64(v), Reference: f64(ref), RefName: "COPY TO STDOUT", Ratio: f64(v / ref), Target: target}
+	r.check(v/ref >= 0.5)
+	r.Note = fmt.Sprintf("%d rows: backfill %.2fs (%d chunks, %d redone, %d dropped by the window) vs COPY %.2fs; 100 tx/s streamed meanwhile",
+		rows, took.Seconds(), bf.Chunks, bf.Redone, bf.Dropped, copyTook.Seconds())
+	return r
+}
+
+// runBackfill backfills the table and waits until it is done.
+func runBackfill(ctx context.Context, cl *client.Client, limit time.Duration) (api.Backfill, error) {
+	start := time.Now()
+	bf, err := cl.StartBackfill(ctx, api.BackfillRequest{Tables: []string{backfillTable}, ChunkSize: 10_000})
+	if err != nil {
+		return bf, fmt.Errorf("start backfill: %w", err)
 	}
 	for !bf.Finished() {
-		time.Sleep(20 * time.Millisecond)
-		if bf, err = cl.Backfill(ctx, bf.ID); err != nil {
-			return notMeasured(metric, target, "status: "+trimErr(err))
+		select {
+		case <-ctx.Done():
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_, _ = cl.CancelBackfill(cctx, bf.ID)
+			cancel()
+			return bf, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
 		}
-		if time.Since(start) > 30*time.Minute {
-			return notMeasured(metric, target, "the backfill did not finish in 30 minutes")
+		if bf, err = cl.Backfill(ctx, bf.ID); err != nil {
+			return bf, fmt.Errorf("backfill status: %w", err)
+		}
+		if time.Since(start) > limit {
+			return bf, fmt.Errorf("the backfill did not finish in %s", limit)
 		}
 	}
-	took := time.Since(start)
 	if bf.State != "done" {
 		why := bf.State
 		if bf.Error != nil {
 			why += ": " + *bf.Error
 		}
-		return notMeasured(metric, target, "backfill "+why)
+		return bf, errors.New("backfill " + why)
 	}
-	v, ref := float64(rows)/took.Seconds(), float64(rows)/copyTook.Seconds()
-	r := Row{Metric: metric, Unit: "rows/s", PGQ: f64(v), Reference: f64(ref), RefName: "COPY TO STDOUT", Ratio: f64(v / ref), Target: target}
-	r.check(v/ref >= 0.5)
-	r.Note = fmt.Sprintf("%d rows: backfill %.2fs (%d chunks, %d redone, %d dropped by the window) vs COPY %.2fs; streaming went on", rows, took.Seconds(), bf.Chunks, bf.Redone, bf.Dropped, copyTook.Seconds())
-	return r
+	return bf, nil
+}
+
+// loadPhase is one run of the steady workload.
+type loadPhase struct {
+	changes  int64         // changes the workload committed
+	took     time.Duration // from the start until pgq journaled all of them
+	lags     []float64     // slot lag samples, every 100 ms
+	backfill int64         // rows backfilled meanwhile
+	rounds   int           // backfills run meanwhile
+}
+
+func (ph loadPhase) rate() float64 { return float64(ph.changes) / ph.took.Seconds() }
+
+// backfillLoadRows: the same steady workload (pgbench, the small
+// transactions, 2 clients at 500 tx/s each) runs twice for the same time,
+// once alone and once while the table is backfilled over and over; the
+// figures are pgq's ingest rate (the workload's changes over the time
+// from its start until pgq journaled the last) and the slot lag p99
+// (sampled every 100 ms), during the backfill against without.
+func (e *env) backfillLoadRows(ctx context.Context, cl *client.Client, p *pgqProc) []Row {
+	const (
+		ingMetric, ingTarget = "ingest during a backfill vs without", "≥ 0.9× (≤ 10 % worse)"
+		lagMetric, lagTarget = "slot lag p99 during a backfill vs without", "≤ 1.1× (≤ 10 % worse)"
+	)
+	d := e.sz.loadFor / 2
+	fail := func(why string) []Row {
+		return []Row{notMeasured(ingMetric, ingTarget, why), notMeasured(lagMetric, lagTarget, why)}
+	}
+	alone, err := e.loadPhase(ctx, p, d, nil)
+	if err != nil {
+		return fail("without a backfill: " + trimErr(err))
+	}
+	with, err := e.loadPhase(ctx, p, d, cl)
+	if err != nil {
+		return fail("during a backfill: " + trimErr(err))
+	}
+	if len(alone.lags) == 0 || len(with.lags) == 0 || with.rounds == 0 {
+		return fail("no samples")
+	}
+	ri := Row{Metric: ingMetric, Unit: "changes/s", PGQ: f64(with.rate()), Reference: f64(alone.rate()), RefName: "no backfill",
+		Ratio: f64(with.rate() / alone.rate()), Target: ingTarget}
+	ri.check(*ri.Ratio >= 0.9)
+	ri.Note = fmt.Sprintf("%s each: %d changes journaled in %.2fs alone, %d in %.2fs while %d rows were backfilled (%d backfills)",
+		d, alone.changes, alone.took.Seconds(), with.changes, with.took.Seconds(), with.backfill, with.rounds)
+	la, lw := pct(alone.lags, 99), pct(with.lags, 99)
+	rl := Row{Metric: lagMetric, Unit: "B", PGQ: f64(lw), Reference: f64(la), RefName: "no backfill", Target: lagTarget}
+	if la > 0 {
+		rl.Ratio = f64(lw / la)
+	}
+	rl.check(lw <= 1.1*la)
+	rl.Note = fmt.Sprintf("p50 %.0f B vs %.0f B, max %.0f B vs %.0f B (%d and %d samples)",
+		pct(with.lags, 50), pct(alone.lags, 50), slices.Max(with.lags), slices.Max(alone.lags), len(with.lags), len(alone.lags))
+	return []Row{ri, rl}
+}
+
+// loadPhase runs the steady workload for d, with backfills of the table
+// one after the other when cl is set.
+func (e *env) loadPhase(ctx context.Context, p *pgqProc, d time.Duration, cl *client.Client) (loadPhase, error) {
+	var ph loadPhase
+	var before int64
+	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM bench_events").Scan(&before); err != nil {
+		return ph, fmt.Errorf("count: %w", err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bfDone := make(chan error, 1)
+	if cl != nil {
+		go func() {
+			for pctx.Err() == nil {
+				bf, err := runBackfill(pctx, cl, time.Hour)
+				ph.backfill += bf.Rows
+				if err != nil {
+					if pctx.Err() != nil {
+						err = nil
+					}
+					bfDone <- err
+					return
+				}
+				ph.rounds++
+			}
+			bfDone <- nil
+		}()
+	} else {
+		bfDone <- nil
+	}
+	start := time.Now()
+	benchDone := make(chan error, 1)
+	go func() {
+		_, err := e.pgbench(ctx, smallTxScript, "-c", "2", "-j", "2", "-R", "1000", "-T", strconv.Itoa(int(d.Seconds())))
+		benchDone <- err
+	}()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var benchErr error
+sample:
+	for {
+		select {
+		case benchErr = <-benchDone:
+			break sample
+		case <-ctx.Done():
+			return ph, ctx.Err()
+		case <-tick.C:
+			var lag int64
+			if err := e.conn.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`, loadSlot).Scan(&lag); err != nil {
+				return ph, fmt.Errorf("sample slot lag: %w", err)
+			}
+			ph.lags = append(ph.lags, float64(lag))
+		}
+	}
+	if benchErr != nil {
+		return ph, benchErr
+	}
+	last, err := e.endMarker(ctx)
+	if err != nil {
+		return ph, err
+	}
+	at, _, err := p.waitJournaled(ctx, last, time.Minute)
+	if err != nil {
+		return ph, err
+	}
+	ph.took = at.Sub(start)
+	cancel()
+	if err := <-bfDone; err != nil {
+		return ph, err
+	}
+	var after int64
+	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM bench_events").Scan(&after); err != nil {
+		return ph, fmt.Errorf("count: %w", err)
+	}
+	// Two inserts per workload transaction, and the marker's.
+	ph.changes = (after-before-1)/2*changesPerSmallTx + 1
+	return ph, nil
+}
+
+// endMarker commits one more bench_events row and returns the insert
+// position just before its commit record: the journal is past it once it
+// holds everything committed up to the marker.
+func (e *env) endMarker(ctx context.Context) (pgq.LSN, error) {
+	tx, err := e.conn.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("end marker: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	var s string
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+		return 0, fmt.Errorf("end marker: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO bench_events (account, amount, note) VALUES (0, 0, 'end marker')"); err != nil {
+		return 0, fmt.Errorf("end marker: %w", err)
+	}
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+		return 0, fmt.Errorf("end marker: %w", err)
+	}
+	lsn, err := pgq.ParseLSN(s)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("end marker: %w", err)
+	}
+	return lsn, nil
 }

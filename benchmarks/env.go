@@ -36,6 +36,9 @@ type Config struct {
 	// CPUProfile, when set, adds an in-process ingest drain profiled with
 	// runtime/pprof and writes the CPU profile there.
 	CPUProfile string
+	// Only, when "backfill", runs only the backfill rows (the ingest,
+	// lag and consumer rows are skipped).
+	Only string
 	// Logger reports progress.
 	Logger *slog.Logger
 }

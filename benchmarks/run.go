@@ -23,10 +23,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer e.close()
 	rep.Host.ServerVersion = e.serverVersion(ctx)
 
-	rows, err := e.ingestRows(ctx)
-	rep.Rows = append(rep.Rows, rows...)
-	if err != nil {
-		return rep, fmt.Errorf("ingest: %w", err)
+	all := cfg.Only == ""
+	if all {
+		rows, err := e.ingestRows(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return rep, fmt.Errorf("ingest: %w", err)
+		}
 	}
 	p, err := e.startLoadPGQ(ctx)
 	if err != nil {
@@ -36,13 +39,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		_ = p.stop()
 		e.dropSlot(context.Background(), loadSlot)
 	}()
-	rows, err = e.lagRows(ctx, p)
-	rep.Rows = append(rep.Rows, rows...)
-	if err != nil {
-		return rep, fmt.Errorf("lag: %w", err)
+	if all {
+		rows, err := e.lagRows(ctx, p)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return rep, fmt.Errorf("lag: %w", err)
+		}
+		rep.Rows = append(rep.Rows, e.consumerRows(ctx, p)...)
 	}
-	rep.Rows = append(rep.Rows, e.consumerRows(ctx, p)...)
-	rep.Rows = append(rep.Rows, e.backfillRow(ctx, p))
+	rep.Rows = append(rep.Rows, e.backfillRows(ctx, p)...)
 	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 	return rep, nil
 }

@@ -40,8 +40,9 @@ type Options struct {
 	// NoSync turns off fsync (benchmarks of the no-durability ceiling
 	// only).
 	NoSync bool
-	// FS does every file operation of the journal, the index and the
-	// coverage file; nil → the operating system (vfs.Default). Tests
+	// FS does every file operation of the journal, the index, the
+	// coverage file and the backfill store; nil → the operating system
+	// (vfs.Default). Tests
 	// fault it (errorfs) to prove the storage invariants.
 	FS vfs.FS
 	// Logger; zero → slog.Default().
