@@ -125,7 +125,7 @@ type loadPhase struct {
 	took     time.Duration // from the start until pgq journaled all of them
 	lags     []float64     // slot lag samples, every 100 ms
 	backfill int64         // rows backfilled meanwhile
-	rounds   int           // backfills run meanwhile
+	rounds   int           // backfills completed meanwhile
 }
 
 func (ph loadPhase) rate() float64 { return float64(ph.changes) / ph.took.Seconds() }
@@ -153,13 +153,16 @@ func (e *env) backfillLoadRows(ctx context.Context, cl *client.Client, p *pgqPro
 	if err != nil {
 		return fail("during a backfill: " + trimErr(err))
 	}
-	if len(alone.lags) == 0 || len(with.lags) == 0 || with.rounds == 0 {
-		return fail("no samples")
+	if len(alone.lags) == 0 || len(with.lags) == 0 {
+		return fail("no lag samples")
+	}
+	if with.backfill == 0 {
+		return fail("no row was backfilled during the load")
 	}
 	ri := Row{Metric: ingMetric, Unit: "changes/s", PGQ: f64(with.rate()), Reference: f64(alone.rate()), RefName: "no backfill",
 		Ratio: f64(with.rate() / alone.rate()), Target: ingTarget}
 	ri.check(*ri.Ratio >= 0.9)
-	ri.Note = fmt.Sprintf("%s each: %d changes journaled in %.2fs alone, %d in %.2fs while %d rows were backfilled (%d backfills)",
+	ri.Note = fmt.Sprintf("%s each: %d changes journaled in %.2fs alone, %d in %.2fs while %d rows were backfilled (%d backfills completed)",
 		d, alone.changes, alone.took.Seconds(), with.changes, with.took.Seconds(), with.backfill, with.rounds)
 	la, lw := pct(alone.lags, 99), pct(with.lags, 99)
 	rl := Row{Metric: lagMetric, Unit: "B", PGQ: f64(lw), Reference: f64(la), RefName: "no backfill", Target: lagTarget}
