@@ -514,54 +514,83 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		if next != nil {
 			low = &ingest.Watermark{ID: next.id, Kind: "low"}
 		}
-		rows, xip, err := step(ctx, conn, t, where, high, low, lastKey, limit)
+		// The server reads next while ingest takes prev at its high
+		// watermark and prev's progress is stored (a synced write).
+		sctx, scancel := context.WithCancel(ctx)
+		out := make(chan stepResult, 1)
+		go func(lastKey []string) {
+			var r stepResult
+			r.rows, r.xip, r.err = step(sctx, conn, t, where, high, low, lastKey, limit)
+			out <- r
+		}(lastKey)
+		var res ingest.ChunkResult
+		var done *inflight
+		var err error
+		if prev != nil {
+			res, err = m.await(ctx, prev)
+			done = prev
+			prev.ch.Close()
+			prev = nil
+			if err == nil && !res.Redo {
+				redos = 0
+				var ok bool
+				ok, err = m.update(j, func(s *Status) {
+					s.lastKey, s.Rows, s.Dropped, s.Chunks = done.end, s.Rows+int64(done.rows), s.Dropped+int64(res.Dropped), s.Chunks+1
+				})
+				if err == nil && !ok {
+					scancel()
+					<-out
+					return false, nil
+				}
+			}
+		}
+		if err != nil {
+			scancel()
+		}
+		r := <-out
+		scancel()
 		if err != nil {
 			return false, err
 		}
+		if r.err != nil {
+			return false, r.err
+		}
 		if next != nil {
-			if len(rows) == 0 {
+			if len(r.rows) == 0 {
 				next.ch.Close()
 				next, end = nil, true
 			} else {
-				next.ch.SetRows(t.columns, rows)
-				next.xip, next.rows, next.end = xip, len(rows), t.keyOf(rows[len(rows)-1])
-				lastKey, end = next.end, len(rows) < limit
+				next.ch.SetRows(t.columns, r.rows)
+				next.xip, next.rows, next.end = r.xip, len(r.rows), t.keyOf(r.rows[len(r.rows)-1])
+				lastKey, end = next.end, len(r.rows) < limit
 			}
 		}
-		if prev != nil {
-			res, err := m.await(ctx, prev)
-			if err != nil {
+		if done != nil && res.Redo {
+			if next != nil {
+				next.ch.Close()
+				next = nil
+			}
+			redos++
+			m.o.Logger.Debug("backfill chunk read again", "id", j.st.ID, "table", t.qualified(), "reason", res.Reason, "times", redos)
+			if ok, err := m.update(j, func(s *Status) { s.Redone++ }); !ok || err != nil {
 				return false, err
 			}
-			done := prev
-			prev.ch.Close()
-			prev = nil
-			if res.Redo {
-				if next != nil {
-					next.ch.Close()
-					next = nil
-				}
-				redos++
-				m.o.Logger.Debug("backfill chunk read again", "id", j.st.ID, "table", t.qualified(), "reason", res.Reason, "times", redos)
-				if ok, err := m.update(j, func(s *Status) { s.Redone++ }); !ok || err != nil {
-					return false, err
-				}
-				if redos >= m.o.MaxRedos {
-					return false, fmt.Errorf("%w: the chunk of %s after key %v was read %d times in a row and never journaled; last reason: %s",
-						ErrRedoLimit, t.qualified(), done.start, redos, res.Reason)
-				}
-				lastKey, end = done.start, false
-				continue
+			if redos >= m.o.MaxRedos {
+				return false, fmt.Errorf("%w: the chunk of %s after key %v was read %d times in a row and never journaled; last reason: %s",
+					ErrRedoLimit, t.qualified(), done.start, redos, res.Reason)
 			}
-			redos = 0
-			if ok, err := m.update(j, func(s *Status) {
-				s.lastKey, s.Rows, s.Dropped, s.Chunks = done.end, s.Rows+int64(done.rows), s.Dropped+int64(res.Dropped), s.Chunks+1
-			}); !ok || err != nil {
-				return false, err
-			}
+			lastKey, end = done.start, false
+			continue
 		}
 		prev, next = next, nil
 	}
+}
+
+// stepResult is what step returned.
+type stepResult struct {
+	rows [][]pgq.Value
+	xip  []uint64
+	err  error
 }
 
 // open registers the next chunk of t, after lastKey, with ingest.

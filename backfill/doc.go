@@ -25,8 +25,8 @@
 // (pgconn) sends the transaction that emits chunk N's high watermark and
 // chunk N+1's low watermark, then N+1's read transaction; while the
 // server reads N+1, ingest takes N at its high watermark (decodes up to
-// it, journals and fsyncs the record). The runner then waits for N's
-// result and stores N's progress. Each chunk keeps its own window, from
+// it, journals and fsyncs the record), and the runner waits for N's
+// result and stores N's progress (a synced write). Each chunk keeps its own window, from
 // its low to its high watermark, and the read of N+1 still starts after
 // its low watermark committed; the high watermark of N and the low
 // watermark of N+1 sharing a transaction only makes N+1's window start
@@ -94,7 +94,9 @@
 //
 // # Concurrency
 //
-// Each running backfill has one goroutine and one database connection;
+// Each running backfill has one goroutine and one database connection
+// (used by a second, short-lived goroutine during each round trip, while
+// the first waits for the previous chunk and stores its progress);
 // tables of a backfill are read one after the other, chunks two at a time
 // (above). The Manager's mutex
 // guards the statuses; ingest.Backfills has its own mutex, taken by
