@@ -2,13 +2,18 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/client"
@@ -16,13 +21,18 @@ import (
 
 // BenchmarkBridgeVsRawPublish measures the bridge (fetch from pgq over
 // HTTP, build the messages, async-publish with a 256-message window, wait
-// for every ack, commit the group) against a plain nats.go async publisher
-// sending the same messages (same subjects, payloads and headers, so the
-// same sizes, the same window) to a JetStream stream with file storage, one replica, on the
-// same in-process nats-server in the same run. It reports both rates and
-// their ratio (target ≥ 0.8).
+// for every ack, commit the group; the next fetch overlaps the acks)
+// against a plain nats.go async publisher sending the same messages (same
+// payloads and headers, so the same sizes, the same window) to a JetStream
+// stream with file storage, one replica, on the same in-process
+// nats-server in the same run. The two alternate, five rounds each (a new
+// group and stream per round), and the best round of each is reported
+// with their ratio (target ≥ 0.8): on a shared machine the best round is
+// the least disturbed one. cpu_ratio is the same comparison in CPU time
+// of the whole process (nats-server, pgq and the bridge are all in it),
+// raw over bridge: it does not depend on what else the machine runs.
 func BenchmarkBridgeVsRawPublish(b *testing.B) {
-	const txs = 20000
+	const txs, rounds = 20000, 5
 	for b.Loop() {
 		ns := startNATS(b, b.TempDir(), 0)
 		url := ns.ClientURL()
@@ -39,70 +49,127 @@ func BenchmarkBridgeVsRawPublish(b *testing.B) {
 			}
 			msgs = bridge.AppendMessages(msgs, tx)
 		}
-
-		// The bridge.
-		ctx, cancel := context.WithCancel(context.Background())
-		p, err := jetstream.New(ctx, jetstream.Options{URL: url, CreateStream: true, Window: 256})
-		if err != nil {
-			b.Fatal(err)
+		var bridgeTook, rawTook []time.Duration
+		var bridgeCPU, rawCPU time.Duration
+		for r := range rounds {
+			c := cpuTime(b)
+			bridgeTook = append(bridgeTook, benchBridgeRound(b, src, url, r))
+			c2 := cpuTime(b)
+			rawTook = append(rawTook, benchRawRound(b, url, msgs, r))
+			bridgeCPU, rawCPU = bridgeCPU+c2-c, rawCPU+cpuTime(b)-c2
 		}
-		cl, err := client.Dial(src.addr, client.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		br, err := bridge.New(bridge.Options{Client: cl, Group: "g", Member: "bench", Publisher: p, MaxTransactions: 1000,
-			Wait: 100 * time.Millisecond, LeaseTTL: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		done := make(chan error, 1)
-		start := time.Now()
-		go func() { done <- br.Run(ctx) }()
-		src.waitCaughtUp(b, 5*time.Minute)
-		bridgeTook := time.Since(start)
-		cancel()
-		<-done
-		_ = p.Close()
-
-		// The reference: plain async publishes of the same messages.
-		nc, err := nats.Connect(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		js, err := natsjs.New(nc, natsjs.WithPublishAsyncMaxPending(256))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := js.CreateStream(context.Background(), natsjs.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: natsjs.FileStorage, Replicas: 1}); err != nil {
-			b.Fatal(err)
-		}
-		start = time.Now()
-		for _, m := range msgs {
-			msg := nats.NewMsg("raw." + m.Schema + "." + m.Table)
-			msg.Data = m.Payload
-			msg.Header.Set(nats.MsgIdHdr, m.ID)
-			for _, h := range m.Headers() { // the same message size
-				msg.Header.Set(h[0], h[1])
-			}
-			msg.Header.Set("pgq-key", string(m.Key))
-			if _, err := js.PublishMsgAsync(msg); err != nil {
-				b.Fatal(err)
-			}
-		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-time.After(5 * time.Minute):
-			b.Fatal("raw publish did not complete")
-		}
-		rawTook := time.Since(start)
-		nc.Close()
 		ns.Shutdown()
 
-		bridgeRate := float64(len(msgs)) / bridgeTook.Seconds()
-		rawRate := float64(len(msgs)) / rawTook.Seconds()
+		bridgeRate := float64(len(msgs)) / slices.Min(bridgeTook).Seconds()
+		rawRate := float64(len(msgs)) / slices.Min(rawTook).Seconds()
 		b.ReportMetric(bridgeRate, "bridge_msgs/s")
 		b.ReportMetric(rawRate, "raw_msgs/s")
 		b.ReportMetric(bridgeRate/rawRate, "ratio")
-		b.Logf("%d messages: bridge %s (%.0f/s), raw nats.go async %s (%.0f/s), ratio %.2f", len(msgs), bridgeTook, bridgeRate, rawTook, rawRate, bridgeRate/rawRate)
+		b.ReportMetric(float64(rawCPU)/float64(bridgeCPU), "cpu_ratio")
+		b.Logf("%d messages: bridge %v (best %.0f/s), raw nats.go async %v (best %.0f/s), ratio %.2f; CPU bridge %s raw %s, ratio %.2f",
+			len(msgs), bridgeTook, bridgeRate, rawTook, rawRate, bridgeRate/rawRate, bridgeCPU, rawCPU, float64(rawCPU)/float64(bridgeCPU))
 	}
+}
+
+// benchBridgeRound bridges the whole journal of src through a new group
+// into a new stream and returns the time until the group committed it all.
+func benchBridgeRound(b *testing.B, src *source, url string, r int) time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	group := fmt.Sprintf("bench%d", r)
+	p, err := jetstream.New(ctx, jetstream.Options{URL: url, Stream: fmt.Sprintf("B%d", r), Subject: fmt.Sprintf("b%d.{schema}.{table}", r), CreateStream: true, Window: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	cl, err := client.Dial(src.addr, client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := cl.CreateGroup(ctx, api.CreateRequest{Name: group, From: "earliest"}); err != nil {
+		b.Fatal(err)
+	}
+	br, err := bridge.New(bridge.Options{Client: cl, Group: group, Member: "bench", Publisher: p, MaxTransactions: 1000,
+		Wait: 100 * time.Millisecond, LeaseTTL: 10 * time.Second, LagInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- br.Run(ctx) }()
+	// The group's cursor, read in-process (not over HTTP: the polling
+	// would take CPU from the bridge).
+	last := src.j.LastOffset()
+	for {
+		gi, err := src.m.Info(ctx, group)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if gi.Committed >= last {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			b.Fatalf("bridge not caught up: %+v", gi)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	took := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// benchRawRound publishes msgs with plain nats.go async publishes into a
+// new stream and returns the time until the last ack.
+func benchRawRound(b *testing.B, url string, msgs []bridge.Message, r int) time.Duration {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc, natsjs.WithPublishAsyncMaxPending(256))
+	if err != nil {
+		b.Fatal(err)
+	}
+	prefix := fmt.Sprintf("raw%d.", r)
+	if _, err := js.CreateStream(context.Background(), natsjs.StreamConfig{Name: fmt.Sprintf("RAW%d", r), Subjects: []string{prefix + ">"}, Storage: natsjs.FileStorage, Replicas: 1}); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for _, m := range msgs {
+		msg := nats.NewMsg(prefix + m.Schema + "." + m.Table)
+		msg.Data = m.Payload
+		msg.Header.Set(nats.MsgIdHdr, m.ID)
+		for _, h := range m.Headers() { // the same message size
+			msg.Header.Set(h[0], h[1])
+		}
+		msg.Header.Set(jetstream.HeaderKey, string(m.Key))
+		for {
+			_, err := js.PublishMsgAsync(msg)
+			if errors.Is(err, natsjs.ErrTooManyStalledMsgs) {
+				continue // the window stayed full for 200ms (a loaded machine)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			break
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		b.Fatal("raw publish did not complete")
+	}
+	return time.Since(start)
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

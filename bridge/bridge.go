@@ -109,8 +109,9 @@ type Status struct {
 // committing the group's cursor only after the broker acknowledged every
 // message of the committed range.
 type Bridge struct {
-	o  Options
-	cs *client.Consumer
+	o      Options
+	cs     *client.Consumer // used by Run's loop only
+	member string           // cs.Member(), for the lease renewals
 
 	mu sync.Mutex // guards st
 	st Status
@@ -155,7 +156,7 @@ func New(o Options) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	b := &Bridge{o: o, cs: cs}
+	b := &Bridge{o: o, cs: cs, member: cs.Member()}
 	b.st = Status{Group: o.Group, Broker: o.Publisher.Name(), Member: cs.Member(), BrokerOK: true}
 	o.Metrics.init(o.Group, o.Publisher.Name())
 	return b, nil
@@ -200,58 +201,154 @@ func (b *Bridge) Run(ctx context.Context) error {
 		context.AfterFunc(pctx, func() { t.Stop() })
 	})
 	defer stopGrace()
+	// rctx ends the retries of a batch in flight when Run fails for good.
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	// Two batches alternate: the one being published (cur) and the one
+	// being fetched and built; their arrays are reused.
 	var (
-		msgs  []Message
-		acked []bool
+		bufs [2]batch
+		flip int
+		cur  *batch // published (or being published), not committed
 	)
 	for {
 		if ctx.Err() != nil {
-			return nil
+			return b.finish(ctx, pctx, cur)
 		}
-		if _, err := b.cs.Poll(ctx, b.o.Wait); err != nil {
+		// With a batch in flight, fetch without waiting: what arrived is
+		// built while the broker acknowledges; nothing → commit cur first.
+		wait := b.o.Wait
+		if cur != nil {
+			wait = 0
+		}
+		if _, err := b.cs.Poll(ctx, wait); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return b.finish(ctx, pctx, cur)
 			}
 			b.fail("fetch", err)
+			if cur != nil {
+				rcancel()
+				<-cur.done
+			}
 			return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
 		}
-		msgs = msgs[:0]
+		next := &bufs[flip]
+		flip ^= 1
+		next.reset()
 		for b.cs.Buffered() > 0 {
 			tx, err := b.cs.Next(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil
+					return b.finish(ctx, pctx, cur)
+				}
+				if cur != nil {
+					rcancel()
+					<-cur.done
 				}
 				return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
 			}
-			msgs = AppendMessages(msgs, tx)
+			next.add(tx)
 		}
-		if len(msgs) > 0 {
-			acked = append(acked[:0], make([]bool, len(msgs))...)
-			if err := b.publish(ctx, pctx, msgs, acked); err != nil {
+		next.mark = b.cs.Mark()
+		if cur != nil {
+			if err := <-cur.done; err != nil {
 				return nil // ctx ended; nothing past the acknowledged is committed
 			}
 		}
-		if err := b.cs.Commit(pctx); err != nil {
-			if errors.Is(err, client.ErrRedeliver) {
-				// The lease was lost: the batch comes again from the
-				// cursor (JetStream drops the duplicates by Nats-Msg-Id).
-				b.fail("commit", err)
+		// In order: next is sent only after every message of cur is
+		// acknowledged, and cur is committed while next is in flight.
+		if len(next.msgs) > 0 {
+			next.done = make(chan error, 1)
+			go func() { next.done <- b.publish(rctx, pctx, next.msgs, next.acked) }()
+		}
+		if cur != nil {
+			if stop, err := b.commit(ctx, pctx, cur.mark); stop || err != nil {
+				if len(next.msgs) > 0 {
+					if stop {
+						rcancel()
+					}
+					<-next.done // published again after the redelivery, or never committed
+				}
+				if stop {
+					return err
+				}
+				cur = nil
 				continue
 			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			b.fail("commit", err)
-			return fmt.Errorf("bridge: commit group %q: %w", b.o.Group, err)
 		}
-		b.committed()
+		if len(next.msgs) > 0 {
+			cur = next
+			continue
+		}
+		// Nothing to publish (caught up, or all filtered out): commit
+		// what the fetch moved past.
+		cur = nil
+		if stop, err := b.commit(ctx, pctx, next.mark); stop {
+			return err
+		}
 	}
+}
+
+// batch is one fetch's messages, published together and committed at
+// mark. Payloads and keys live in arena.
+type batch struct {
+	msgs   []Message
+	acked  []bool
+	arena  []byte
+	prefix []byte
+	mark   client.Mark
+	done   chan error // the result of publish, once
+}
+
+func (bt *batch) reset() {
+	clear(bt.msgs) // drop references to the previous batch's strings
+	bt.msgs, bt.acked, bt.arena, bt.done = bt.msgs[:0], bt.acked[:0], bt.arena[:0], nil
+}
+
+func (bt *batch) add(tx *pgq.Transaction) {
+	n := len(bt.msgs)
+	bt.msgs, bt.arena, bt.prefix = appendMessages(bt.msgs, bt.arena, bt.prefix, tx)
+	for range len(bt.msgs) - n {
+		bt.acked = append(bt.acked, false)
+	}
+}
+
+// commit commits the group through mark. err != nil with stop == false:
+// the lease was lost, the uncommitted batches come again from the cursor
+// (JetStream drops the duplicates by Nats-Msg-Id). stop: Run returns err
+// (nil when ctx ended).
+func (b *Bridge) commit(ctx, pctx context.Context, mark client.Mark) (stop bool, err error) {
+	if err := b.cs.CommitMark(pctx, mark); err != nil {
+		b.fail("commit", err)
+		if errors.Is(err, client.ErrRedeliver) {
+			return false, err
+		}
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		return true, fmt.Errorf("bridge: commit group %q: %w", b.o.Group, err)
+	}
+	b.committed()
+	return false, nil
+}
+
+// finish is Run's end once ctx ended: the batch in flight is still
+// acknowledged and committed within ShutdownGrace (pctx).
+func (b *Bridge) finish(ctx, pctx context.Context, cur *batch) error {
+	if cur == nil {
+		return nil
+	}
+	if err := <-cur.done; err != nil {
+		return nil
+	}
+	_, _ = b.commit(ctx, pctx, cur.mark) // a failure: re-published from the cursor
+	return nil
 }
 
 // publish retries until every message is acknowledged; it fails only when
 // ctx ends (between attempts) or pctx ends (during one).
 func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool) error {
+	defer b.keepLease(pctx)()
 	m := b.o.Metrics
 	wait := b.o.BackoffMin
 	var since time.Time
@@ -300,6 +397,33 @@ func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool
 		}
 		wait = min(wait*2, b.o.BackoffMax)
 	}
+}
+
+// keepLease renews the group's lease every LeaseTTL/3 until the returned
+// stop is called, so that a batch waiting for the broker (an outage) keeps
+// the lease: otherwise it would be fenced at its commit and published
+// again (duplicates in Kafka). A lease lost anyway shows at the commit.
+func (b *Bridge) keepLease(ctx context.Context) (stop func()) {
+	every := b.o.LeaseTTL
+	if every == 0 {
+		every = 30 * time.Second // the server's default
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			}
+			_ = b.o.Client.Heartbeat(hctx, b.o.Group, b.member, b.o.LeaseTTL)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (b *Bridge) fail(kind string, err error) {

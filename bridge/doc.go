@@ -8,19 +8,28 @@
 // # Delivery
 //
 // Run fetches a batch of transactions, turns every change into one
-// Message, hands the batch to the Publisher and waits until the broker
-// acknowledged every message; only then does it commit the group's
-// cursor. Messages the broker did not acknowledge are sent again (only
-// those) after a capped, jittered backoff (Options.BackoffMin/Max), for as
-// long as the broker is down: the cursor never moves past an
-// unacknowledged message, and pgq's journal absorbs the backlog (the
-// replication slot never waits for the bridge). So every change reaches
-// the broker at least once. A crash (or SIGKILL) between the broker's
+// Message, hands the batch to the Publisher and commits the group's cursor
+// (Consumer.CommitMark) only once the broker acknowledged every message
+// of it. Batches are pipelined, two at a time: while the broker
+// acknowledges batch N, the next one is fetched (without long-polling)
+// and built; N+1 is sent only after all of N is acknowledged (so per-key
+// order holds), and N's cursor is committed while N+1 is in flight
+// (commits stay in order). Messages the broker did not acknowledge are
+// sent again (only those) after a capped, jittered backoff
+// (Options.BackoffMin/Max), for as long as the broker is down: the cursor
+// never moves past an unacknowledged message, and pgq's journal absorbs
+// the backlog (the replication slot never waits for the bridge). While a
+// batch waits for the broker the group's lease is renewed every third of
+// LeaseTTL, so an outage longer than the lease does not fence the commit
+// (which would publish the batch again). So every change reaches the
+// broker at least once. A crash (or SIGKILL) between the broker's
 // acknowledgement and pgq's commit publishes that batch again from the
 // cursor: JetStream drops the copies by their Nats-Msg-Id within the
 // stream's duplicate window (exactly once as stream consumers see it);
 // Kafka's idempotent producer only deduplicates its own retries within
 // one producer session, so there the re-published batch is duplicated.
+// A broker restart alone duplicates nothing in Kafka as long as the
+// producer's own retries deliver the batch within its delivery timeout.
 //
 // Each run takes a fresh member id (Options.Member plus a random suffix):
 // a restarted bridge waits until the lease of the one that died expires
@@ -46,7 +55,11 @@
 //
 // # Concurrency
 //
-// A Bridge runs one loop (Run) and, while it runs, one goroutine reading
-// the group's lag; Status is safe to call concurrently. A Publisher is
-// called by that one loop only.
+// A Bridge runs one loop (Run) that owns the pgq consumer; each batch is
+// published by a goroutine of its own (one at a time: the next starts
+// after the previous returned), which renews the lease while it runs; one
+// more goroutine reads the group's lag. Status is safe to call
+// concurrently (Bridge.mu guards it). A Publisher is called by one
+// goroutine at a time, never concurrently. A batch's payloads and keys
+// share one array, reused two batches later.
 package bridge

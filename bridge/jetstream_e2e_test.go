@@ -235,10 +235,15 @@ func TestJetStreamBrokerRestart(t *testing.T) {
 }
 
 func startBridge(t *testing.T, ctx context.Context, p bridge.Publisher, addr string) (*bridge.Bridge, chan error) {
+	return startBridgeLease(t, ctx, p, addr, time.Second)
+}
+
+// startBridgeLease is startBridge with a lease TTL.
+func startBridgeLease(t *testing.T, ctx context.Context, p bridge.Publisher, addr string, lease time.Duration) (*bridge.Bridge, chan error) {
 	t.Helper()
 	cl := dialPGQ(t, addr)
 	b, err := bridge.New(bridge.Options{Client: cl, Group: "g", Member: "m", Publisher: p, MaxTransactions: 200,
-		Wait: 200 * time.Millisecond, LeaseTTL: time.Second, BackoffMin: 20 * time.Millisecond, BackoffMax: 300 * time.Millisecond, LagInterval: 100 * time.Millisecond,
+		Wait: 200 * time.Millisecond, LeaseTTL: lease, BackoffMin: 20 * time.Millisecond, BackoffMax: 300 * time.Millisecond, LagInterval: 100 * time.Millisecond,
 		Metrics: bridge.NewMetrics()})
 	if err != nil {
 		t.Fatal(err)

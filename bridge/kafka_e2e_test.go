@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/bridge/kafka"
 )
 
@@ -174,4 +177,101 @@ func TestKafkaKillUnderLoad(t *testing.T) {
 	ids, pls := readTopic(t, brokers, "pgq.public.t", src.changes)
 	dups := checkAtLeastOnce(t, src, ids, pls)
 	t.Logf("%d kills, %d changes all present, first occurrences in per-key order; %d duplicate records read (re-published batches)", kills, src.changes, dups)
+}
+
+// TestKafkaBrokerRestart stops the whole kfake cluster (its state on disk)
+// while the bridge runs in-process under write load, and starts it again
+// on the same ports and data after longer than the bridge's lease. While
+// the brokers are down the group's cursor does not move, the journal
+// keeps growing and the status shows the batch in flight; the producer's
+// own retries (same producer id and sequence numbers, which the cluster
+// keeps on disk) then deliver it; the bridge kept its lease through the
+// outage, so no commit is fenced and nothing is published again; the
+// topic ends with every change exactly once (count and ids), in per-key
+// order.
+func TestKafkaBrokerRestart(t *testing.T) {
+	if os.Getenv("PGQ_TEST_KAFKA_BROKERS") != "" {
+		t.Skip("restarts kfake's brokers; a real broker is not restarted by the test")
+	}
+	dir := t.TempDir()
+	opts := func(ports ...int) []kfake.Opt {
+		return []kfake.Opt{kfake.NumBrokers(3), kfake.DefaultNumPartitions(6), kfake.AllowAutoTopicCreation(), kfake.DataDir(dir), kfake.Ports(ports...)}
+	}
+	c, err := kfake.NewCluster(opts(0, 0, 0)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokers := c.ListenAddrs()
+	var ports []int
+	for _, a := range brokers {
+		_, p, _ := net.SplitHostPort(a)
+		n, _ := strconv.Atoi(p)
+		ports = append(ports, n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := kafka.New(ctx, kafka.Options{Brokers: brokers, CreateTopics: true, Partitions: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	src := startSource(t, 50)
+	// The brokers stay down longer than the lease: the bridge keeps it by
+	// renewing it (every third of it) while the batch waits, or the
+	// commit would be fenced and the batch published again (duplicates).
+	// 2s rather than startBridge's 1s: on a loaded machine a renewal may
+	// come late by a second.
+	b, done := startBridgeLease(t, ctx, p, src.addr, 2*time.Second)
+	stop := make(chan struct{})
+	wg := writer(src, stop)
+	cl := dialPGQ(t, src.addr)
+	committed := func() pgq.Offset {
+		t.Helper()
+		gi, err := cl.Group(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gi.Committed
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.Close()
+	time.Sleep(300 * time.Millisecond) // a commit already on its way lands
+	before := committed()
+	time.Sleep(2700 * time.Millisecond) // past the lease
+	during, st := committed(), b.Status()
+	if during != before {
+		t.Errorf("the cursor moved from %d to %d while the brokers were down", before, during)
+	}
+	if last := src.j.LastOffset(); last <= during {
+		t.Errorf("journal last %d, committed %d: no backlog while the brokers were down", last, during)
+	}
+	if st.InFlight == 0 {
+		t.Errorf("status while the brokers were down shows nothing in flight: %+v", st)
+	}
+	var c2 *kfake.Cluster
+	for i := 0; ; i++ { // the old listeners' ports may take a moment to free
+		c2, err = kfake.NewCluster(opts(ports...)...)
+		if err == nil || i == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	src.waitCaughtUp(t, 60*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ids, pls := readTopic(t, brokers, "pgq.public.t", src.changes)
+	if st := b.Status(); st.Errors != 0 {
+		t.Errorf("errors (a fenced commit: the lease was not kept while the brokers were down): %+v", st)
+	}
+	checkExactlyOnce(t, src, ids, pls)
+	t.Logf("%d changes exactly once across a restart of the brokers (cursor held at %d while down); %d publish errors", len(ids), during, b.Status().Errors)
 }

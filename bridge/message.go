@@ -32,6 +32,9 @@ type Message struct {
 	Payload []byte
 	// CommitTime of the transaction, for end-to-end latency.
 	CommitTime time.Time
+
+	hdr   *txHeaders // set by AppendMessages; nil → computed by Headers
+	table string     // "schema.table"; "" → computed by Headers
 }
 
 // Header names carried by every message.
@@ -46,38 +49,88 @@ const (
 // Headers returns the pgq headers of m as name/value pairs, in a fixed
 // order.
 func (m *Message) Headers() [5][2]string {
+	h := m.hdr
+	if h == nil {
+		h = newTxHeaders(m.Offset, m.Xid, m.CommitLSN)
+	}
+	table := m.table
+	if table == "" {
+		table = m.Schema + "." + m.Table
+	}
 	return [5][2]string{
-		{HeaderOffset, strconv.FormatUint(uint64(m.Offset), 10)},
-		{HeaderXid, strconv.FormatUint(uint64(m.Xid), 10)},
-		{HeaderLSN, m.CommitLSN.String()},
+		{HeaderOffset, h.offset},
+		{HeaderXid, h.xid},
+		{HeaderLSN, h.lsn},
 		{HeaderOp, m.Op},
-		{HeaderTable, m.Schema + "." + m.Table},
+		{HeaderTable, table},
 	}
 }
 
-// AppendMessages appends one Message per change of tx to dst.
+// txHeaders are the header values shared by the messages of one record.
+type txHeaders struct{ offset, xid, lsn string }
+
+func newTxHeaders(off pgq.Offset, xid uint32, lsn pgq.LSN) *txHeaders {
+	return &txHeaders{offset: strconv.FormatUint(uint64(off), 10), xid: strconv.FormatUint(uint64(xid), 10), lsn: lsn.String()}
+}
+
+// AppendMessages appends one Message per change of tx to dst. The
+// payloads and keys of one call share one array (each capped to its
+// length, so appending to one never overwrites another).
 func AppendMessages(dst []Message, tx *pgq.Transaction) []Message {
+	dst, _, _ = appendMessages(dst, nil, nil, tx)
+	return dst
+}
+
+// appendMessages is AppendMessages writing payloads and keys into arena
+// (returned, grown); prefix is scratch space for the record's part of the
+// payload (returned for reuse).
+func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction) (_ []Message, _, _ []byte) {
 	n := len(tx.Changes)
+	if n == 0 {
+		return dst, arena, prefix
+	}
+	hdr := newTxHeaders(tx.Offset, tx.Xid, tx.CommitLSN)
+	prefix = appendPayloadPrefix(prefix[:0], tx)
+	if arena == nil {
+		arena = make([]byte, 0, n*(len(prefix)+256))
+	}
+	var table, tableOf string // "schema.table" of the last change
 	for i := range tx.Changes {
 		c := &tx.Changes[i]
 		m := Message{
 			Offset: tx.Offset, Index: i, Count: n, Xid: tx.Xid, CommitLSN: tx.CommitLSN,
-			Op: c.Op.String(), Schema: c.Schema, Table: c.Table, CommitTime: tx.CommitTime,
+			Op: c.Op.String(), Schema: c.Schema, Table: c.Table, CommitTime: tx.CommitTime, hdr: hdr,
 		}
 		if c.Op == pgq.OpTruncate && m.Table == "" && len(c.Tables) > 0 {
 			m.Schema, m.Table, _ = strings.Cut(c.Tables[0], ".")
 		}
-		m.ID = strconv.FormatUint(uint64(tx.Offset), 10) + "." + strconv.Itoa(i)
-		m.Key = AppendKey(nil, c)
-		m.Payload = AppendPayload(make([]byte, 0, 256), tx, i)
+		if tableOf == "" || len(tableOf) != len(m.Schema)+1+len(m.Table) || tableOf[:len(m.Schema)] != m.Schema || tableOf[len(m.Schema)+1:] != m.Table {
+			table = m.Schema + "." + m.Table
+			tableOf = table
+		}
+		m.table = table
+		m.ID = hdr.offset + "." + strconv.Itoa(i)
+		start := len(arena)
+		arena = AppendKey(arena, c)
+		m.Key = arena[start:len(arena):len(arena)]
+		start = len(arena)
+		arena = append(arena, prefix...)
+		arena = appendPayloadChange(arena, tx, i)
+		m.Payload = arena[start:len(arena):len(arena)]
 		dst = append(dst, m)
 	}
-	return dst
+	return dst, arena, prefix
 }
 
 // AppendPayload appends the JSON payload of change i of tx: the
 // transaction metadata and the change as `pgq journal dump` renders it.
 func AppendPayload(b []byte, tx *pgq.Transaction, i int) []byte {
+	return appendPayloadChange(appendPayloadPrefix(b, tx), tx, i)
+}
+
+// appendPayloadPrefix appends the part of the payload shared by the
+// changes of tx, up to and including the comma before "index".
+func appendPayloadPrefix(b []byte, tx *pgq.Transaction) []byte {
 	b = append(b, `{"offset":`...)
 	b = strconv.AppendUint(b, uint64(tx.Offset), 10)
 	b = append(b, `,"xid":`...)
@@ -92,7 +145,12 @@ func AppendPayload(b []byte, tx *pgq.Transaction, i int) []byte {
 	b = strconv.AppendUint(b, uint64(tx.Part), 10)
 	b = append(b, `,"final":`...)
 	b = strconv.AppendBool(b, tx.Final)
-	b = append(b, `,"index":`...)
+	return append(b, ',')
+}
+
+// appendPayloadChange appends the rest of change i's payload.
+func appendPayloadChange(b []byte, tx *pgq.Transaction, i int) []byte {
+	b = append(b, `"index":`...)
 	b = strconv.AppendInt(b, int64(i), 10)
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, int64(len(tx.Changes)), 10)

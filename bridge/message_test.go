@@ -43,6 +43,27 @@ func TestAppendMessages(t *testing.T) {
 	if ms[2].Schema != "s" || ms[2].Table != "u" {
 		t.Errorf("truncate table %s.%s", ms[2].Schema, ms[2].Table)
 	}
+	for i := range ms {
+		if want := AppendPayload(nil, tx, i); string(ms[i].Payload) != string(want) {
+			t.Errorf("payload %d from the shared array:\n%s\nwant\n%s", i, ms[i].Payload, want)
+		}
+		// Headers from the cached strings equal those computed from the
+		// exported fields (a Message built by hand).
+		byHand := Message{Offset: ms[i].Offset, Xid: ms[i].Xid, CommitLSN: ms[i].CommitLSN, Op: ms[i].Op, Schema: ms[i].Schema, Table: ms[i].Table}
+		if got, want := ms[i].Headers(), byHand.Headers(); got != want {
+			t.Errorf("headers %d: %v, by hand %v", i, got, want)
+		}
+	}
+	// Payloads and keys share one array, each capped: appending to a key
+	// does not overwrite the payload after it.
+	before := string(ms[0].Payload)
+	_ = append(ms[0].Key, "XXXXXXXX"...)
+	if string(ms[0].Payload) != before {
+		t.Errorf("appending to a key changed the payload: %s", ms[0].Payload)
+	}
+	if got := ms[2].Headers()[4]; got != [2]string{HeaderTable, "s.u"} {
+		t.Errorf("truncate table header %v", got)
+	}
 	h := ms[0].Headers()
 	if h[0] != [2]string{HeaderOffset, "7"} || h[1] != [2]string{HeaderXid, "42"} || h[2] != [2]string{HeaderLSN, "0/1A2B3C8"} || h[3] != [2]string{HeaderOp, "insert"} || h[4] != [2]string{HeaderTable, "public.t"} {
 		t.Errorf("headers %v", h)

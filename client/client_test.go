@@ -397,3 +397,72 @@ func TestRestartedMemberIsRedelivered(t *testing.T) {
 		t.Fatalf("after a lost answer got %+v %v, want offset %d again", retry, err, lost.Transactions[0].Offset)
 	}
 }
+
+// TestCommitMark: a consumer fetches on past a mark and commits exactly
+// the mark; a mark taken under a lease that was lost since is fenced
+// (ErrRedeliver), even after the member fetched under a new lease.
+func TestCommitMark(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", clk)
+	defer s.stop()
+	c := dial(t, s.addr)
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(9)
+	cs, _ := c.Consumer("g", client.ConsumerOptions{Member: "w", Max: 3, Wait: 50 * time.Millisecond})
+	next := func(want pgq.Offset) {
+		t.Helper()
+		if tx, err := cs.Next(ctx); err != nil || tx.Offset != want {
+			t.Fatalf("next: %v %v, want offset %d", tx, err, want)
+		}
+	}
+	committed := func() pgq.Offset {
+		t.Helper()
+		gi, err := c.Group(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gi.Committed
+	}
+	for i := pgq.Offset(1); i <= 3; i++ {
+		next(i)
+	}
+	m := cs.Mark()
+	if m.Offset() != 3 {
+		t.Fatalf("mark %d, want 3", m.Offset())
+	}
+	for i := pgq.Offset(4); i <= 6; i++ {
+		next(i)
+	}
+	if err := cs.CommitMark(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got != 3 {
+		t.Fatalf("committed %d after CommitMark(3), want 3", got)
+	}
+	if err := cs.CommitMark(ctx, m); err != nil { // at the cursor: a no-op
+		t.Fatal(err)
+	}
+	if err := cs.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got != 6 {
+		t.Fatalf("committed %d after Commit, want 6", got)
+	}
+	next(7)
+	stale := cs.Mark()
+	if _, err := c.ResetGroup(ctx, "g", "earliest", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Poll(ctx, 0); err != nil { // a new lease for the same member
+		t.Fatal(err)
+	}
+	if err := cs.CommitMark(ctx, stale); !errors.Is(err, client.ErrRedeliver) || !errors.Is(err, api.ErrFenced) {
+		t.Fatalf("commit of a mark of a lost lease: %v, want ErrRedeliver and fenced", err)
+	}
+	if got := committed(); got != 0 {
+		t.Fatalf("committed %d after the reset and a fenced commit, want 0", got)
+	}
+}

@@ -187,12 +187,39 @@ func (cs *Consumer) Next(ctx context.Context) (*pgq.Transaction, error) {
 // multi-part transaction. When the lease was lost it returns an error
 // wrapping ErrRedeliver and the api error, after dropping the buffer.
 func (cs *Consumer) Commit(ctx context.Context) error {
-	if cs.done <= cs.committed {
+	return cs.CommitMark(ctx, cs.Mark())
+}
+
+// Mark is a point of a Consumer's delivery that can be committed later:
+// see Consumer.Mark.
+type Mark struct {
+	offset     pgq.Offset
+	generation uint64 // the lease that delivered it
+}
+
+// Offset returns the offset the mark commits.
+func (m Mark) Offset() pgq.Offset { return m.offset }
+
+// Mark returns what Commit would commit now: everything Next returned
+// (and the filtered-out records around it), always a transaction
+// boundary, under the current lease. With CommitMark a caller can go on
+// fetching (Poll, Next) while the transactions up to a mark are still
+// being processed, and commit exactly those later.
+func (cs *Consumer) Mark() Mark { return Mark{offset: cs.done, generation: cs.generation} }
+
+// CommitMark commits through m, a Mark of this consumer, retrying
+// transient failures; a mark at or below what is committed is a no-op.
+// The commit carries the mark's lease generation: when the lease was lost
+// since (even if this member holds a new one), it returns an error
+// wrapping ErrRedeliver and the api error after dropping the buffer, as
+// Commit does.
+func (cs *Consumer) CommitMark(ctx context.Context, m Mark) error {
+	if m.offset <= cs.committed {
 		return nil
 	}
 	// The commit renews the lease: for this member's TTL, not the
 	// server's default, or a standby would wait that long after a crash.
-	cr, err := cs.c.commit(ctx, cs.group, cs.o.Member, cs.done, cs.generation, cs.o.LeaseTTL)
+	cr, err := cs.c.commit(ctx, cs.group, cs.o.Member, m.offset, m.generation, cs.o.LeaseTTL)
 	if err != nil {
 		return cs.commitFailed(err)
 	}

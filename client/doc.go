@@ -20,7 +20,9 @@
 // lease expired, the group was reset, or pgq restarted and forgot what it
 // had delivered), it drops what it fetched and fetches again from the
 // group's cursor, so handled-but-uncommitted transactions are delivered
-// again. Nothing is ever skipped.
+// again. Nothing is ever skipped. A pipelining caller (the bridge) takes
+// a Mark after the transactions of a batch, goes on fetching while it
+// processes them, and commits exactly that batch with CommitMark.
 //
 // # Standby and failover
 //

@@ -4,6 +4,10 @@
 // Every message is published asynchronously with at most Options.Window
 // in flight, with the header Nats-Msg-Id set to the message's ID
 // ("<offset>.<index>") and the expected stream set to Options.Stream.
+// Acknowledgements and failures (including Options.AckTimeout) come to
+// nats.go's async ack and error callbacks, which record them for the
+// Publish in progress and free its window slot; a callback that comes
+// after Publish returned (its context ended) changes nothing.
 // The stream drops a message whose id it stored within its duplicate
 // window (StreamConfig.Duplicates, 2 minutes by default), so a batch
 // re-published after a bridge crash or a lost acknowledgement is stored
@@ -25,5 +29,6 @@
 // lose acknowledged messages: configure sync_interval: always where that
 // matters.
 //
-// A Publisher is used by one goroutine (the bridge's loop).
+// A Publisher is used by one goroutine at a time (the bridge's publishing
+// goroutine); Publisher.mu guards the state the callbacks share with it.
 package jetstream

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,9 +79,14 @@ type Publisher struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	names bridge.Cache
-	popts []jetstream.PublishOpt
 	dups  atomic.Uint64
+
+	mu  sync.Mutex  // guards cur and its fields
+	cur *batchState // the Publish in progress; nil between calls
 }
+
+// HeaderKey carries the bridge key (bridge.AppendKey).
+const HeaderKey = "pgq-key"
 
 // New connects, checks (or creates) the stream and returns a publisher.
 // An unreachable server or a missing stream is an error at once.
@@ -145,13 +151,18 @@ func New(ctx context.Context, o Options) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: connect %s: %w", o.URL, err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(o.Window+1), jetstream.WithPublishAsyncTimeout(o.AckTimeout))
+	p := &Publisher{o: o, nc: nc, names: bridge.Cache{T: tmpl, Clean: Token}}
+	// Acks and errors come to callbacks (no channel per message). nats.go's
+	// own cap is above Window: publishes of a Publish that gave up (ctx
+	// ended) may still be pending there until they time out.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*o.Window+1), jetstream.WithPublishAsyncTimeout(o.AckTimeout),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) { p.resolved(m, ack, nil) }),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { p.resolved(m, nil, err) }))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	p := &Publisher{o: o, nc: nc, js: js, names: bridge.Cache{T: tmpl, Clean: Token},
-		popts: []jetstream.PublishOpt{jetstream.WithExpectStream(o.Stream)}}
+	p.js = js
 	if err := p.ensureStream(ctx, tmpl); err != nil {
 		nc.Close()
 		return nil, err
@@ -216,9 +227,43 @@ func (p *Publisher) Name() string { return "jetstream" }
 // duplicates (already stored under their Nats-Msg-Id).
 func (p *Publisher) Duplicates() uint64 { return p.dups.Load() }
 
-type pending struct {
-	i   int
-	paf jetstream.PubAckFuture
+// batchState is the Publish call in progress, as the ack callbacks see
+// it.
+type batchState struct {
+	msgs  []bridge.Message
+	acked []bool
+	index map[*nats.Msg]int // sent, not yet resolved → index in msgs
+	slots chan struct{}     // one token per message in flight (the window)
+	err   error             // the first failure
+}
+
+// resolved is the ack and error callback of every async publish: it
+// records the outcome in the current batch and frees a window slot. A
+// callback for a batch whose Publish has returned changes nothing.
+func (p *Publisher) resolved(m *nats.Msg, ack *jetstream.PubAck, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.cur
+	if st == nil {
+		return
+	}
+	i, ok := st.index[m]
+	if !ok {
+		return
+	}
+	delete(st.index, m)
+	switch {
+	case err != nil:
+		if st.err == nil {
+			st.err = fmt.Errorf("jetstream: message %s: %w", st.msgs[i].ID, err)
+		}
+	default:
+		if ack.Duplicate {
+			p.dups.Add(1)
+		}
+		st.acked[i] = true
+	}
+	<-st.slots
 }
 
 // Publish implements bridge.Publisher: async publishes with at most
@@ -226,67 +271,88 @@ type pending struct {
 // On the first failure it sends nothing more and waits for what is in
 // flight.
 func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []bool) error {
-	var (
-		inflight = make([]pending, 0, min(len(msgs), p.o.Window))
-		head     int
-		first    error
-	)
-	wait := func(pd pending) error {
-		select {
-		case ack := <-pd.paf.Ok():
-			if ack.Duplicate {
-				p.dups.Add(1)
+	st := &batchState{msgs: msgs, acked: make([]bool, len(msgs)), index: make(map[*nats.Msg]int, min(len(msgs), p.o.Window)),
+		slots: make(chan struct{}, p.o.Window)}
+	p.mu.Lock()
+	p.cur = st
+	p.mu.Unlock()
+	// The callbacks write st.acked; it is copied to acked under mu once
+	// nothing is in flight or Publish gives up, so a late callback touches
+	// nothing the caller reads.
+	finish := func(err error) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.cur = nil
+		for i, a := range st.acked {
+			if a {
+				acked[i] = true
 			}
-			acked[pd.i] = true
-			return nil
-		case err := <-pd.paf.Err():
-			return fmt.Errorf("jetstream: message %s: %w", msgs[pd.i].ID, err)
-		case <-ctx.Done():
-			return ctx.Err()
 		}
+		if err != nil {
+			return err
+		}
+		return st.err
+	}
+	failed := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return st.err != nil
 	}
 	for i := range msgs {
 		if acked[i] {
 			continue
 		}
-		for len(inflight)-head >= p.o.Window {
-			if err := wait(inflight[head]); err != nil && first == nil {
-				first = err
-			}
-			head++
-			if first != nil {
-				break
-			}
+		select {
+		case st.slots <- struct{}{}:
+		case <-ctx.Done():
+			return finish(ctx.Err())
 		}
-		if first != nil {
+		if failed() {
+			<-st.slots
 			break
 		}
-		m := &msgs[i]
-		nm := nats.NewMsg(p.names.Name(m))
-		nm.Data = m.Payload
-		nm.Header.Set(jetstream.MsgIDHeader, m.ID)
-		for _, h := range m.Headers() {
-			nm.Header.Set(h[0], h[1])
-		}
-		nm.Header.Set("pgq-key", string(m.Key))
-		paf, err := p.js.PublishMsgAsync(nm, p.popts...)
-		if err != nil {
-			first = fmt.Errorf("jetstream: publish %s: %w", m.ID, err)
+		nm := p.natsMsg(&msgs[i])
+		p.mu.Lock()
+		st.index[nm] = i
+		p.mu.Unlock()
+		if _, err := p.js.PublishMsgAsync(nm); err != nil {
+			p.mu.Lock()
+			if _, ok := st.index[nm]; ok { // not resolved by a callback
+				delete(st.index, nm)
+				<-st.slots
+				if st.err == nil {
+					st.err = fmt.Errorf("jetstream: publish %s: %w", msgs[i].ID, err)
+				}
+			}
+			p.mu.Unlock()
 			break
 		}
-		inflight = append(inflight, pending{i, paf})
 	}
-	for ; head < len(inflight); head++ {
-		if err := wait(inflight[head]); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if first == nil {
-				first = err
-			}
+	// Filling the window waits for everything in flight.
+	for range cap(st.slots) {
+		select {
+		case st.slots <- struct{}{}:
+		case <-ctx.Done():
+			return finish(ctx.Err())
 		}
 	}
-	return first
+	return finish(nil)
+}
+
+// natsMsg builds the NATS message of m: one header map and one backing
+// array for the header values.
+func (p *Publisher) natsMsg(m *bridge.Message) *nats.Msg {
+	hs := m.Headers()
+	vals := [...]string{m.ID, p.o.Stream, hs[0][1], hs[1][1], hs[2][1], hs[3][1], hs[4][1], string(m.Key)}
+	vs := vals[:]
+	h := make(nats.Header, len(vals))
+	h[jetstream.MsgIDHeader] = vs[0:1:1]
+	h[jetstream.ExpectedStreamHeader] = vs[1:2:2]
+	for j := range hs {
+		h[hs[j][0]] = vs[2+j : 3+j : 3+j]
+	}
+	h[HeaderKey] = vs[7:8:8]
+	return &nats.Msg{Subject: p.names.Name(m), Data: m.Payload, Header: h}
 }
 
 // Close drains and closes the connection.

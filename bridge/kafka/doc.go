@@ -13,7 +13,13 @@
 // committed it re-publishes that batch on restart: its records appear
 // twice (the second copy after the first, so per-key order of first
 // occurrences holds). Consumers that need exactly once skip records whose
-// pgq-id they have seen, or keep per key the highest pgq-offset.
+// pgq-id they have seen, or keep per key the highest pgq-offset. A broker
+// outage or restart alone duplicates nothing as long as the producer's own
+// retries (same producer id and sequence numbers) deliver the records
+// within Options.DeliveryTimeout; a record that times out is produced
+// again by the bridge as a new record, a duplicate if the broker had in
+// fact stored the first.
 //
-// A Publisher is used by one goroutine (the bridge's loop).
+// A Publisher is used by one goroutine at a time (the bridge's publishing
+// goroutine).
 package kafka
