@@ -37,7 +37,8 @@ type Config struct {
 	// runtime/pprof and writes the CPU profile there.
 	CPUProfile string
 	// Only, when "backfill", runs only the backfill rows (the ingest,
-	// lag and consumer rows are skipped).
+	// lag and consumer rows are skipped); when "footprint", only the
+	// data-dir footprint rows.
 	Only string
 	// Logger reports progress.
 	Logger *slog.Logger
@@ -51,13 +52,14 @@ type sizes struct {
 	loadFor     time.Duration // lag and RSS sampling under full-speed load
 	latencyFor  time.Duration // 1,000 tx/s steady for the latency row
 	replay      int           // changes replayed for consumer throughput
+	footprintTx int           // single-row transactions of the footprint rows
 }
 
 func (c Config) sizes() sizes {
 	if c.Full {
-		return sizes{clients: 2, txPerClient: 100_000, bulkRows: 1_000_000, loadFor: 60 * time.Second, latencyFor: 60 * time.Second, replay: 1_000_000}
+		return sizes{clients: 2, txPerClient: 100_000, bulkRows: 1_000_000, loadFor: 60 * time.Second, latencyFor: 60 * time.Second, replay: 1_000_000, footprintTx: 60_000}
 	}
-	return sizes{clients: 2, txPerClient: 10_000, bulkRows: 100_000, loadFor: 10 * time.Second, latencyFor: 10 * time.Second, replay: 1_000_000}
+	return sizes{clients: 2, txPerClient: 10_000, bulkRows: 100_000, loadFor: 10 * time.Second, latencyFor: 10 * time.Second, replay: 1_000_000, footprintTx: 10_000}
 }
 
 // changesPerSmallTx is what smallTxScript writes per transaction.

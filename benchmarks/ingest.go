@@ -25,6 +25,15 @@ type workload struct {
 	lastTx   pgq.LSN // insert position just before the last commit record
 	endpos   pgq.LSN // flushed WAL end after the last commit (pg_recvlogical --endpos)
 	duration time.Duration
+	template string // the slot every drain copies; "" means templateSlot
+}
+
+// templateName is the slot the drains of w copy.
+func (w workload) templateName() string {
+	if w.template == "" {
+		return templateSlot
+	}
+	return w.template
 }
 
 // runWorkload creates the template slot, then writes the many small
@@ -81,7 +90,7 @@ type recvDrain struct {
 // pg_recvlogical up to w.endpos.
 func (e *env) drainRecvLogical(ctx context.Context, slot string, streaming bool, w workload) (recvDrain, error) {
 	var d recvDrain
-	if err := e.copySlot(ctx, templateSlot, slot); err != nil {
+	if err := e.copySlot(ctx, w.templateName(), slot); err != nil {
 		return d, err
 	}
 	defer e.dropSlot(ctx, slot)
@@ -125,7 +134,7 @@ type pgqDrain struct {
 // last workload transaction is journaled (fsynced).
 func (e *env) drainPGQ(ctx context.Context, name, slot string, w workload) (pgqDrain, error) {
 	var d pgqDrain
-	if err := e.copySlot(ctx, templateSlot, slot); err != nil {
+	if err := e.copySlot(ctx, w.templateName(), slot); err != nil {
 		return d, err
 	}
 	p, err := e.startPGQ(ctx, name, slot)

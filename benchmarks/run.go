@@ -23,6 +23,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer e.close()
 	rep.Host.ServerVersion = e.serverVersion(ctx)
 
+	if cfg.Only == "" || cfg.Only == "footprint" {
+		rep.Rows = append(rep.Rows, e.footprintRows(ctx)...)
+	}
+	if cfg.Only == "footprint" {
+		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+		return rep, nil
+	}
 	all := cfg.Only == ""
 	if all {
 		rows, err := e.ingestRows(ctx)
