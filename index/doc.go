@@ -66,36 +66,57 @@
 //
 // # On-disk format
 //
-// All integers are big-endian so that byte order is numeric order.
+// All fixed-width integers are big-endian so that byte order is numeric
+// order.
 //
-//	"o" + u64 offset              → entry value (below)
-//	"l" + u64 maxLSN + u64 offset → empty
-//	"t" + u64 maxµs^1<<63 + u64 offset → empty
-//	"g" + group name              → the group's opaque value
-//	"m/last"                      → u64 highest indexed offset
+//	"b" + u64 block start              → block value (below)
+//	"l" + u64 maxLSN + u64 block start → empty (full blocks only)
+//	"t" + u64 maxµs^1<<63 + u64 block start → empty (full blocks only)
+//	"g" + group name                   → the group's opaque value
+//	"m/last"                           → u64 highest offset stored
+//	"m/floor"                          → u64 TruncateFront floor
 //
-// An entry value is 73 bytes: version byte 1, then nine u64: CommitLSN,
-// EndLSN, CommitTime as Unix µs (two's complement), Bytes, Changes, the
-// running byte count cum, maxLSN, maxµs, and a reserved zero.
+// Entries are kept in blocks of 128 consecutive offsets: block s holds
+// offsets s .. s+127 with s = 128k+1 (the first block after a Reset may
+// start later inside its range). A block value is version byte 2, then
+// uvarints: first offset, entry count, the running byte count before the
+// first entry, the first entry's running maxLSN, its running maxµs
+// (zigzag varint); then per entry CommitLSN minus the previous one, EndLSN
+// minus CommitLSN, CommitTime (Unix µs) minus the previous one (zigzag
+// varints, the first entry's against 0), Bytes and Changes (uvarints).
+// About 10 bytes per journal record instead of a 73-byte value and three
+// keys per record (the first format: an "o" family, which Open drops; the
+// entries are rebuilt from the journal).
 //
-// cum is the sum of Bytes over every offset indexed up to and including
-// this one since the index was last empty, so BytesBetween(a, b) is two
-// point lookups: cum(b) - cum(a) + Bytes(a).
+// Only full blocks are written while the index runs: the block being
+// filled (the tail) lives in memory and is written, as a partial block
+// without "l"/"t" keys, by Close; Open makes it the tail again. A crash
+// loses the tail like any unsynced derived write: "m/last" names the end
+// of the last stored block and CatchUp re-adds the rest from the journal.
+//
+// cum, the running byte count, is the sum of Bytes over every offset
+// indexed up to and including this one since the index was last empty, so
+// BytesBetween(a, b) is two point lookups: cum(b) - cum(a) + Bytes(a).
+// A point lookup is one Get of the block and a scan of at most 128
+// entries, without allocation.
 //
 // maxLSN and maxµs are the running maxima of CommitLSN and CommitTime over
-// the same span, and they (not the raw values) key the "l" and "t"
-// families. A running maximum never decreases with the offset, and the
-// first offset whose running maximum reaches x is exactly the first offset
-// whose own value reaches x. So one SeekGE answers "the first offset, in
-// offset order, whose CommitLSN (CommitTime) is >= x" even when values
-// repeat (all parts of a multi-part transaction share one commit LSN; the
-// first part is found) or go backwards (commit times from different
-// servers' clocks): a later offset with an earlier time is never returned
-// ahead of an earlier offset that already reached x. Because the keys are
-// monotone in the offset, TruncateFront removes a prefix of each family
-// with one range deletion. After TruncateFront the running values still
-// include the removed entries, so SeekTime(t) returns the first retained
-// offset when a removed one already reached t.
+// the same span; a full block's last running maxima (not the raw values)
+// key its "l" and "t" keys. A running maximum never decreases with the
+// offset, and the first offset whose running maximum reaches x is exactly
+// the first offset whose own value reaches x. So one SeekGE names the
+// first block that reaches x, a scan of it the offset (the tail is
+// searched when no stored block reaches x): "the first offset, in offset
+// order, whose CommitLSN (CommitTime) is >= x" even when values repeat
+// (all parts of a multi-part transaction share one commit LSN; the first
+// part is found) or go backwards (commit times from different servers'
+// clocks): a later offset with an earlier time is never returned ahead of
+// an earlier offset that already reached x. Because the keys are monotone
+// in the block start, TruncateFront removes a prefix of each family with
+// one range deletion; entries of the block holding the cut stay stored
+// and are hidden by the floor. After TruncateFront the running values
+// still include the removed entries, so SeekTime(t) returns the first
+// retained offset when a removed one already reached t.
 //
 // Times are kept at microsecond precision (PostgreSQL's); SeekTime rounds
 // a finer t up to the next microsecond.
@@ -111,8 +132,12 @@
 // reads the current tail (last offset, running values) before writing its
 // batch; CatchUp holds it for its whole run, and an Add that waited skips
 // offsets CatchUp already indexed. Group writes need no lock of ours.
-// LastOffset is an atomic load, updated after the batch commits, so an
-// offset it reports is always readable. The stale mark is set by Add and
+// Readers start from the view (floor, end of the stored blocks, the tail,
+// LastOffset): an immutable value the writers replace with one atomic
+// store after their batch commits, so an offset LastOffset reports is
+// always readable and a reader never sees half a write. A writer may
+// append to the tail's array past the published length; no reader looks
+// there. The stale mark is set by Add and
 // cleared by CatchUp under the writer mutex, so an Add refused while
 // stale is always covered by the CatchUp that clears the mark (it reads
 // the journal's end after the refused batch was journaled). A Heal that

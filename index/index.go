@@ -2,7 +2,6 @@ package index
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,8 +129,14 @@ type Index struct {
 	// Reset, CatchUp): each reads the tail before writing a batch. It also
 	// orders the stale mark: Add sets it and CatchUp clears it under wmu.
 	wmu sync.Mutex
-	// last mirrors keyLast; written under wmu, read lock-free.
+	// last is the highest indexed offset (view's last); written under
+	// wmu, read lock-free.
 	last atomic.Uint64
+	// view is the derived entries' state readers start from: the floor,
+	// the end of the stored blocks and the block being filled. Writers
+	// replace it (never modify what it points to below its length) under
+	// wmu; readers Load it once per call.
+	view atomic.Pointer[view]
 
 	h health
 }
@@ -172,7 +177,7 @@ func Open(opts Options) (*Index, error) {
 	return ix, nil
 }
 
-// openDB opens Pebble in ix.dir and loads LastOffset; the caller owns ix
+// openDB opens Pebble in ix.dir and loads the derived view; the caller owns ix
 // alone or holds life for writing. On error ix.db stays nil.
 func (ix *Index) openDB() error {
 	db, err := pebble.Open(ix.dir, &pebble.Options{
@@ -191,13 +196,11 @@ func (ix *Index) openDB() error {
 		return fmt.Errorf("index: open pebble in %s: %w", ix.dir, err)
 	}
 	ix.db = db
-	last, err := ix.readLast()
-	if err != nil {
+	if err := ix.loadDerived(); err != nil {
 		pebblefs.CloseDB(db)
 		ix.db = nil
 		return err
 	}
-	ix.last.Store(uint64(last))
 	return nil
 }
 
@@ -216,8 +219,9 @@ func (ix *Index) fileFailed(op, path string, err error) {
 	ix.fail(fmt.Errorf("%s %s: %w", op, path, err))
 }
 
-// Close flushes nothing extra (derived entries are rebuildable, groups are
-// written synced), closes Pebble and releases the directory lock. Close is
+// Close stores the block being filled (see the package doc; unsynced, as
+// every derived write: the entries are rebuildable, groups are written
+// synced), closes Pebble and releases the directory lock. Close is
 // idempotent; every later call returns ErrClosed.
 func (ix *Index) Close() error {
 	ix.life.Lock()
@@ -228,6 +232,10 @@ func (ix *Index) Close() error {
 	ix.closed = true
 	var err error
 	if ix.db != nil {
+		// Writers hold life's read side: none runs now.
+		if ferr := ix.storeTail(); ferr != nil {
+			ix.log.Warn("index: the newest entries were not stored; they are rebuilt from the journal", "err", ferr.Error())
+		}
 		err = pebblefs.CloseDB(ix.db)
 	}
 	if lerr := ix.lock.Close(); lerr != nil && err == nil {
@@ -259,40 +267,9 @@ func (ix *Index) enter() error {
 
 func (ix *Index) exit() { ix.life.RUnlock() }
 
-func (ix *Index) readLast() (pgq.Offset, error) {
-	v, closer, err := ix.db.Get(keyLast)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("index: read last offset: %w", err)
-	}
-	defer closer.Close()
-	if len(v) != 8 {
-		return 0, fmt.Errorf("%w: last offset of %d bytes", ErrCorrupt, len(v))
-	}
-	return pgq.Offset(binary.BigEndian.Uint64(v)), nil
-}
-
 // LastOffset returns the highest offset indexed, 0 when none. It stays at
 // its value across TruncateFront and drops to 0 only on Reset.
 func (ix *Index) LastOffset() pgq.Offset { return pgq.Offset(ix.last.Load()) }
-
-// FirstOffset returns the lowest offset still indexed, 0 when none.
-func (ix *Index) FirstOffset() (pgq.Offset, error) {
-	if err := ix.enter(); err != nil {
-		return 0, err
-	}
-	defer ix.exit()
-	s, err := ix.firstAtOrAfter(0)
-	if errors.Is(err, ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return s.Offset, nil
-}
 
 // Add indexes entries, which must have dense ascending offsets. Entries at
 // or below LastOffset are skipped (already indexed: a caller racing
@@ -333,117 +310,6 @@ func span(entries []Entry) string {
 		return fmt.Sprintf("offset %d", entries[0].Offset)
 	}
 	return fmt.Sprintf("offsets %d..%d", entries[0].Offset, entries[len(entries)-1].Offset)
-}
-
-func (ix *Index) addLocked(entries []Entry) error {
-	last := pgq.Offset(ix.last.Load())
-	for len(entries) > 0 && entries[0].Offset != 0 && entries[0].Offset <= last {
-		entries = entries[1:]
-	}
-	if len(entries) == 0 {
-		return nil
-	}
-	for i, e := range entries {
-		if e.Offset == 0 || e.Bytes < 0 || e.Changes < 0 {
-			return fmt.Errorf("%w: offset %d, bytes %d, changes %d", ErrInvalidEntry, e.Offset, e.Bytes, e.Changes)
-		}
-		if i > 0 && e.Offset != entries[i-1].Offset+1 {
-			return fmt.Errorf("%w: offset %d follows %d", ErrGap, e.Offset, entries[i-1].Offset)
-		}
-	}
-	var prev stored
-	havePrev := false
-	if last != 0 {
-		if entries[0].Offset != last+1 {
-			return fmt.Errorf("%w: offset %d does not follow last indexed offset %d", ErrGap, entries[0].Offset, last)
-		}
-		p, err := ix.get(last)
-		switch {
-		case err == nil:
-			prev, havePrev = p, true
-		case errors.Is(err, ErrNotFound):
-			// TruncateFront removed the tail too: start the running
-			// values afresh, as after Reset.
-		default:
-			return err
-		}
-	}
-
-	b := ix.db.NewBatch()
-	defer b.Close()
-	for _, e := range entries {
-		s := stored{Entry: e}
-		us := e.CommitTime.UnixMicro()
-		if havePrev {
-			s.cum = prev.cum + uint64(e.Bytes)
-			s.maxLSN = max(prev.maxLSN, e.CommitLSN)
-			s.maxTime = max(prev.maxTime, us)
-		} else {
-			s.cum = uint64(e.Bytes)
-			s.maxLSN = e.CommitLSN
-			s.maxTime = us
-		}
-		if err := b.Set(offsetKey(e.Offset), encodeStored(s), nil); err != nil {
-			return fmt.Errorf("index: add offset %d: %w", e.Offset, err)
-		}
-		if err := b.Set(lsnKey(s.maxLSN, e.Offset), nil, nil); err != nil {
-			return fmt.Errorf("index: add offset %d: %w", e.Offset, err)
-		}
-		if err := b.Set(timeKey(s.maxTime, e.Offset), nil, nil); err != nil {
-			return fmt.Errorf("index: add offset %d: %w", e.Offset, err)
-		}
-		prev, havePrev = s, true
-	}
-	newLast := entries[len(entries)-1].Offset
-	var lv [8]byte
-	binary.BigEndian.PutUint64(lv[:], uint64(newLast))
-	if err := b.Set(keyLast, lv[:], nil); err != nil {
-		return fmt.Errorf("index: add: %w", err)
-	}
-	if err := ix.commit(b, pebble.NoSync); err != nil {
-		return fmt.Errorf("index: add offsets %d..%d: %w", entries[0].Offset, newLast, err)
-	}
-	ix.last.Store(uint64(newLast))
-	return nil
-}
-
-// get reads the stored entry at off.
-func (ix *Index) get(off pgq.Offset) (stored, error) {
-	v, closer, err := ix.db.Get(offsetKey(off))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return stored{}, fmt.Errorf("%w: offset %d", ErrNotFound, off)
-	}
-	if err != nil {
-		return stored{}, fmt.Errorf("index: read offset %d: %w", off, err)
-	}
-	defer closer.Close()
-	return decodeStored(off, v)
-}
-
-// firstAtOrAfter returns the first stored entry with offset >= off.
-func (ix *Index) firstAtOrAfter(off pgq.Offset) (stored, error) {
-	lo, hi := prefixBounds(prefixOffset)
-	it, err := ix.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return stored{}, fmt.Errorf("index: iterate offsets: %w", err)
-	}
-	defer it.Close()
-	if !it.SeekGE(offsetKey(off)) {
-		if err := it.Error(); err != nil {
-			return stored{}, fmt.Errorf("index: iterate offsets: %w", err)
-		}
-		return stored{}, fmt.Errorf("%w: no offset at or after %d", ErrNotFound, off)
-	}
-	k := it.Key()
-	if len(k) != 9 {
-		return stored{}, fmt.Errorf("%w: offset key of %d bytes", ErrCorrupt, len(k))
-	}
-	o := pgq.Offset(binary.BigEndian.Uint64(k[1:]))
-	v, err := it.ValueAndErr()
-	if err != nil {
-		return stored{}, fmt.Errorf("index: read offset %d: %w", o, err)
-	}
-	return decodeStored(o, v)
 }
 
 // EntryAt returns the entry at off, or an error wrapping ErrNotFound (or
@@ -496,7 +362,7 @@ func (ix *Index) SeekLSN(lsn pgq.LSN) (pgq.Offset, error) {
 		return 0, err
 	}
 	defer ix.exit()
-	off, err := ix.staleSeek(ix.seek(prefixLSN, lsnKey(lsn, 0)))
+	off, err := ix.staleSeek(ix.seekLSN(lsn))
 	if err != nil {
 		return 0, fmt.Errorf("index: seek LSN %s: %w", lsn, err)
 	}
@@ -518,28 +384,11 @@ func (ix *Index) SeekTime(t time.Time) (pgq.Offset, error) {
 	if time.UnixMicro(us).Before(t) {
 		us++ // round a sub-microsecond t up: stored times are whole µs
 	}
-	off, err := ix.staleSeek(ix.seek(prefixTime, timeKey(us, 0)))
+	off, err := ix.staleSeek(ix.seekTime(us))
 	if err != nil {
 		return 0, fmt.Errorf("index: seek time %s: %w", t.UTC().Format(time.RFC3339Nano), err)
 	}
 	return off, nil
-}
-
-// seek returns the offset of the first key >= from in the family p.
-func (ix *Index) seek(p byte, from []byte) (pgq.Offset, error) {
-	lo, hi := prefixBounds(p)
-	it, err := ix.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	if !it.SeekGE(from) {
-		if err := it.Error(); err != nil {
-			return 0, err
-		}
-		return 0, ErrNotFound
-	}
-	return offsetOfSeekKey(it.Key())
 }
 
 // BytesBetween returns the sum of Entry.Bytes over the offsets [from, to]:
@@ -589,49 +438,6 @@ func (ix *Index) TruncateFront(off pgq.Offset) error {
 	return nil
 }
 
-func (ix *Index) truncateFrontLocked(off pgq.Offset) error {
-	if off <= 1 {
-		return nil
-	}
-	b := ix.db.NewBatch()
-	defer b.Close()
-	s, err := ix.firstAtOrAfter(off)
-	switch {
-	case err == nil:
-		// Running maxima never decrease with the offset, so every "l"
-		// and "t" key of an offset below s.Offset sorts before s's key.
-		if err := b.DeleteRange(offsetKey(0), offsetKey(s.Offset), nil); err != nil {
-			return fmt.Errorf("index: truncate front to %d: %w", off, err)
-		}
-		if err := b.DeleteRange([]byte{prefixLSN}, lsnKey(s.maxLSN, s.Offset), nil); err != nil {
-			return fmt.Errorf("index: truncate front to %d: %w", off, err)
-		}
-		if err := b.DeleteRange([]byte{prefixTime}, timeKey(s.maxTime, s.Offset), nil); err != nil {
-			return fmt.Errorf("index: truncate front to %d: %w", off, err)
-		}
-	case errors.Is(err, ErrNotFound):
-		if err := deleteDerived(b); err != nil {
-			return fmt.Errorf("index: truncate front to %d: %w", off, err)
-		}
-	default:
-		return fmt.Errorf("index: truncate front to %d: %w", off, err)
-	}
-	if err := ix.commit(b, pebble.NoSync); err != nil {
-		return fmt.Errorf("index: truncate front to %d: %w", off, err)
-	}
-	return nil
-}
-
-func deleteDerived(b *pebble.Batch) error {
-	for _, p := range []byte{prefixOffset, prefixLSN, prefixTime} {
-		lo, hi := prefixBounds(p)
-		if err := b.DeleteRange(lo, hi, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Reset drops every derived entry and sets LastOffset to 0. Groups stay.
 func (ix *Index) Reset() error {
 	if err := ix.enter(); err != nil {
@@ -644,22 +450,6 @@ func (ix *Index) Reset() error {
 		ix.markStale(err)
 		return err
 	}
-	return nil
-}
-
-func (ix *Index) resetLocked() error {
-	b := ix.db.NewBatch()
-	defer b.Close()
-	if err := deleteDerived(b); err != nil {
-		return fmt.Errorf("index: reset: %w", err)
-	}
-	if err := b.Delete(keyLast, nil); err != nil {
-		return fmt.Errorf("index: reset: %w", err)
-	}
-	if err := ix.commit(b, pebble.NoSync); err != nil {
-		return fmt.Errorf("index: reset: %w", err)
-	}
-	ix.last.Store(0)
 	return nil
 }
 
