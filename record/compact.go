@@ -1,0 +1,164 @@
+package record
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// VersionCompact is the version byte of the journal's stored form of a
+// record (Compact): a Version 1 record whose relation table is replaced by
+// the ids of its relations in the journal's relation catalog, and whose
+// end LSN is stored as its distance from the commit LSN:
+//
+//	version (1 byte, 2) | CRC32C of body (4 bytes LE) | body
+//
+// where the body is the Version 1 body with two elements changed:
+//
+//	[2] end LSN − commit LSN  uint
+//	[7] relations             array of catalog ids (uint), in table order
+//
+// The changes (and a backfill id) are Version 1's, byte for byte, their
+// relation indexes pointing into the id array as before into the table. A
+// compact record does not decode alone: Expand turns it back into the
+// Version 1 record, byte for byte, given the catalog. The journal stores
+// compact records and its readers return expanded ones, so nothing above
+// the journal (fetch, the client, dump) sees Version 2.
+const VersionCompact = 2
+
+// Compact appends to dst the compact form of the framed Version 1 record
+// rec, which must encode its xid and LSNs in the shortest form (Append
+// and Restamp do). intern returns the catalog id of one relation, given its encoded
+// bytes (one element of the relation table: [schema, table, columns]).
+// Errors wrap ErrBadVersion, ErrChecksum or ErrCorruptRecord, or are
+// intern's.
+func Compact(dst, rec []byte, intern func(rel []byte) (uint64, error)) ([]byte, error) {
+	if err := Check(rec); err != nil {
+		return dst, err
+	}
+	d := reader{b: rec[HeaderSize:]}
+	nbody := d.bodyArray()
+	xid := d.uint(math.MaxUint32, "xid")
+	commit := d.uint(math.MaxUint64, "commit LSN")
+	end := d.uint(math.MaxUint64, "end LSN")
+	rest := d.p // commit time, origin, part, final
+	if d.err == nil {
+		// Expand re-encodes these three in the shortest form: only a
+		// record written so comes back byte for byte.
+		var canon [32]byte
+		c := appendUint(appendUint(appendUint(appendArrayHdr(canon[:0], nbody), xid), commit), end)
+		if string(c) != string(d.b[:rest]) {
+			d.fail("header not in the shortest encoding")
+		}
+	}
+	d.int64()
+	d.bytes()
+	d.uint(math.MaxUint32, "part")
+	d.bool()
+	tableAt := d.p
+	nrel := d.arrayLen()
+	if d.err == nil && end < commit {
+		d.fail("end LSN %d before commit LSN %d", end, commit)
+	}
+	if d.err != nil {
+		return dst, d.err
+	}
+	start := len(dst)
+	dst = append(dst, VersionCompact, 0, 0, 0, 0)
+	dst = appendArrayHdr(dst, nbody)
+	dst = appendUint(dst, xid)
+	dst = appendUint(dst, commit)
+	dst = appendUint(dst, end-commit)
+	dst = append(dst, d.b[rest:tableAt]...)
+	dst = appendArrayHdr(dst, nrel)
+	for k := 0; k < nrel; k++ {
+		from := d.p
+		d.skipRelation()
+		if d.err != nil {
+			return dst[:start], d.err
+		}
+		id, err := intern(d.b[from:d.p])
+		if err != nil {
+			return dst[:start], err
+		}
+		dst = appendUint(dst, id)
+	}
+	dst = append(dst, d.b[d.p:]...)
+	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
+	return dst, nil
+}
+
+// Expand appends to dst the Version 1 record a compact record was made
+// from, byte for byte; lookup returns a relation's encoded bytes by
+// catalog id. A Version 1 record is appended as is, after Check. Errors
+// wrap ErrBadVersion, ErrChecksum or ErrCorruptRecord, or are lookup's.
+func Expand(dst, rec []byte, lookup func(id uint64) ([]byte, error)) ([]byte, error) {
+	if len(rec) > 0 && rec[0] == Version {
+		if err := Check(rec); err != nil {
+			return dst, err
+		}
+		return append(dst, rec...), nil
+	}
+	if len(rec) < HeaderSize {
+		return dst, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptRecord, len(rec), HeaderSize)
+	}
+	if rec[0] != VersionCompact {
+		return dst, fmt.Errorf("%w: %d", ErrBadVersion, rec[0])
+	}
+	want := binary.LittleEndian.Uint32(rec[1:5])
+	if got := crc32.Checksum(rec[HeaderSize:], castagnoli); got != want {
+		return dst, fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
+	}
+	d := reader{b: rec[HeaderSize:]}
+	nbody := d.bodyArray()
+	xid := d.uint(math.MaxUint32, "xid")
+	commit := d.uint(math.MaxUint64, "commit LSN")
+	delta := d.uint(math.MaxUint64, "end LSN distance")
+	rest := d.p
+	d.int64()
+	d.bytes()
+	d.uint(math.MaxUint32, "part")
+	d.bool()
+	tableAt := d.p
+	nrel := d.arrayLen()
+	if d.err == nil && commit+delta < commit {
+		d.fail("end LSN overflows")
+	}
+	if d.err != nil {
+		return dst, d.err
+	}
+	start := len(dst)
+	dst = append(dst, Version, 0, 0, 0, 0)
+	dst = appendArrayHdr(dst, nbody)
+	dst = appendUint(dst, xid)
+	dst = appendUint(dst, commit)
+	dst = appendUint(dst, commit+delta)
+	dst = append(dst, d.b[rest:tableAt]...)
+	dst = appendArrayHdr(dst, nrel)
+	for k := 0; k < nrel; k++ {
+		id := d.uint(math.MaxUint64, "relation id")
+		if d.err != nil {
+			return dst[:start], d.err
+		}
+		rel, err := lookup(id)
+		if err != nil {
+			return dst[:start], err
+		}
+		dst = append(dst, rel...)
+	}
+	dst = append(dst, d.b[d.p:]...)
+	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
+	return dst, nil
+}
+
+// CheckRelation reports whether rel is one well-formed element of a
+// relation table (what Compact passes to intern).
+func CheckRelation(rel []byte) error {
+	d := reader{b: rel}
+	d.skipRelation()
+	if d.err == nil && d.p != len(rel) {
+		d.fail("%d trailing bytes after the relation", len(rel)-d.p)
+	}
+	return d.err
+}

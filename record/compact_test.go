@@ -1,0 +1,138 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// catalog is an in-memory relation catalog for the tests.
+type catalog struct {
+	ids  map[string]uint64
+	rels [][]byte
+}
+
+func (c *catalog) intern(rel []byte) (uint64, error) {
+	if err := CheckRelation(rel); err != nil {
+		return 0, err
+	}
+	if c.ids == nil {
+		c.ids = map[string]uint64{}
+	}
+	if id, ok := c.ids[string(rel)]; ok {
+		return id, nil
+	}
+	c.rels = append(c.rels, bytes.Clone(rel))
+	c.ids[string(rel)] = uint64(len(c.rels))
+	return uint64(len(c.rels)), nil
+}
+
+var errUnknownRel = errors.New("unknown relation")
+
+func (c *catalog) lookup(id uint64) ([]byte, error) {
+	if id == 0 || id > uint64(len(c.rels)) {
+		return nil, fmt.Errorf("%w %d", errUnknownRel, id)
+	}
+	return c.rels[id-1], nil
+}
+
+// TestCompactRoundTrip: Expand(Compact(r)) is r byte for byte, the compact
+// form is smaller, relations are interned once across records, and a
+// Version 1 record expands to itself.
+func TestCompactRoundTrip(t *testing.T) {
+	var c catalog
+	bf := benchTx(2)
+	bf.Backfill = "bf-1"
+	for name, tx := range map[string]*pgq.Transaction{"sample": sampleTx(), "one": benchTx(1), "many": benchTx(100), "backfill": bf, "empty": {Xid: 1, CommitLSN: 5, EndLSN: 5, Final: true}} {
+		rec := Append(nil, tx)
+		comp, err := Compact([]byte("keep"), rec, c.intern)
+		if err != nil {
+			t.Fatalf("%s: Compact: %v", name, err)
+		}
+		if string(comp[:4]) != "keep" || comp[4] != VersionCompact {
+			t.Fatalf("%s: compact record does not follow dst or has version %d", name, comp[4])
+		}
+		comp = comp[4:]
+		if len(tx.Changes) > 0 && len(comp) >= len(rec) {
+			t.Fatalf("%s: compact %d bytes, not smaller than %d", name, len(comp), len(rec))
+		}
+		back, err := Expand(nil, comp, c.lookup)
+		if err != nil {
+			t.Fatalf("%s: Expand: %v", name, err)
+		}
+		if !bytes.Equal(back, rec) {
+			t.Fatalf("%s: expanded record differs\n got %x\nwant %x", name, back, rec)
+		}
+		same, err := Expand(nil, rec, c.lookup)
+		if err != nil || !bytes.Equal(same, rec) {
+			t.Fatalf("%s: Expand of Version 1 = %v", name, err)
+		}
+		if err := Check(comp); !errors.Is(err, ErrBadVersion) {
+			t.Fatalf("%s: Check(compact) = %v, want ErrBadVersion (it must be expanded first)", name, err)
+		}
+	}
+	// benchTx's relation is the same in every record; sampleTx has its own.
+	if n := len(c.rels); n < 2 || n > 6 {
+		t.Fatalf("%d relations interned", n)
+	}
+}
+
+func TestCompactErrors(t *testing.T) {
+	var c catalog
+	rec := Append(nil, benchTx(3))
+	comp, err := Compact(nil, rec, c.intern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(comp)
+	bad[len(bad)-1] ^= 1
+	if _, err := Expand(nil, bad, c.lookup); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("corrupt compact record: %v, want ErrChecksum", err)
+	}
+	var empty catalog
+	if _, err := Expand(nil, comp, empty.lookup); !errors.Is(err, errUnknownRel) {
+		t.Fatalf("unknown relation id: %v", err)
+	}
+	bad = bytes.Clone(rec)
+	bad[0] = 9
+	if _, err := Compact(nil, bad, c.intern); !errors.Is(err, ErrBadVersion) {
+		t.Fatalf("Compact of version 9: %v", err)
+	}
+	if _, err := Expand(nil, bad, c.lookup); !errors.Is(err, ErrBadVersion) {
+		t.Fatalf("Expand of version 9: %v", err)
+	}
+	failing := func([]byte) (uint64, error) { return 0, errUnknownRel }
+	if out, err := Compact([]byte("x"), rec, failing); !errors.Is(err, errUnknownRel) || string(out) != "x" {
+		t.Fatalf("Compact with a failing catalog: %q, %v", out, err)
+	}
+}
+
+// FuzzCompact: Expand never panics on any input, and whatever Compact
+// accepts expands back to itself.
+func FuzzCompact(f *testing.F) {
+	var c catalog
+	for _, tx := range []*pgq.Transaction{sampleTx(), benchTx(2)} {
+		rec := Append(nil, tx)
+		f.Add(rec)
+		comp, err := Compact(nil, rec, c.intern)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(comp)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c catalog
+		_, _ = Expand(nil, data, c.lookup)
+		comp, err := Compact(nil, data, c.intern)
+		if err != nil {
+			return
+		}
+		back, err := Expand(nil, comp, c.lookup)
+		if err != nil || !bytes.Equal(back, data) {
+			t.Fatalf("round trip: %v\n got %x\nwant %x", err, back, data)
+		}
+	})
+}
