@@ -20,16 +20,41 @@
 // starting at 1, never reused (retention removes whole prefixes) except
 // those of unfinished parts cut at Open (see Multi-part transactions).
 //
-// The payload is a record framed by record.Append:
+// The payload is a record in its stored form, record.VersionCompact:
 //
-//	version (1 byte, currently 1) | CRC32C/Castagnoli of body (4 bytes LE) | body
+//	version (1 byte, 2) | CRC32C/Castagnoli of body (4 bytes LE) | body
 //
-// The body is one msgpack array: xid, commit LSN, end LSN, commit time
-// (Unix microseconds), origin, part, final, a relation table (schema,
-// table and the flat name/type OID/key list of each relation used in the
-// record) and the changes, each referring to its relation by index. A record
-// therefore decodes on its own. record.Version documents the full layout.
-// The offset is not stored in the payload; it is the entry's position.
+// The body is record.Version's msgpack array (xid, commit LSN, end LSN,
+// commit time, origin, part, final, relations, changes) with the end LSN
+// stored as its distance from the commit LSN and the relation table
+// replaced by the ids of its relations in the relation catalog: a
+// relation's schema, table and column list (about 70 bytes for a
+// five-column table) is stored once per journal instead of once per record.
+// The changes are Version 1's byte for byte. Journals written before hold
+// Version 1 records (record.Append's frame, relation table included);
+// both versions are read, and one journal may hold both. The offset is
+// not stored in the payload; it is the entry's position.
+//
+// A compact record does not decode alone: every reader of the journal
+// (Read, ReadRaw, Reader, Scan, Verify) expands it (record.Expand) to the
+// Version 1 record it came from, byte for byte, which does. So the fetch
+// path, the Go client, dump and the bridge see self-contained Version 1
+// records as before; only the bytes on disk depend on the catalog.
+//
+// # Relation catalog
+//
+// Dir/relations (CatalogFile) holds the catalog: entries
+//
+//	uvarint(len(relation)) | CRC32C of relation (4 bytes LE) | relation
+//
+// back to back, where relation is one element of a Version 1 relation
+// table ([schema, table, flat columns]); an entry's id is its 1-based
+// position. Append interns the relations of a batch and, when the batch
+// introduced new ones, writes and fsyncs them before the batch's records:
+// a durable record never refers to a relation that is not durable. A torn
+// last entry (a crash during that write) is ignored at Open and
+// overwritten by the next one. Retention never shortens the catalog; it
+// grows only with new relation shapes (a new table or a schema change).
 //
 // # Repair
 //
@@ -117,8 +142,10 @@
 // another process, fails with ErrLocked. Within a Journal:
 //
 //   - There is a single writer. Append, AppendRecords, TruncateFront, Segments and Close
-//     are serialized by appendMu, which also guards the encode buffer and
-//     the wal.Batch. In production the writer is the
+//     are serialized by appendMu, which also guards the encode buffers,
+//     the wal.Batch and the catalog's writer state; the catalog's
+//     relations are published by an atomic pointer that readers load
+//     without a lock. In production the writer is the
 //     Committer's Run goroutine.
 //   - Reads (Read, ReadRaw, Reader.Next) are serialized by readMu. The
 //     fork fixes the race of concurrent reads on the segment cache

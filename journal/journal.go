@@ -106,6 +106,12 @@ type Journal struct {
 	appendMu sync.Mutex
 	batch    wal.Batch
 	buf      []byte // encode buffer, reused
+	cbuf     []byte // compact-record buffer, reused
+
+	// cat is the relation catalog: its writer fields are guarded by
+	// appendMu, its published relations are an atomic pointer readers
+	// load without a lock.
+	cat catalog
 
 	// readMu serializes wal.Read calls: tidwall/wal reads mutate its
 	// segment cache under a shared lock and race with each other (#34).
@@ -184,6 +190,9 @@ func (j *Journal) open() error {
 	if err := j.repairTail(); err != nil {
 		return err
 	}
+	if err := j.openCatalog(); err != nil {
+		return err
+	}
 	w, err := wal.Open(j.dir, &wal.Options{
 		FS:               j.fs,
 		NoSync:           j.opts.NoSync,
@@ -194,6 +203,7 @@ func (j *Journal) open() error {
 		OnSync:           j.onSync,
 	})
 	if err != nil {
+		_ = j.cat.close()
 		if errors.Is(err, wal.ErrCorrupt) {
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
@@ -220,6 +230,7 @@ func (j *Journal) open() error {
 	}
 	if err != nil {
 		_ = w.Close()
+		_ = j.cat.close()
 		return err
 	}
 	return nil
@@ -307,11 +318,26 @@ func (j *Journal) AppendRecords(batch []*Record) error {
 			j.buf = record.Append(j.buf[:0], r.Tx)
 			data = j.buf
 		}
+		// Stored compact (relations by catalog id); a record Compact
+		// refuses (not in the shortest encoding) is stored as is.
+		if c, err := record.Compact(j.cbuf[:0], data, j.cat.intern); err == nil {
+			j.cbuf, data = c, c
+		}
 		r.Bytes = len(data)
 		j.batch.Write(uint64(last)+uint64(i)+1, data)
 	}
 	if cap(j.buf) > 4<<20 {
 		j.buf = nil // don't pin one huge record's buffer
+	}
+	if cap(j.cbuf) > 4<<20 {
+		j.cbuf = nil
+	}
+	// The relations the batch introduced are durable before any record
+	// that refers to them.
+	if err := j.writePending(); err != nil {
+		j.cat.dropPending()
+		j.batch.Clear()
+		return j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
 	}
 	if err := j.w.WriteBatch(&j.batch); err != nil {
 		j.batch.Clear()
@@ -365,8 +391,32 @@ func (j *Journal) Changed() <-chan struct{} {
 	return j.changed
 }
 
-// ReadRaw returns a copy of the framed record at off.
+// ReadRaw returns the framed record at off as record.Append frames it
+// (Version 1, expanded from the stored compact form), in a buffer of its
+// own.
 func (j *Journal) ReadRaw(off pgq.Offset) ([]byte, error) {
+	data, _, err := j.readExpanded(off)
+	return data, err
+}
+
+// readExpanded returns the record at off (expanded) and its stored size.
+func (j *Journal) readExpanded(off pgq.Offset) ([]byte, int, error) {
+	data, err := j.readStored(off)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := len(data)
+	if n > 0 && data[0] == record.VersionCompact {
+		data, err = record.Expand(nil, data, j.cat.lookup)
+		if err != nil {
+			return nil, 0, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
+		}
+	}
+	return data, n, nil
+}
+
+// readStored returns a copy of the record at off as stored.
+func (j *Journal) readStored(off pgq.Offset) ([]byte, error) {
 	j.mu.Lock()
 	closed, first, last := j.closed, j.first, j.last
 	j.mu.Unlock()
@@ -402,7 +452,7 @@ func (j *Journal) Read(off pgq.Offset) (*pgq.Transaction, error) {
 // ReadSized is Read that also returns the record's encoded size (what
 // Append reported as Record.Bytes).
 func (j *Journal) ReadSized(off pgq.Offset) (*pgq.Transaction, int, error) {
-	data, err := j.ReadRaw(off)
+	data, size, err := j.readExpanded(off)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -411,7 +461,7 @@ func (j *Journal) ReadSized(off pgq.Offset) (*pgq.Transaction, int, error) {
 		return nil, 0, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
 	}
 	tx.Offset = off
-	return tx, len(data), nil
+	return tx, size, nil
 }
 
 // TruncateFront drops the records below off (retention). It never drops the
@@ -507,6 +557,9 @@ func (j *Journal) Close() error {
 	j.readMu.Lock()
 	err := j.w.Close()
 	j.readMu.Unlock()
+	if cerr := j.cat.close(); err == nil {
+		err = cerr
+	}
 	if uerr := j.lock.Close(); err == nil {
 		err = uerr
 	}

@@ -279,7 +279,7 @@ func copyDir(t testing.TB, src string) string {
 
 func TestOpenOnTornTail(t *testing.T) {
 	base := t.TempDir()
-	j := openT(t, base, 4096)
+	j := openT(t, base, 2048)
 	fill(t, j, 1, 40)
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestOpenOnTornTail(t *testing.T) {
 			if err := os.WriteFile(p, c.edit(append([]byte(nil), data...)), 0o640); err != nil {
 				t.Fatal(err)
 			}
-			j := openT(t, dir, 4096)
+			j := openT(t, dir, 2048)
 			checkRecords(t, j, 1, c.keep)
 			if got, want := j.LastEndLSN(), mkTx(c.keep, 0).EndLSN; got != want {
 				t.Fatalf("LastEndLSN = %v, want %v", got, want)

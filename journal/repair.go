@@ -124,7 +124,7 @@ func (j *Journal) repairTail() error {
 	if err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
-	s := scanEntries(data, record.Check)
+	s := scanEntries(data, record.CheckStored)
 	if s.err == nil {
 		return nil
 	}

@@ -36,6 +36,22 @@ func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction,
 	if err != nil {
 		return err
 	}
+	rels, _, err := loadCatalog(vfs.Default, dir)
+	if err != nil {
+		return err
+	}
+	lookup := func(id uint64) ([]byte, error) {
+		if id > uint64(len(rels)) {
+			// A running pgq may have added relations since.
+			if more, _, err := loadCatalog(vfs.Default, dir); err == nil {
+				rels = more
+			}
+		}
+		if id == 0 || id > uint64(len(rels)) {
+			return nil, fmt.Errorf("%w: relation %d not in the catalog (%d relations)", ErrCorrupt, id, len(rels))
+		}
+		return rels[id-1], nil
+	}
 	var next pgq.Offset
 	for i, seg := range segs {
 		if strict && i > 0 && seg.FirstOffset != next {
@@ -59,8 +75,12 @@ func scan(dir string, from pgq.Offset, strict bool, fn func(tx *pgq.Transaction,
 				off++
 				return nil
 			}
+			rec, err := record.Expand(nil, p, lookup)
+			if err != nil {
+				return err
+			}
 			tx := &pgq.Transaction{}
-			if err := record.Decode(p, tx); err != nil {
+			if err := record.DecodeBody(rec[record.HeaderSize:], tx); err != nil {
 				return err
 			}
 			tx.Offset = off

@@ -162,3 +162,19 @@ func CheckRelation(rel []byte) error {
 	}
 	return d.err
 }
+
+// CheckStored is Check for what the journal stores: a Version 1 or a
+// compact record (VersionCompact), version byte and checksum only.
+func CheckStored(data []byte) error {
+	if len(data) > 0 && data[0] == VersionCompact {
+		if len(data) < HeaderSize {
+			return fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptRecord, len(data), HeaderSize)
+		}
+		want := binary.LittleEndian.Uint32(data[1:5])
+		if got := crc32.Checksum(data[HeaderSize:], castagnoli); got != want {
+			return fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
+		}
+		return nil
+	}
+	return Check(data)
+}

@@ -20,6 +20,22 @@
 // record bodies (client/wire.go): the msgpack library there halved fetch
 // throughput.
 //
+// The journal stores records in a compact form, VersionCompact: the
+// relation table replaced by ids into the journal's relation catalog,
+// the end LSN as a distance. Compact and Expand convert between the two
+// forms by splicing bytes, without decoding the changes, and Expand gives
+// back the Version 1 record byte for byte. A compact record does not
+// decode alone; the journal expands every record it reads, so "any record
+// decodes alone" still holds for every record a reader gets (fetch, the
+// client, dump), and on disk it is replaced by "any record decodes with
+// its journal's catalog". Check accepts Version 1 only; CheckStored
+// either.
+//
+// The codec is hand-written rather than vmihailenco/msgpack:
+// msgpack_bench_test.go encodes and decodes the same layout with the
+// library's Encoder and Decoder (asserting the same bytes) for
+// comparison: go test -run '^$' -bench 'Record(Encode|Decode)' -benchmem.
+//
 // Append never allocates for records touching up to 8 relations; Restamp
 // rewrites a record's header (ingest turns spilled chunks into journal
 // parts with it) without decoding its changes. BodyDecoder caches the
