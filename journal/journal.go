@@ -456,8 +456,13 @@ func (j *Journal) ReadSized(off pgq.Offset) (*pgq.Transaction, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	// data is this call's own buffer: decode it in place.
 	tx := new(pgq.Transaction)
-	if err := record.Decode(data, tx); err != nil {
+	err = record.Check(data)
+	if err == nil {
+		err = record.DecodeBody(data[record.HeaderSize:], tx)
+	}
+	if err != nil {
 		return nil, 0, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
 	}
 	tx.Offset = off

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 )
 
 // VersionCompact is the version byte of the journal's stored form of a
@@ -128,7 +129,24 @@ func Expand(dst, rec []byte, lookup func(id uint64) ([]byte, error)) ([]byte, er
 	if d.err != nil {
 		return dst, d.err
 	}
+	// The relations first, so that dst grows once.
+	var relsBuf [8][]byte
+	rels := relsBuf[:0]
+	size := len(rec) + 16
+	for k := 0; k < nrel; k++ {
+		id := d.uint(math.MaxUint64, "relation id")
+		if d.err != nil {
+			return dst, d.err
+		}
+		rel, err := lookup(id)
+		if err != nil {
+			return dst, err
+		}
+		rels = append(rels, rel)
+		size += len(rel)
+	}
 	start := len(dst)
+	dst = slices.Grow(dst, size)
 	dst = append(dst, Version, 0, 0, 0, 0)
 	dst = appendArrayHdr(dst, nbody)
 	dst = appendUint(dst, xid)
@@ -136,15 +154,7 @@ func Expand(dst, rec []byte, lookup func(id uint64) ([]byte, error)) ([]byte, er
 	dst = appendUint(dst, commit+delta)
 	dst = append(dst, d.b[rest:tableAt]...)
 	dst = appendArrayHdr(dst, nrel)
-	for k := 0; k < nrel; k++ {
-		id := d.uint(math.MaxUint64, "relation id")
-		if d.err != nil {
-			return dst[:start], d.err
-		}
-		rel, err := lookup(id)
-		if err != nil {
-			return dst[:start], err
-		}
+	for _, rel := range rels {
 		dst = append(dst, rel...)
 	}
 	dst = append(dst, d.b[d.p:]...)
