@@ -19,7 +19,6 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/journal"
-	"github.com/pgq-dev/pgq/record"
 )
 
 // injector fails the operations of kinds ops on files whose name ends in
@@ -81,8 +80,8 @@ func testJournal(t *testing.T) *journal.Journal {
 var jcols = []pgq.Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "v", TypeOID: 25}}
 
 // appendTxs journals n transactions after the journal's last one and
-// returns them (offsets and record sizes set by the journal).
-func appendTxs(t *testing.T, j *journal.Journal, n int) []*pgq.Transaction {
+// returns them as records (offsets and stored sizes set by the journal).
+func appendTxs(t *testing.T, j *journal.Journal, n int) []*journal.Record {
 	t.Helper()
 	base := int(j.LastOffset())
 	batch := make([]*pgq.Transaction, n)
@@ -101,20 +100,18 @@ func appendTxs(t *testing.T, j *journal.Journal, n int) []*pgq.Transaction {
 		}
 		batch[k] = tx
 	}
-	if err := j.Append(batch); err != nil {
+	recs := journal.Records(batch)
+	if err := j.AppendRecords(recs); err != nil {
 		t.Fatalf("journal append: %v", err)
 	}
-	return batch
+	return recs
 }
 
-// recSize is a record's size in the journal.
-func recSize(tx *pgq.Transaction) int { return len(record.Append(nil, tx)) }
-
 // indexTxs is the sidecar's after-append hook.
-func indexTxs(ix *Index, batch []*pgq.Transaction) error {
+func indexTxs(ix *Index, batch []*journal.Record) error {
 	es := make([]Entry, len(batch))
 	for i, tx := range batch {
-		es[i] = EntryOf(tx, recSize(tx), len(tx.Changes))
+		es[i] = EntryOf(tx.Tx, tx.Bytes, tx.ChangeCount())
 	}
 	return ix.Add(es)
 }
