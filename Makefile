@@ -33,6 +33,8 @@ bench: build
 fuzz:
 	$(GO) test ./pgoutput -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./record -run '^$$' -fuzz FuzzRecord -fuzztime 30s
+	$(GO) test ./internal/msgp -run '^$$' -fuzz FuzzSkip -fuzztime 30s
+	$(GO) test ./client -run '^$$' -fuzz FuzzDecodeFetch -fuzztime 30s
 
 clean:
 	rm -rf bin

@@ -2,7 +2,8 @@
 // fetch and commit, and a Consumer that rides through pgq restarts.
 //
 // It imports the standard library, msgpack, pgx's pgtype (for typed
-// values) and the small pgq, pgq/api, pgq/record (record bodies) and
+// values) and the small pgq, pgq/api, pgq/record (record bodies),
+// internal/msgp (the msgpack reader it shares with record) and
 // internal/backoff packages, and never the server
 // (Pebble, tidwall/wal, Prometheus): a test fails if that changes.
 //

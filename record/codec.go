@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/msgp"
 )
 
 // Record framing. A journal record is
@@ -380,15 +381,16 @@ func (bd *BodyDecoder) Decode(body []byte, tx *pgq.Transaction) error {
 func decodeBody(body []byte, tx *pgq.Transaction) error { return decodeBodyWith(body, tx, nil) }
 
 func decodeBodyWith(body []byte, tx *pgq.Transaction, bd *BodyDecoder) error {
-	d := reader{b: body, rels: bd}
+	d := newReader(body)
+	d.rels = bd
 	var t pgq.Transaction
 	t.Offset = tx.Offset
 	d.decodeTx(&t)
-	if d.err == nil && d.p != len(d.b) {
-		d.fail("%d trailing bytes", len(d.b)-d.p)
+	if d.Err == nil && d.P != len(d.B) {
+		d.Fail("%d trailing bytes", len(d.B)-d.P)
 	}
-	if d.err != nil {
-		return d.err
+	if d.Err != nil {
+		return d.Err
 	}
 	*tx = t
 	return nil
@@ -423,28 +425,26 @@ func Peek(data []byte) (Info, error) {
 	if err := Check(data); err != nil {
 		return Info{}, err
 	}
-	d := reader{b: data[HeaderSize:]}
+	d := newReader(data[HeaderSize:])
 	var ri Info
 	d.bodyArray()
-	ri.Xid = uint32(d.uint(math.MaxUint32, "xid"))
-	ri.CommitLSN = pgq.LSN(d.uint(math.MaxUint64, "commit LSN"))
-	ri.EndLSN = pgq.LSN(d.uint(math.MaxUint64, "end LSN"))
-	ri.CommitTime = time.UnixMicro(d.int64()).UTC()
-	_ = d.bytes() // origin
-	ri.Part = uint32(d.uint(math.MaxUint32, "part"))
-	ri.Final = d.bool()
-	if d.err != nil {
-		return Info{}, d.err
+	ri.Xid = uint32(d.Uint(math.MaxUint32, "xid"))
+	ri.CommitLSN = pgq.LSN(d.Uint(math.MaxUint64, "commit LSN"))
+	ri.EndLSN = pgq.LSN(d.Uint(math.MaxUint64, "end LSN"))
+	ri.CommitTime = time.UnixMicro(d.Int64()).UTC()
+	_ = d.Bytes() // origin
+	ri.Part = uint32(d.Uint(math.MaxUint32, "part"))
+	ri.Final = d.Bool()
+	if d.Err != nil {
+		return Info{}, d.Err
 	}
 	return ri, nil
 }
 
-// reader is a bounds-checked msgpack reader over one body. After the first
-// error every method returns zero values and d.err keeps the first error.
+// reader decodes one body: the shared msgpack reader (its errors wrap
+// ErrCorruptRecord) plus the record decoder's allocation state.
 type reader struct {
-	b    []byte
-	p    int
-	err  error
+	msgp.Reader
 	slab []pgq.Value // values are carved from here to save allocations
 	// rels, when not nil, caches decoded relations across records.
 	rels *BodyDecoder
@@ -454,261 +454,76 @@ type reader struct {
 	slabHint int
 }
 
-func (d *reader) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: at body byte %d: %s", ErrCorruptRecord, d.p, fmt.Sprintf(format, args...))
-	}
-}
-
-func (d *reader) take(n int) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n < 0 || n > len(d.b)-d.p {
-		d.fail("need %d bytes, have %d", n, len(d.b)-d.p)
-		return nil
-	}
-	s := d.b[d.p : d.p+n : d.p+n]
-	d.p += n
-	return s
-}
-
-func (d *reader) byte1() byte {
-	s := d.take(1)
-	if s == nil {
-		return 0
-	}
-	return s[0]
-}
-
-func (d *reader) peek() (byte, bool) {
-	if d.err != nil || d.p >= len(d.b) {
-		return 0, false
-	}
-	return d.b[d.p], true
-}
-
-func (d *reader) be(n int) uint64 {
-	s := d.take(n)
-	var v uint64
-	for _, c := range s {
-		v = v<<8 | uint64(c)
-	}
-	return v
-}
-
-// arrayLen reads an array header and checks that n elements can fit in the
-// remaining bytes (each takes at least one byte).
-func (d *reader) arrayLen() int {
-	c := d.byte1()
-	var n uint64
-	switch {
-	case d.err != nil:
-		return 0
-	case c&0xf0 == 0x90:
-		n = uint64(c & 0x0f)
-	case c == 0xdc:
-		n = d.be(2)
-	case c == 0xdd:
-		n = d.be(4)
-	default:
-		d.fail("want array, got 0x%02x", c)
-		return 0
-	}
-	if n > uint64(len(d.b)-d.p) {
-		d.fail("array of %d elements in %d bytes", n, len(d.b)-d.p)
-		return 0
-	}
-	return int(n)
-}
-
-func (d *reader) expectArray(n int, what string) {
-	if got := d.arrayLen(); d.err == nil && got != n {
-		d.fail("%s: want %d elements, got %d", what, n, got)
-	}
-}
-
-func (d *reader) int64() int64 {
-	c := d.byte1()
-	switch {
-	case d.err != nil:
-		return 0
-	case c < 0x80:
-		return int64(c)
-	case c >= 0xe0:
-		return int64(int8(c))
-	}
-	switch c {
-	case 0xcc:
-		return int64(d.be(1))
-	case 0xcd:
-		return int64(d.be(2))
-	case 0xce:
-		return int64(d.be(4))
-	case 0xcf:
-		v := d.be(8)
-		if v > math.MaxInt64 {
-			d.fail("integer %d overflows int64", v)
-			return 0
-		}
-		return int64(v)
-	case 0xd0:
-		return int64(int8(d.be(1)))
-	case 0xd1:
-		return int64(int16(d.be(2)))
-	case 0xd2:
-		return int64(int32(d.be(4)))
-	case 0xd3:
-		return int64(d.be(8))
-	}
-	d.fail("want integer, got 0x%02x", c)
-	return 0
-}
-
-func (d *reader) uint(max uint64, what string) uint64 {
-	c, _ := d.peek()
-	var v uint64
-	switch {
-	case c == 0xcf:
-		d.p++
-		v = d.be(8)
-	default:
-		i := d.int64()
-		if d.err != nil {
-			return 0
-		}
-		if i < 0 {
-			d.fail("%s: negative %d", what, i)
-			return 0
-		}
-		v = uint64(i)
-	}
-	if d.err == nil && v > max {
-		d.fail("%s: %d out of range", what, v)
-		return 0
-	}
-	return v
-}
-
-func (d *reader) bool() bool {
-	switch c := d.byte1(); {
-	case d.err != nil:
-		return false
-	case c == 0xc3:
-		return true
-	case c == 0xc2:
-		return false
-	default:
-		d.fail("want bool, got 0x%02x", c)
-		return false
-	}
-}
-
-// bytes reads a str or bin (the two are interchangeable here) and returns
-// a sub-slice of the body.
-func (d *reader) bytes() []byte {
-	c := d.byte1()
-	var n uint64
-	switch {
-	case d.err != nil:
-		return nil
-	case c&0xe0 == 0xa0:
-		n = uint64(c & 0x1f)
-	case c == 0xd9 || c == 0xc4:
-		n = d.be(1)
-	case c == 0xda || c == 0xc5:
-		n = d.be(2)
-	case c == 0xdb || c == 0xc6:
-		n = d.be(4)
-	default:
-		d.fail("want str or bin, got 0x%02x", c)
-		return nil
-	}
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)-d.p) {
-		d.fail("string of %d bytes in %d bytes", n, len(d.b)-d.p)
-		return nil
-	}
-	return d.take(int(n))
-}
-
-func (d *reader) str() string { return string(d.bytes()) }
-
-func (d *reader) isNil() bool {
-	if c, ok := d.peek(); ok && c == 0xc0 {
-		d.p++
-		return true
-	}
-	return false
+// newReader reads body.
+func newReader(body []byte) reader {
+	return reader{Reader: msgp.Reader{B: body, Wrap: ErrCorruptRecord}}
 }
 
 // bodyArray reads the body's array header: 9 elements, or 10 with a
 // backfill id.
 func (d *reader) bodyArray() int {
-	n := d.arrayLen()
-	if d.err == nil && n != 9 && n != 10 {
-		d.fail("record: want 9 or 10 elements, got %d", n)
+	n := d.ArrayLen()
+	if d.Err == nil && n != 9 && n != 10 {
+		d.Fail("record: want 9 or 10 elements, got %d", n)
 	}
 	return n
 }
 
 func (d *reader) decodeTx(t *pgq.Transaction) {
 	nbody := d.bodyArray()
-	t.Xid = uint32(d.uint(math.MaxUint32, "xid"))
-	t.CommitLSN = pgq.LSN(d.uint(math.MaxUint64, "commit LSN"))
-	t.EndLSN = pgq.LSN(d.uint(math.MaxUint64, "end LSN"))
-	t.CommitTime = time.UnixMicro(d.int64()).UTC()
-	t.Origin = d.str()
-	t.Part = uint32(d.uint(math.MaxUint32, "part"))
-	t.Final = d.bool()
+	t.Xid = uint32(d.Uint(math.MaxUint32, "xid"))
+	t.CommitLSN = pgq.LSN(d.Uint(math.MaxUint64, "commit LSN"))
+	t.EndLSN = pgq.LSN(d.Uint(math.MaxUint64, "end LSN"))
+	t.CommitTime = time.UnixMicro(d.Int64()).UTC()
+	t.Origin = d.Str()
+	t.Part = uint32(d.Uint(math.MaxUint32, "part"))
+	t.Final = d.Bool()
 
-	nrel := d.arrayLen()
+	nrel := d.ArrayLen()
 	var rels []relRef
 	if nrel > 0 {
 		rels = make([]relRef, nrel)
 	}
-	for k := 0; k < nrel && d.err == nil; k++ {
-		start := d.p
+	for k := 0; k < nrel && d.Err == nil; k++ {
+		start := d.P
 		if d.rels != nil {
 			d.skipRelation()
-			if d.err != nil {
+			if d.Err != nil {
 				return
 			}
-			if r, ok := d.rels.rels[string(d.b[start:d.p])]; ok {
+			if r, ok := d.rels.rels[string(d.B[start:d.P])]; ok {
 				rels[k] = r
 				continue
 			}
-			d.p = start
+			d.P = start
 		}
-		d.expectArray(3, "relation")
-		rels[k].schema = d.str()
-		rels[k].table = d.str()
-		n := d.arrayLen()
+		d.ExpectArray(3, "relation")
+		rels[k].schema = d.Str()
+		rels[k].table = d.Str()
+		n := d.ArrayLen()
 		if n%3 != 0 {
-			d.fail("relation columns: %d elements, not a multiple of 3", n)
+			d.Fail("relation columns: %d elements, not a multiple of 3", n)
 			return
 		}
 		if n > 0 {
 			cols := make([]pgq.Column, n/3)
 			for i := range cols {
-				cols[i].Name = d.str()
-				cols[i].TypeOID = uint32(d.uint(math.MaxUint32, "type OID"))
-				cols[i].Key = d.bool()
+				cols[i].Name = d.Str()
+				cols[i].TypeOID = uint32(d.Uint(math.MaxUint32, "type OID"))
+				cols[i].Key = d.Bool()
 			}
 			rels[k].cols = cols
 		}
-		if d.rels != nil && d.err == nil {
+		if d.rels != nil && d.Err == nil {
 			if d.rels.rels == nil || len(d.rels.rels) >= maxCachedRelations {
 				d.rels.rels = make(map[string]relRef)
 			}
-			d.rels.rels[string(d.b[start:d.p])] = rels[k]
+			d.rels.rels[string(d.B[start:d.P])] = rels[k]
 		}
 	}
 
-	nch := d.arrayLen()
-	if d.err != nil {
+	nch := d.ArrayLen()
+	if d.Err != nil {
 		return
 	}
 	if nch > 0 {
@@ -718,59 +533,59 @@ func (d *reader) decodeTx(t *pgq.Transaction) {
 	for k := range rels {
 		width = max(width, len(rels[k].cols))
 	}
-	for i := 0; i < nch && d.err == nil; i++ {
+	for i := 0; i < nch && d.Err == nil; i++ {
 		c := &t.Changes[i]
-		n := d.arrayLen()
-		c.Op = pgq.Op(d.uint(math.MaxUint8, "op"))
-		if d.err != nil {
+		n := d.ArrayLen()
+		c.Op = pgq.Op(d.Uint(math.MaxUint8, "op"))
+		if d.Err != nil {
 			return
 		}
 		if c.Op == 0 {
-			d.fail("change %d: op 0", i)
+			d.Fail("change %d: op 0", i)
 			return
 		}
 		switch c.Op {
 		case pgq.OpTruncate:
 			if n != 3 {
-				d.fail("truncate: want 3 elements, got %d", n)
+				d.Fail("truncate: want 3 elements, got %d", n)
 				return
 			}
-			nt := d.arrayLen()
+			nt := d.ArrayLen()
 			if nt > 0 {
 				c.Tables = make([]string, nt)
 				for k := range c.Tables {
-					c.Tables[k] = d.str()
+					c.Tables[k] = d.Str()
 				}
 			}
-			flags := d.uint(3, "truncate flags")
+			flags := d.Uint(3, "truncate flags")
 			c.Cascade = flags&1 != 0
 			c.RestartIdentity = flags&2 != 0
 		case pgq.OpMessage, pgq.OpDDL:
 			if n != 4 {
-				d.fail("%s: want 4 elements, got %d", c.Op, n)
+				d.Fail("%s: want 4 elements, got %d", c.Op, n)
 				return
 			}
-			c.Prefix = d.str()
-			c.Content = d.bytes()
-			c.Transactional = d.bool()
+			c.Prefix = d.Str()
+			c.Content = d.Bytes()
+			c.Transactional = d.Bool()
 		case pgq.OpGap:
 			if n != 3 {
-				d.fail("gap: want 3 elements, got %d", n)
+				d.Fail("gap: want 3 elements, got %d", n)
 				return
 			}
-			c.FromLSN = pgq.LSN(d.uint(math.MaxUint64, "gap from"))
-			c.ToLSN = pgq.LSN(d.uint(math.MaxUint64, "gap to"))
+			c.FromLSN = pgq.LSN(d.Uint(math.MaxUint64, "gap from"))
+			c.ToLSN = pgq.LSN(d.Uint(math.MaxUint64, "gap to"))
 		default:
 			if n != 5 {
-				d.fail("%s: want 5 elements, got %d", c.Op, n)
+				d.Fail("%s: want 5 elements, got %d", c.Op, n)
 				return
 			}
-			ri := d.uint(math.MaxUint32, "relation index")
-			if d.err == nil && ri >= uint64(len(rels)) {
-				d.fail("change %d: relation %d of %d", i, ri, len(rels))
+			ri := d.Uint(math.MaxUint32, "relation index")
+			if d.Err == nil && ri >= uint64(len(rels)) {
+				d.Fail("change %d: relation %d of %d", i, ri, len(rels))
 				return
 			}
-			c.OldKind = pgq.OldKind(d.uint(math.MaxUint8, "old kind"))
+			c.OldKind = pgq.OldKind(d.Uint(math.MaxUint8, "old kind"))
 			images := 1
 			if c.OldKind != pgq.OldNone {
 				images = 2
@@ -778,41 +593,41 @@ func (d *reader) decodeTx(t *pgq.Transaction) {
 			d.slabHint = (nch - i) * width * images
 			c.New = d.values()
 			c.Old = d.values()
-			if d.err == nil {
+			if d.Err == nil {
 				r := &rels[ri]
 				c.Schema, c.Table, c.Columns = r.schema, r.table, r.cols
 			}
 		}
 	}
 	if nbody == 10 {
-		t.Backfill = d.str()
+		t.Backfill = d.Str()
 	}
 }
 
 // skipRelation steps over one entry of the relation table, checking its
 // shape, without allocating.
 func (d *reader) skipRelation() {
-	d.expectArray(3, "relation")
-	d.bytes()
-	d.bytes()
-	n := d.arrayLen()
+	d.ExpectArray(3, "relation")
+	d.Bytes()
+	d.Bytes()
+	n := d.ArrayLen()
 	if n%3 != 0 {
-		d.fail("relation columns: %d elements, not a multiple of 3", n)
+		d.Fail("relation columns: %d elements, not a multiple of 3", n)
 		return
 	}
-	for i := 0; i < n/3 && d.err == nil; i++ {
-		d.bytes()
-		d.uint(math.MaxUint32, "type OID")
-		d.bool()
+	for i := 0; i < n/3 && d.Err == nil; i++ {
+		d.Bytes()
+		d.Uint(math.MaxUint32, "type OID")
+		d.Bool()
 	}
 }
 
 func (d *reader) values() []pgq.Value {
-	if d.isNil() {
+	if d.IsNil() {
 		return nil
 	}
-	n := d.arrayLen()
-	if d.err != nil {
+	n := d.ArrayLen()
+	if d.Err != nil {
 		return nil
 	}
 	if n == 0 {
@@ -821,33 +636,33 @@ func (d *reader) values() []pgq.Value {
 	if n > len(d.slab) {
 		// Each value takes at least one byte, so the rest of the body
 		// bounds how many more values this record can hold.
-		d.slab = make([]pgq.Value, max(n, min(d.slabHint, len(d.b)-d.p)))
+		d.slab = make([]pgq.Value, max(n, min(d.slabHint, len(d.B)-d.P)))
 	}
 	vs := d.slab[:n:n]
 	d.slab = d.slab[n:]
 	for i := range vs {
-		c, ok := d.peek()
+		c, ok := d.Peek()
 		if !ok {
-			d.fail("value: unexpected end")
+			d.Fail("value: unexpected end")
 			return nil
 		}
 		switch {
 		case c == 0xc0:
-			d.p++
+			d.P++
 			vs[i] = pgq.Value{Kind: pgq.ValueNull}
 		case c == 0xc2:
-			d.p++
+			d.P++
 			vs[i] = pgq.Value{Kind: pgq.ValueUnchangedTOAST}
 		case c&0xe0 == 0xa0 || c == 0xd9 || c == 0xda || c == 0xdb:
-			vs[i] = pgq.Value{Kind: pgq.ValueText, Data: d.bytes()}
+			vs[i] = pgq.Value{Kind: pgq.ValueText, Data: d.Bytes()}
 		case c == 0xc4 || c == 0xc5 || c == 0xc6:
-			vs[i] = pgq.Value{Kind: pgq.ValueBinary, Data: d.bytes()}
+			vs[i] = pgq.Value{Kind: pgq.ValueBinary, Data: d.Bytes()}
 		default:
-			d.expectArray(2, "value")
-			k := pgq.ValueKind(d.uint(math.MaxUint8, "value kind"))
-			vs[i] = pgq.Value{Kind: k, Data: d.bytes()}
+			d.ExpectArray(2, "value")
+			k := pgq.ValueKind(d.Uint(math.MaxUint8, "value kind"))
+			vs[i] = pgq.Value{Kind: k, Data: d.Bytes()}
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			return nil
 		}
 	}
@@ -865,39 +680,39 @@ func Restamp(dst, record []byte, hdr *pgq.Transaction) ([]byte, int, error) {
 	if err := Check(record); err != nil {
 		return dst, 0, err
 	}
-	d := reader{b: record[HeaderSize:]}
+	d := newReader(record[HeaderSize:])
 	nbody := d.bodyArray()
-	d.uint(math.MaxUint32, "xid")
-	d.uint(math.MaxUint64, "commit LSN")
-	d.uint(math.MaxUint64, "end LSN")
-	d.int64()
-	d.bytes() // origin
-	d.uint(math.MaxUint32, "part")
-	d.bool()
-	tail := d.p // relations and changes start here
-	nrel := d.arrayLen()
-	for k := 0; k < nrel && d.err == nil; k++ {
-		d.expectArray(3, "relation")
-		d.bytes()
-		d.bytes()
-		n := d.arrayLen()
+	d.Uint(math.MaxUint32, "xid")
+	d.Uint(math.MaxUint64, "commit LSN")
+	d.Uint(math.MaxUint64, "end LSN")
+	d.Int64()
+	d.Bytes() // origin
+	d.Uint(math.MaxUint32, "part")
+	d.Bool()
+	tail := d.P // relations and changes start here
+	nrel := d.ArrayLen()
+	for k := 0; k < nrel && d.Err == nil; k++ {
+		d.ExpectArray(3, "relation")
+		d.Bytes()
+		d.Bytes()
+		n := d.ArrayLen()
 		if n%3 != 0 {
-			d.fail("relation columns: %d elements, not a multiple of 3", n)
+			d.Fail("relation columns: %d elements, not a multiple of 3", n)
 		}
-		for i := 0; i < n/3 && d.err == nil; i++ {
-			d.bytes()                          // name
-			d.uint(math.MaxUint32, "type OID") // type
-			d.bool()                           // key
+		for i := 0; i < n/3 && d.Err == nil; i++ {
+			d.Bytes()                          // name
+			d.Uint(math.MaxUint32, "type OID") // type
+			d.Bool()                           // key
 		}
 	}
-	nch := d.arrayLen()
-	if d.err != nil {
-		return dst, 0, d.err
+	nch := d.ArrayLen()
+	if d.Err != nil {
+		return dst, 0, d.Err
 	}
 	start := len(dst)
 	dst = append(dst, Version, 0, 0, 0, 0)
 	dst = appendHeaderN(dst, hdr, nbody) // the tail keeps a backfill id
-	dst = append(dst, d.b[tail:]...)
+	dst = append(dst, d.B[tail:]...)
 	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
 	return dst, nch, nil
 }

@@ -38,32 +38,32 @@ func Compact(dst, rec []byte, intern func(rel []byte) (uint64, error)) ([]byte, 
 	if err := Check(rec); err != nil {
 		return dst, err
 	}
-	d := reader{b: rec[HeaderSize:]}
+	d := newReader(rec[HeaderSize:])
 	nbody := d.bodyArray()
-	xid := d.uint(math.MaxUint32, "xid")
-	commit := d.uint(math.MaxUint64, "commit LSN")
-	end := d.uint(math.MaxUint64, "end LSN")
-	rest := d.p // commit time, origin, part, final
-	if d.err == nil {
+	xid := d.Uint(math.MaxUint32, "xid")
+	commit := d.Uint(math.MaxUint64, "commit LSN")
+	end := d.Uint(math.MaxUint64, "end LSN")
+	rest := d.P // commit time, origin, part, final
+	if d.Err == nil {
 		// Expand re-encodes these three in the shortest form: only a
 		// record written so comes back byte for byte.
 		var canon [32]byte
 		c := appendUint(appendUint(appendUint(appendArrayHdr(canon[:0], nbody), xid), commit), end)
-		if string(c) != string(d.b[:rest]) {
-			d.fail("header not in the shortest encoding")
+		if string(c) != string(d.B[:rest]) {
+			d.Fail("header not in the shortest encoding")
 		}
 	}
-	d.int64()
-	d.bytes()
-	d.uint(math.MaxUint32, "part")
-	d.bool()
-	tableAt := d.p
-	nrel := d.arrayLen()
-	if d.err == nil && end < commit {
-		d.fail("end LSN %d before commit LSN %d", end, commit)
+	d.Int64()
+	d.Bytes()
+	d.Uint(math.MaxUint32, "part")
+	d.Bool()
+	tableAt := d.P
+	nrel := d.ArrayLen()
+	if d.Err == nil && end < commit {
+		d.Fail("end LSN %d before commit LSN %d", end, commit)
 	}
-	if d.err != nil {
-		return dst, d.err
+	if d.Err != nil {
+		return dst, d.Err
 	}
 	start := len(dst)
 	dst = append(dst, VersionCompact, 0, 0, 0, 0)
@@ -71,21 +71,21 @@ func Compact(dst, rec []byte, intern func(rel []byte) (uint64, error)) ([]byte, 
 	dst = appendUint(dst, xid)
 	dst = appendUint(dst, commit)
 	dst = appendUint(dst, end-commit)
-	dst = append(dst, d.b[rest:tableAt]...)
+	dst = append(dst, d.B[rest:tableAt]...)
 	dst = appendArrayHdr(dst, nrel)
 	for k := 0; k < nrel; k++ {
-		from := d.p
+		from := d.P
 		d.skipRelation()
-		if d.err != nil {
-			return dst[:start], d.err
+		if d.Err != nil {
+			return dst[:start], d.Err
 		}
-		id, err := intern(d.b[from:d.p])
+		id, err := intern(d.B[from:d.P])
 		if err != nil {
 			return dst[:start], err
 		}
 		dst = appendUint(dst, id)
 	}
-	dst = append(dst, d.b[d.p:]...)
+	dst = append(dst, d.B[d.P:]...)
 	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
 	return dst, nil
 }
@@ -111,32 +111,32 @@ func Expand(dst, rec []byte, lookup func(id uint64) ([]byte, error)) ([]byte, er
 	if got := crc32.Checksum(rec[HeaderSize:], castagnoli); got != want {
 		return dst, fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
 	}
-	d := reader{b: rec[HeaderSize:]}
+	d := newReader(rec[HeaderSize:])
 	nbody := d.bodyArray()
-	xid := d.uint(math.MaxUint32, "xid")
-	commit := d.uint(math.MaxUint64, "commit LSN")
-	delta := d.uint(math.MaxUint64, "end LSN distance")
-	rest := d.p
-	d.int64()
-	d.bytes()
-	d.uint(math.MaxUint32, "part")
-	d.bool()
-	tableAt := d.p
-	nrel := d.arrayLen()
-	if d.err == nil && commit+delta < commit {
-		d.fail("end LSN overflows")
+	xid := d.Uint(math.MaxUint32, "xid")
+	commit := d.Uint(math.MaxUint64, "commit LSN")
+	delta := d.Uint(math.MaxUint64, "end LSN distance")
+	rest := d.P
+	d.Int64()
+	d.Bytes()
+	d.Uint(math.MaxUint32, "part")
+	d.Bool()
+	tableAt := d.P
+	nrel := d.ArrayLen()
+	if d.Err == nil && commit+delta < commit {
+		d.Fail("end LSN overflows")
 	}
-	if d.err != nil {
-		return dst, d.err
+	if d.Err != nil {
+		return dst, d.Err
 	}
 	// The relations first, so that dst grows once.
 	var relsBuf [8][]byte
 	rels := relsBuf[:0]
 	size := len(rec) + 16
 	for k := 0; k < nrel; k++ {
-		id := d.uint(math.MaxUint64, "relation id")
-		if d.err != nil {
-			return dst, d.err
+		id := d.Uint(math.MaxUint64, "relation id")
+		if d.Err != nil {
+			return dst, d.Err
 		}
 		rel, err := lookup(id)
 		if err != nil {
@@ -152,12 +152,12 @@ func Expand(dst, rec []byte, lookup func(id uint64) ([]byte, error)) ([]byte, er
 	dst = appendUint(dst, xid)
 	dst = appendUint(dst, commit)
 	dst = appendUint(dst, commit+delta)
-	dst = append(dst, d.b[rest:tableAt]...)
+	dst = append(dst, d.B[rest:tableAt]...)
 	dst = appendArrayHdr(dst, nrel)
 	for _, rel := range rels {
 		dst = append(dst, rel...)
 	}
-	dst = append(dst, d.b[d.p:]...)
+	dst = append(dst, d.B[d.P:]...)
 	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
 	return dst, nil
 }
@@ -165,12 +165,12 @@ func Expand(dst, rec []byte, lookup func(id uint64) ([]byte, error)) ([]byte, er
 // CheckRelation reports whether rel is one well-formed element of a
 // relation table (what Compact passes to intern).
 func CheckRelation(rel []byte) error {
-	d := reader{b: rel}
+	d := newReader(rel)
 	d.skipRelation()
-	if d.err == nil && d.p != len(rel) {
-		d.fail("%d trailing bytes after the relation", len(rel)-d.p)
+	if d.Err == nil && d.P != len(rel) {
+		d.Fail("%d trailing bytes after the relation", len(rel)-d.P)
 	}
-	return d.err
+	return d.Err
 }
 
 // CheckStored is Check for what the journal stores: a Version 1 or a

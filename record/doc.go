@@ -15,10 +15,9 @@
 // its relation by index, so any record decodes alone; records of a
 // backfill chunk carry a tenth element, the backfill id. Truncate,
 // message, ddl and gap changes have their own short forms. The decoder is
-// bounds-checked and never panics on bad bytes (FuzzRecord). The Go
-// client keeps a second, smaller reader for the fetch envelope around
-// record bodies (client/wire.go): the msgpack library there halved fetch
-// throughput.
+// bounds-checked and never panics on bad bytes (FuzzRecord). It reads
+// with internal/msgp, pgq's one hand-written msgpack reader, which the Go
+// client also uses for the fetch envelope around record bodies.
 //
 // The journal stores records in a compact form, VersionCompact: the
 // relation table replaced by ids into the journal's relation catalog,
