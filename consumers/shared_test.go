@@ -458,10 +458,11 @@ func TestSharedParkRequeueDrop(t *testing.T) {
 	if fmt.Sprint(ids(got)) != "[1.0.1]" {
 		t.Fatalf("requeued: %v", ids(got))
 	}
-	// A requeued message not acked yet survives a restart too.
+	// A requeued message not acked yet survives a restart too, with its
+	// delivery count.
 	e.restart()
 	got = e.fetch(10)
-	if fmt.Sprint(ids(got)) != "[1.0.1]" {
+	if fmt.Sprint(ids(got)) != "[1.0.2]" {
 		t.Fatalf("requeued after restart: %v", ids(got))
 	}
 	n, err = e.m.Ack(ctx, "jobs", full(got))
@@ -483,8 +484,8 @@ func TestSharedParkRequeueDrop(t *testing.T) {
 	}
 }
 
-// A restart redelivers what was in flight (from the low-water mark); the
-// acked low-water mark holds.
+// A restart redelivers what was in flight, with its delivery count, and
+// nothing acked (above the low-water mark included).
 func TestSharedRestartRedelivers(t *testing.T) {
 	e := newSharedEnv(t, 0)
 	e.add([]pgq.Change{row("t", 1)}, []pgq.Change{row("t", 2)}, []pgq.Change{row("t", 3)}, []pgq.Change{row("t", 4)})
@@ -498,10 +499,10 @@ func TestSharedRestartRedelivers(t *testing.T) {
 	if gi.Committed != 1 {
 		t.Fatalf("low-water after restart: %d", gi.Committed)
 	}
-	// Offset 3 was acked above the low-water mark: delivered again
-	// (documented), so are 2 and 4; the old ack ids are refused.
+	// Offset 3 was acked above the low-water mark: not delivered again;
+	// 2 and 4 were in flight: delivered again, as their second delivery.
 	again := e.fetch(10)
-	if got := ids(again); fmt.Sprint(got) != "[2.0.1 3.0.1 4.0.1]" {
+	if got := ids(again); fmt.Sprint(got) != "[2.0.2 4.0.2]" {
 		t.Fatalf("after restart: %v", got)
 	}
 	// The same delivery number of the previous run is refused.
@@ -512,7 +513,15 @@ func TestSharedRestartRedelivers(t *testing.T) {
 		t.Fatalf("ack id without its run: %v", err)
 	}
 	n, err = e.m.Ack(ctx, "jobs", full(again))
-	mustCount(t, n, err, 3)
+	mustCount(t, n, err, 2)
+	gi, _ = e.m.Info(ctx, "jobs")
+	if gi.Committed != 4 {
+		t.Fatalf("low-water at the end: %d", gi.Committed)
+	}
+	e.restart()
+	if got := e.fetch(10); len(got) != 0 {
+		t.Fatalf("after the last restart: %v", ids(got))
+	}
 }
 
 // Retention never drops a record holding an unacked message.
