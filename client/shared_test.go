@@ -358,6 +358,7 @@ func TestSharedMessages(t *testing.T) {
 	}
 	clk.Advance(10 * time.Second) // offset 3's ack wait ends
 	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var again []api.Message
 	var last error
 	for m, err := range sc.Messages(cctx) {
