@@ -43,7 +43,7 @@ func (c *clock) Advance(d time.Duration) {
 // server is an in-process pgq API over a real journal and index (no
 // PostgreSQL): what the client talks to.
 type server struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	addr    string
 	clock   *clock
@@ -54,7 +54,7 @@ type server struct {
 	lastEnd pgq.LSN
 }
 
-func startServer(t *testing.T, dir, addr string, clk *clock) *server {
+func startServer(t testing.TB, dir, addr string, clk *clock) *server {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	j, err := journal.Open(journal.Options{Dir: dir + "/journal", Logger: log})

@@ -259,9 +259,11 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 	}
 	capacity := sc.o.Concurrency + sc.o.Prefetch
 	var (
-		slots   = make(chan struct{}, capacity) // one per message fetched and not handled yet
-		work    = make(chan api.Message, capacity)
-		results = make(chan settlement, capacity)
+		slots = make(chan struct{}, capacity) // one per message fetched and not handled yet
+		work  = make(chan api.Message, capacity)
+		// results never holds a handler up while a settle request is on
+		// its way: what is handled meanwhile goes in the next batch.
+		results = make(chan settlement, capacity+maxSettleBatch)
 		hwg     sync.WaitGroup
 		settled = make(chan struct{})
 	)
@@ -302,7 +304,7 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 
 // fetchLoop fetches as many messages as there are free slots and queues
 // them on work, until ctx ends or a fetch fails for good.
-func (sc *SharedConsumer) fetchLoop(ctx context.Context, slots chan struct{}, work chan<- api.Message) error {
+func (sc *SharedConsumer) fetchLoop(ctx context.Context, slots chan struct{}, work chan api.Message) error {
 	delay := sc.c.o.Retry.Min
 	for {
 		select {
@@ -310,14 +312,29 @@ func (sc *SharedConsumer) fetchLoop(ctx context.Context, slots chan struct{}, wo
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		// Take every free slot; wait for half of them to be free unless
+		// the handlers are about to run dry, so that fetches are not one
+		// message each while handlers free their slots one by one.
 		free := 1
 	more:
 		for free < cap(slots) {
 			select {
 			case slots <- struct{}{}:
 				free++
+				continue
 			default:
+			}
+			if free >= cap(slots)/2 || len(work) == 0 {
 				break more
+			}
+			select {
+			case slots <- struct{}{}:
+				free++
+			case <-ctx.Done():
+				for range free {
+					<-slots
+				}
+				return ctx.Err()
 			}
 		}
 		msgs, err := sc.Fetch(ctx, free)

@@ -38,25 +38,30 @@ import (
 //
 // Every change of that state (a fetch's deliveries, ack, nak, term,
 // requeue, drop, a parked ack-wait expiry) is applied in memory under
-// g.mu and queued (sharedRun.pend) with a sequence number; the call then
-// waits until a write that holds its number is fsynced. Writes are group
-// commits: whoever takes g.pmu writes everything queued so far, with the
-// low-water mark computed at that moment, in one fsynced batch
+// g.mu and queued (sharedRun.pend) with a sequence number. Writes are
+// group commits: whoever takes g.pmu writes everything queued so far,
+// with the low-water mark computed at that moment, in one fsynced batch
 // (index.UpdateGroup), and every caller whose number it covers returns
-// without writing. So an ack, nak or term returns only after it is on
-// disk, a fetch returns messages only after their delivery counts are,
-// and many concurrent calls share one fsync. Entries at or below the
-// low-water mark ('a', and 'd' of messages not parked) are deleted by the
-// batch that moves the mark over them.
+// without writing. Ack, nak, term, requeue and drop wait until a write
+// holds their change, so they answer only once it is on disk, and many
+// concurrent calls share one fsync. A fetch does not wait: it answers at
+// once and its delivery counts go with the next write, at the latest a
+// background one writeSoonDelay (10 ms) later (writeSoonLocked), so a
+// crash within that moment may forget the counts of its deliveries (the
+// messages then come back with the count before). The
+// batch that moves the low-water mark deletes the 'a' and 'd' entries at
+// or below it with two range tombstones; a requeued message (which may
+// lie below the mark) keeps its delivery count and nak delay in its 'p'
+// record instead (parkedRecord.Delivery and Visible).
 //
 // After a restart (or SIGKILL) delivery goes on from the stored state:
 // acked messages are not delivered again, parked ones stay parked,
 // delivery counts and nak delays are kept. What a member may see twice:
-// a message that was in flight (fetched, its ack not returned yet: the
+// a message that was in flight (fetched, its ack not answered yet: the
 // ack may or may not have been written), delivered again with the next
-// delivery count; a message whose ack failed or was refused (ack wait
-// over); and a fetched message whose fetch failed on its write (it stays
-// in flight until its ack wait ends). Ack ids carry the run's epoch (a
+// delivery count (or the same one, when the crash came before the
+// fetch's background write); and a message whose ack failed or was
+// refused (ack wait over). Ack ids carry the run's epoch (a
 // new one after a restart or a reset), so an ack id of an earlier run
 // fails with ErrConflict even when the delivery number repeats.
 //
@@ -98,6 +103,8 @@ type parkedRecord struct {
 	Parked   int64      `json:"parked_us"`
 	Reason   string     `json:"reason"`
 	Requeued bool       `json:"requeued,omitempty"`
+	// Visible is when a requeued message naked may go again (Unix µs).
+	Visible int64 `json:"visible_us,omitempty"`
 }
 
 type msgID struct {
@@ -144,11 +151,12 @@ type pendOp struct {
 	kind byte // entryAck, entryDelivery, entryParked or opDrop
 	d    delivState
 	p    parkedRecord
+	// requeued: an ack of a requeued message (its 'p' entry goes).
+	requeued bool
 }
 
 // sharedRun is a shared group's in-memory delivery state. Every field is
-// guarded by the group's mu except the stored* sets, which only the
-// writer reads and changes, under the group's pmu.
+// guarded by the group's mu.
 type sharedRun struct {
 	msgs []*sharedMsg // outstanding messages, not requeued, in (offset, index) order; done ones are compacted away
 	byID map[msgID]*sharedMsg
@@ -183,25 +191,36 @@ type sharedRun struct {
 	pend   map[msgID]pendOp
 	seq    uint64
 	synced uint64
+	// writeSoon is set while a background write is started and has not
+	// taken the queue yet.
+	writeSoon bool
 	// forceValue makes the next write store the group's value even when
 	// its low-water mark did not move (legacy parked list to drop).
 	forceValue bool
-
-	// storedAck, storedDeliv and storedParked are the entries on disk;
-	// guarded by the group's pmu.
-	storedAck, storedDeliv, storedParked map[msgID]bool
 }
 
 func newSharedRun(cursor pgq.Offset) *sharedRun {
 	epoch := strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffffffff, 36)
 	return &sharedRun{byID: map[msgID]*sharedMsg{}, scanned: cursor, low: cursor, notify: make(chan struct{}), epoch: epoch,
-		parked: map[msgID]parkedRecord{}, acked: map[msgID]bool{}, deliv: map[msgID]delivState{}, pend: map[msgID]pendOp{},
-		storedAck: map[msgID]bool{}, storedDeliv: map[msgID]bool{}, storedParked: map[msgID]bool{}}
+		parked: map[msgID]parkedRecord{}, acked: map[msgID]bool{}, deliv: map[msgID]delivState{}, pend: map[msgID]pendOp{}}
 }
 
 func (sh *sharedRun) wake() {
 	close(sh.notify)
 	sh.notify = make(chan struct{})
+}
+
+// queueDelivery queues msg's delivery count and next-visible time (Unix
+// µs, 0: at once): a 'd' entry, or in its parked record when it is a
+// requeued message (below the low-water mark, where 'd' entries go).
+func (sh *sharedRun) queueDelivery(msg *sharedMsg, visible int64) uint64 {
+	if msg.requeued {
+		p := sh.parked[msg.id]
+		p.Delivery, p.Visible = msg.delivery, visible
+		sh.parked[msg.id] = p
+		return sh.queue(msg.id, pendOp{kind: entryParked, p: p})
+	}
+	return sh.queue(msg.id, pendOp{kind: entryDelivery, d: delivState{delivery: msg.delivery, visible: visible}})
 }
 
 // queue records the latest change of a message's stored state and
@@ -365,19 +384,31 @@ func formatAckID(id msgID, d int, epoch string) string {
 
 // parseAckID parses an ack id; the epoch is "" when absent.
 func parseAckID(s string) (id msgID, delivery int, epoch string, err error) {
-	p := strings.Split(s, ".")
-	if len(p) == 4 {
+	bad := func() error {
+		return errf(ErrBadRequest, "ack id %q: want an ack_id of a fetched or parked message", s)
+	}
+	var p [4]string
+	n := 0
+	for rest := s; ; n++ {
+		i := strings.IndexByte(rest, '.')
+		if n == 3 || i < 0 {
+			p[n] = rest
+			n++
+			break
+		}
+		p[n], rest = rest[:i], rest[i+1:]
+	}
+	if n == 4 {
 		epoch = p[3]
 	}
-	bad := errf(ErrBadRequest, "ack id %q: want an ack_id of a fetched or parked message", s)
-	if len(p) != 3 && (len(p) != 4 || epoch == "") {
-		return msgID{}, 0, "", bad
+	if n < 3 || (n == 4 && (epoch == "" || strings.IndexByte(epoch, '.') >= 0)) {
+		return msgID{}, 0, "", bad()
 	}
 	off, e1 := strconv.ParseUint(p[0], 10, 64)
 	idx, e2 := strconv.Atoi(p[1])
 	d, e3 := strconv.Atoi(p[2])
 	if e1 != nil || e2 != nil || e3 != nil || idx < 0 || d < 1 || off == 0 {
-		return msgID{}, 0, "", bad
+		return msgID{}, 0, "", bad()
 	}
 	return msgID{pgq.Offset(off), idx}, d, epoch, nil
 }
@@ -470,8 +501,14 @@ func (m *Manager) fillLocked(g *group) error {
 					continue
 				}
 				msg := g.newMsg(tx, i)
-				msg.requeued = parked
-				sh.restore(msg)
+				if parked { // requeued: its count is in its parked record
+					msg.requeued, msg.delivery = true, p.Delivery
+					if p.Visible != 0 {
+						msg.visible = time.UnixMicro(p.Visible)
+					}
+				} else {
+					sh.restore(msg)
+				}
 				sh.insert(msg)
 			}
 		}
@@ -508,8 +545,10 @@ func (m *Manager) requeueLocked(g *group, p parkedRecord) error {
 		return fmt.Errorf("consumers: group %q: parked message %d.%d is not in its record", g.name, p.Offset, p.Index)
 	}
 	msg := g.newMsg(tx, p.Index)
-	msg.requeued = true
-	g.sh.restore(msg)
+	msg.requeued, msg.delivery = true, p.Delivery
+	if p.Visible != 0 {
+		msg.visible = time.UnixMicro(p.Visible)
+	}
 	g.sh.insert(msg)
 	return nil
 }
@@ -558,8 +597,7 @@ func (g *group) expireLocked(now time.Time) uint64 {
 }
 
 // FetchShared delivers up to req.Max messages of a shared group to
-// req.Member, waiting up to req.Wait for one. It returns messages only
-// once their delivery counts are written.
+// req.Member, waiting up to req.Wait for one.
 func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest) ([]api.Message, error) {
 	if err := m.clampFetch(&req); err != nil {
 		return nil, err
@@ -571,12 +609,8 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 	deadline := time.Now().Add(req.Wait)
 	for {
 		changed := m.j.Changed()
-		out, sh, seq, notify, next, err := m.fetchSharedStep(g, req.Max)
-		if err == nil {
-			err = m.waitWritten(g, sh, seq)
-		}
+		out, notify, next, err := m.fetchSharedStep(g, req.Max)
 		if err != nil {
-			// Delivered messages stay in flight until their ack wait ends.
 			return nil, err
 		}
 		if len(out) > 0 || !time.Now().Before(deadline) {
@@ -604,20 +638,26 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 }
 
 // fetchSharedStep is one round of FetchShared: it returns the messages
-// delivered, the run and the sequence number to wait for (0: nothing to
-// write), the channel closed when a key may be free and the next time a
-// pending message becomes visible or an in-flight one expires.
-func (m *Manager) fetchSharedStep(g *group, max int) (out []api.Message, sh *sharedRun, seq uint64, notify <-chan struct{}, next time.Time, err error) {
+// delivered, the channel closed when a key may be free and the next time
+// a pending message becomes visible or an in-flight one expires. What it
+// changed (delivery counts, parks of expired messages) is written in the
+// background (writeSoonLocked): a fetch does not wait for an fsync.
+func (m *Manager) fetchSharedStep(g *group, max int) (out []api.Message, notify <-chan struct{}, next time.Time, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
-		return nil, nil, 0, nil, time.Time{}, errf(ErrNotFound, "group %q", g.name)
+		return nil, nil, time.Time{}, errf(ErrNotFound, "group %q", g.name)
 	}
 	sh, cfg := g.sh, g.st.Shared
 	now := m.o.Now()
-	seq = g.expireLocked(now)
+	seq := g.expireLocked(now)
+	defer func() {
+		if seq > 0 {
+			m.writeSoonLocked(g)
+		}
+	}()
 	if err := m.fillLocked(g); err != nil {
-		return nil, sh, seq, nil, time.Time{}, err
+		return nil, nil, time.Time{}, err
 	}
 	var (
 		seenKey   = map[string]bool{}
@@ -676,13 +716,13 @@ func (m *Manager) fetchSharedStep(g *group, max int) (out []api.Message, sh *sha
 			sh.nextExpiry = msg.deadline
 		}
 		sh.inFlight++
-		seq = sh.queue(msg.id, pendOp{kind: entryDelivery, d: delivState{delivery: msg.delivery}})
+		seq = sh.queueDelivery(msg, 0)
 		buf = pgq.AppendChangeJSON(buf[:0], &msg.tx.Changes[msg.id.idx])
 		out = append(out, api.Message{Offset: msg.id.off, Xid: msg.tx.Xid, CommitLSN: msg.tx.CommitLSN.String(), CommitTime: msg.tx.CommitTime.UTC(),
 			Index: msg.id.idx, Change: append([]byte(nil), buf...), Delivery: msg.delivery, AckID: formatAckID(msg.id, msg.delivery, sh.epoch)})
 	}
 	sh.low = sh.lowLocked()
-	return out, sh, seq, sh.notify, next, nil
+	return out, sh.notify, next, nil
 }
 
 // Ack kinds.
@@ -791,7 +831,7 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 				delete(sh.parked, msg.id)
 			}
 			sh.finish(msg)
-			seq = sh.queue(msg.id, pendOp{kind: entryAck})
+			seq = sh.queue(msg.id, pendOp{kind: entryAck, requeued: msg.requeued})
 		case ackTerm:
 			seq = g.parkLocked(msg, now, "term")
 		case ackProgress:
@@ -812,7 +852,7 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 			if d > 0 {
 				vis = msg.visible.UnixMicro()
 			}
-			seq = sh.queue(msg.id, pendOp{kind: entryDelivery, d: delivState{delivery: msg.delivery, visible: vis}})
+			seq = sh.queueDelivery(msg, vis)
 		}
 	}
 	sh.low = sh.lowLocked()
@@ -936,7 +976,7 @@ func (m *Manager) parkedActionLocked(g *group, want map[msgID]bool, all, requeue
 			seq = sh.queue(id, pendOp{kind: opDrop})
 			continue
 		}
-		p.Requeued, p.Delivery = true, 0
+		p.Requeued, p.Delivery, p.Visible = true, 0, 0
 		sh.parked[id] = p
 		seq = sh.queue(id, pendOp{kind: entryParked, p: p})
 		if p.Offset > sh.scanned {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/index"
@@ -63,7 +64,6 @@ func (m *Manager) loadShared(g *group) error {
 		}
 		switch kind {
 		case entryAck:
-			sh.storedAck[id] = true
 			if id.off > g.st.Cursor {
 				sh.acked[id] = true
 			}
@@ -72,14 +72,14 @@ func (m *Manager) loadShared(g *group) error {
 			if err != nil {
 				return err
 			}
-			sh.storedDeliv[id] = true
-			sh.deliv[id] = d
+			if id.off > g.st.Cursor {
+				sh.deliv[id] = d
+			}
 		case entryParked:
 			var p parkedRecord
 			if err := json.Unmarshal(v, &p); err != nil {
 				return fmt.Errorf("parked entry %d.%d: %w", id.off, id.idx, err)
 			}
-			sh.storedParked[id] = true
 			sh.parked[id] = p
 		default:
 			return fmt.Errorf("entry of unknown kind %q", kind)
@@ -103,6 +103,34 @@ func (m *Manager) waitWritten(g *group, sh *sharedRun, seq uint64) error {
 	return m.writeSharedLocked(g, sh, seq)
 }
 
+// writeSoonLocked schedules a background write of what g's run queued,
+// writeSoonDelay from now, unless one is scheduled already; g.mu is held. A failed write
+// leaves the changes queued for the next.
+func (m *Manager) writeSoonLocked(g *group) {
+	sh := g.sh
+	if sh.writeSoon {
+		return
+	}
+	sh.writeSoon = true
+	// A little later: the settles of the fetched messages usually write
+	// the counts first, and this write then finds nothing to do.
+	time.AfterFunc(writeSoonDelay, func() {
+		g.pmu.Lock()
+		defer g.pmu.Unlock()
+		g.mu.Lock()
+		sh.writeSoon = false
+		seq := sh.seq
+		g.mu.Unlock()
+		if err := m.writeSharedLocked(g, sh, seq); err != nil && !errors.Is(err, ErrNotFound) && !m.closed() {
+			m.o.Logger.Warn("shared group: background write failed; retried with the next", "group", g.name, "err", err)
+		}
+	})
+}
+
+// writeSoonDelay is how long after a fetch its delivery counts are
+// written at the latest (when no settle wrote them before).
+const writeSoonDelay = 10 * time.Millisecond
+
 // flushSharedLocked writes everything queued of g's run; g.pmu is held.
 func (m *Manager) flushSharedLocked(g *group) error {
 	g.mu.Lock()
@@ -112,19 +140,20 @@ func (m *Manager) flushSharedLocked(g *group) error {
 	return m.writeSharedLocked(g, sh, seq)
 }
 
-// storeDelta is one change of the stored* sets, applied once its batch
-// is written.
-type storeDelta struct {
-	kind byte
-	id   msgID
-	set  bool
+// kindRange deletes every entry of kind at or below offset upto (upto 0:
+// every entry of kind).
+func kindRange(kind byte, upto pgq.Offset) index.GroupEntry {
+	if upto == 0 {
+		return index.GroupEntry{Key: []byte{kind}, End: []byte{kind + 1}, Delete: true}
+	}
+	return index.GroupEntry{Key: []byte{kind}, End: entryKey(kind, msgID{upto + 1, 0}), Delete: true}
 }
 
 // writeSharedLocked writes the queued changes of run sh, and the
 // low-water mark when it moved, in one fsynced batch, unless change seq
-// is written already. g.pmu is held (so one write at a time, and the
-// stored* sets are ours), g.mu is not: it is taken to take the queue and
-// to publish the result, never across the fsync.
+// is written already. g.pmu is held (one write at a time), g.mu is not:
+// it is taken to take the queue and to publish the result, never across
+// the fsync.
 func (m *Manager) writeSharedLocked(g *group, sh *sharedRun, seq uint64) error {
 	g.mu.Lock()
 	if sh.synced >= seq {
@@ -143,74 +172,37 @@ func (m *Manager) writeSharedLocked(g *group, sh *sharedRun, seq uint64) error {
 	sh.low = low
 	upto, taken := sh.seq, sh.pend
 	sh.pend = make(map[msgID]pendOp, len(taken))
-	var (
-		entries []index.GroupEntry
-		deltas  []storeDelta
-	)
-	stored := func(kind byte) map[msgID]bool {
-		switch kind {
-		case entryAck:
-			return sh.storedAck
-		case entryDelivery:
-			return sh.storedDeliv
-		}
-		return sh.storedParked
-	}
-	del := func(kind byte, id msgID) {
-		if stored(kind)[id] {
-			entries = append(entries, index.GroupEntry{Key: entryKey(kind, id), Delete: true})
-			deltas = append(deltas, storeDelta{kind, id, false})
-		}
-	}
-	set := func(kind byte, id msgID, v []byte) {
-		entries = append(entries, index.GroupEntry{Key: entryKey(kind, id), Value: v})
-		deltas = append(deltas, storeDelta{kind, id, true})
-	}
+	entries := make([]index.GroupEntry, 0, len(taken)+2)
 	for id, op := range taken {
 		switch op.kind {
 		case entryAck:
-			del(entryDelivery, id)
-			del(entryParked, id)
-			if id.off > low {
-				set(entryAck, id, []byte{})
+			if op.requeued {
+				entries = append(entries, index.GroupEntry{Key: entryKey(entryParked, id), Delete: true})
+			}
+			if id.off > low { // at or below: covered by the mark
+				entries = append(entries, index.GroupEntry{Key: entryKey(entryAck, id), Value: []byte{}})
 			}
 		case entryDelivery:
-			set(entryDelivery, id, encodeDeliv(op.d))
-		case entryParked:
-			if !op.p.Requeued {
-				del(entryDelivery, id)
+			if id.off > low {
+				entries = append(entries, index.GroupEntry{Key: entryKey(entryDelivery, id), Value: encodeDeliv(op.d)})
 			}
+		case entryParked:
 			v, err := json.Marshal(op.p)
 			if err != nil {
 				g.mu.Unlock()
 				return fmt.Errorf("consumers: encode parked message: %w", err)
 			}
-			set(entryParked, id, v)
+			entries = append(entries, index.GroupEntry{Key: entryKey(entryParked, id), Value: v})
 		case opDrop:
-			del(entryParked, id)
-			del(entryDelivery, id)
-		}
-	}
-	if low > g.st.Cursor {
-		// The mark moves over these: their entries go.
-		for id := range sh.storedAck {
-			if id.off <= low {
-				if _, queued := taken[id]; !queued {
-					del(entryAck, id)
-				}
-			}
-		}
-		for id := range sh.storedDeliv {
-			if _, parked := sh.parked[id]; id.off <= low && !parked {
-				if _, queued := taken[id]; !queued {
-					del(entryDelivery, id)
-				}
-			}
+			entries = append(entries, index.GroupEntry{Key: entryKey(entryParked, id), Delete: true})
 		}
 	}
 	var value []byte
 	st := g.st
 	if low != g.st.Cursor || sh.forceValue {
+		// The mark moves: the ack and delivery entries at or below it go
+		// (a requeued message keeps its count in its parked record).
+		entries = append(entries, kindRange(entryAck, low), kindRange(entryDelivery, low))
 		st.Cursor, st.Parked, st.Updated = low, nil, m.o.Now().UnixMicro()
 		var err error
 		if value, err = json.Marshal(&st); err != nil {
@@ -235,13 +227,6 @@ func (m *Manager) writeSharedLocked(g *group, sh *sharedRun, seq uint64) error {
 			}
 		}
 		return fmt.Errorf("consumers: store group %q: %w", g.name, err)
-	}
-	for _, d := range deltas {
-		if d.set {
-			stored(d.kind)[d.id] = true
-		} else {
-			delete(stored(d.kind), d.id)
-		}
 	}
 	sh.synced = upto
 	if value != nil {
@@ -294,16 +279,9 @@ func (m *Manager) resetSharedLocked(g *group) error {
 	if err != nil {
 		return fmt.Errorf("consumers: encode group %q: %w", g.name, err)
 	}
-	var entries []index.GroupEntry
-	for id := range sh.storedAck {
-		entries = append(entries, index.GroupEntry{Key: entryKey(entryAck, id), Delete: true})
-	}
-	for id := range sh.storedDeliv {
-		entries = append(entries, index.GroupEntry{Key: entryKey(entryDelivery, id), Delete: true})
-	}
+	entries := []index.GroupEntry{kindRange(entryAck, 0), kindRange(entryDelivery, 0)}
 	// Parks and drops queued since the flush go in the same batch; queued
 	// acks and deliveries of the ending run are moot.
-	var parks []storeDelta
 	for id, op := range sh.pend {
 		switch op.kind {
 		case entryParked:
@@ -312,27 +290,18 @@ func (m *Manager) resetSharedLocked(g *group) error {
 				return fmt.Errorf("consumers: encode parked message: %w", err)
 			}
 			entries = append(entries, index.GroupEntry{Key: entryKey(entryParked, id), Value: v})
-			parks = append(parks, storeDelta{entryParked, id, true})
 		case opDrop:
 			entries = append(entries, index.GroupEntry{Key: entryKey(entryParked, id), Delete: true})
-			parks = append(parks, storeDelta{entryParked, id, false})
 		}
 	}
 	if err := m.ix.UpdateGroup(g.name, raw, entries); err != nil {
 		return fmt.Errorf("consumers: store group %q: %w", g.name, err)
 	}
-	for _, d := range parks {
-		if d.set {
-			sh.storedParked[d.id] = true
-		} else {
-			delete(sh.storedParked, d.id)
-		}
-	}
 	sh.pend, sh.synced = map[msgID]pendOp{}, sh.seq
 	g.st.Parked = nil
 	sh.wake()
 	nsh := newSharedRun(g.st.Cursor)
-	nsh.parked, nsh.storedParked = sh.parked, sh.storedParked
+	nsh.parked = sh.parked
 	g.sh = nsh
 	return nil
 }

@@ -18,11 +18,13 @@ import (
 const prefixGroupEntry byte = 'h'
 
 // GroupEntry is one change of UpdateGroup: Value stored under Key, or the
-// entry deleted when Delete.
+// entry deleted when Delete; with Delete and End, every entry of the group
+// in [Key, End) is deleted (one range tombstone).
 type GroupEntry struct {
 	Key    []byte
 	Value  []byte
 	Delete bool
+	End    []byte
 }
 
 func groupEntryPrefix(name string) []byte {
@@ -65,9 +67,12 @@ func (ix *Index) UpdateGroup(name string, value []byte, entries []GroupEntry) er
 		}
 		key = append(append(key[:0], prefix...), e.Key...)
 		var err error
-		if e.Delete {
+		switch {
+		case e.Delete && e.End != nil:
+			err = b.DeleteRange(key, append(append([]byte(nil), prefix...), e.End...), nil)
+		case e.Delete:
 			err = b.Delete(key, nil)
-		} else {
+		default:
 			err = b.Set(key, e.Value, nil)
 		}
 		if err != nil {

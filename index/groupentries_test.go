@@ -32,6 +32,19 @@ func TestGroupEntries(t *testing.T) {
 	if err := ix.UpdateGroup("a", nil, []GroupEntry{{Key: []byte("k1"), Delete: true}, {Key: []byte("k3"), Value: []byte("3")}}); err != nil {
 		t.Fatal(err)
 	}
+	// A range deletion: [r1, r3) of "a" only.
+	if err := ix.UpdateGroup("a", nil, []GroupEntry{{Key: []byte("r1"), Value: []byte("1")}, {Key: []byte("r2"), Value: []byte("2")}, {Key: []byte("r3"), Value: []byte("3")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.UpdateGroup("a.b", nil, []GroupEntry{{Key: []byte("r2"), Value: []byte("kept")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.UpdateGroup("a", nil, []GroupEntry{{Key: []byte("r1"), End: []byte("r3"), Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.UpdateGroup("a", nil, []GroupEntry{{Key: []byte("r3"), Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := ix.UpdateGroup("a", nil, []GroupEntry{{Key: nil, Value: []byte("x")}}); err == nil {
 		t.Fatal("empty entry key accepted")
 	}
@@ -49,7 +62,7 @@ func TestGroupEntries(t *testing.T) {
 	if got, want := fmt.Sprint(groupEntries(t, ix, "a")), "map[k2:2 k3:3]"; got != want {
 		t.Fatalf("entries of a = %s, want %s", got, want)
 	}
-	if got, want := fmt.Sprint(groupEntries(t, ix, "a.b")), "map[k1:x]"; got != want {
+	if got, want := fmt.Sprint(groupEntries(t, ix, "a.b")), "map[k1:x r2:kept]"; got != want {
 		t.Fatalf("entries of a.b = %s, want %s", got, want)
 	}
 	stop := errors.New("stop")
@@ -68,7 +81,7 @@ func TestGroupEntries(t *testing.T) {
 	if got := groupEntries(t, ix, "a"); len(got) != 0 {
 		t.Fatalf("entries of a deleted group: %v", got)
 	}
-	if got := groupEntries(t, ix, "a.b"); len(got) != 1 {
+	if got := groupEntries(t, ix, "a.b"); len(got) != 2 {
 		t.Fatalf("entries of a.b after deleting a: %v", got)
 	}
 }
