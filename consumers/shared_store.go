@@ -140,13 +140,14 @@ func (m *Manager) flushSharedLocked(g *group) error {
 	return m.writeSharedLocked(g, sh, seq)
 }
 
-// kindRange deletes every entry of kind at or below offset upto (upto 0:
-// every entry of kind).
-func kindRange(kind byte, upto pgq.Offset) index.GroupEntry {
+// kindRange deletes every entry of kind above offset from and at or below
+// offset upto (upto 0: every entry of kind). The ranges of successive
+// writes do not overlap, which keeps Pebble's fragmenting of them cheap.
+func kindRange(kind byte, from, upto pgq.Offset) index.GroupEntry {
 	if upto == 0 {
 		return index.GroupEntry{Key: []byte{kind}, End: []byte{kind + 1}, Delete: true}
 	}
-	return index.GroupEntry{Key: []byte{kind}, End: entryKey(kind, msgID{upto + 1, 0}), Delete: true}
+	return index.GroupEntry{Key: entryKey(kind, msgID{from + 1, 0}), End: entryKey(kind, msgID{upto + 1, 0}), Delete: true}
 }
 
 // writeSharedLocked writes the queued changes of run sh, and the
@@ -202,7 +203,9 @@ func (m *Manager) writeSharedLocked(g *group, sh *sharedRun, seq uint64) error {
 	if low != g.st.Cursor || sh.forceValue {
 		// The mark moves: the ack and delivery entries at or below it go
 		// (a requeued message keeps its count in its parked record).
-		entries = append(entries, kindRange(entryAck, low), kindRange(entryDelivery, low))
+		if low > g.st.Cursor {
+			entries = append(entries, kindRange(entryAck, g.st.Cursor, low), kindRange(entryDelivery, g.st.Cursor, low))
+		}
 		st.Cursor, st.Parked, st.Updated = low, nil, m.o.Now().UnixMicro()
 		var err error
 		if value, err = json.Marshal(&st); err != nil {
@@ -279,7 +282,7 @@ func (m *Manager) resetSharedLocked(g *group) error {
 	if err != nil {
 		return fmt.Errorf("consumers: encode group %q: %w", g.name, err)
 	}
-	entries := []index.GroupEntry{kindRange(entryAck, 0), kindRange(entryDelivery, 0)}
+	entries := []index.GroupEntry{kindRange(entryAck, 0, 0), kindRange(entryDelivery, 0, 0)}
 	// Parks and drops queued since the flush go in the same batch; queued
 	// acks and deliveries of the ending run are moot.
 	for id, op := range sh.pend {
