@@ -43,7 +43,7 @@ func (c *clock) Advance(d time.Duration) {
 // server is an in-process pgq API over a real journal and index (no
 // PostgreSQL): what the client talks to.
 type server struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	addr    string
 	clock   *clock
@@ -54,7 +54,7 @@ type server struct {
 	lastEnd pgq.LSN
 }
 
-func startServer(t *testing.T, dir, addr string, clk *clock) *server {
+func startServer(t testing.TB, dir, addr string, clk *clock) *server {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	j, err := journal.Open(journal.Options{Dir: dir + "/journal", Logger: log})
@@ -96,13 +96,20 @@ func (s *server) stop() {
 }
 
 // append journals n one-row transactions (ids continue from the journal).
-func (s *server) append(n int) {
+func (s *server) append(n int) { s.appendKeyed(n, 0) }
+
+// appendKeyed is append with row ids cycling through keys distinct values
+// (0: every id distinct).
+func (s *server) appendKeyed(n, keys int) {
 	s.t.Helper()
 	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}}
 	batch := make([]*pgq.Transaction, n)
 	for i := range batch {
 		s.lastEnd += 100
 		id := strconv.Itoa(int(s.j.LastOffset()) + i + 1)
+		if keys > 0 {
+			id = strconv.Itoa((int(s.j.LastOffset()) + i) % keys)
+		}
 		batch[i] = &pgq.Transaction{Xid: uint32(s.lastEnd), CommitLSN: s.lastEnd - 10, EndLSN: s.lastEnd, CommitTime: time.Now().UTC().Truncate(time.Microsecond), Final: true,
 			Changes: []pgq.Change{{Op: pgq.OpInsert, Schema: "public", Table: "t", Columns: cols, New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(id)}}}}}
 	}

@@ -43,10 +43,14 @@
 // Nak (redelivered after a delay or the group's backoff), Term (parked)
 // or InProgress (the ack wait restarts); Parked, Requeue and DropParked
 // manage the parked ones. A SharedConsumer's Consume runs Concurrency
-// handlers at once: nil acks, Term(err) parks, another error naks. A
-// message whose ack wait ended went to another member: its settle answers
-// api.ErrConflict, which Consume ignores. Delivery is at-least-once (see
-// docs/http-api.md for what a restart of pgq delivers again).
+// handlers at once: nil acks, Term(err) parks, another error naks. It
+// fetches up to Prefetch messages ahead while handlers run and settles
+// what they handled in batches (many ack ids per request). A message
+// whose ack wait ended went to another member: its settle answers
+// api.ErrConflict, which Consume ignores (a batch with one is settled
+// again one by one). Messages iterates over messages the caller settles.
+// Delivery is at-least-once (see docs/http-api.md for what a restart of
+// pgq delivers again).
 //
 // # Values
 //
@@ -58,6 +62,7 @@
 //
 // A Client is safe for concurrent use. A Consumer is used by one goroutine
 // (its Consume runs one background heartbeat goroutine of its own). A
-// SharedConsumer is safe for concurrent use; its Consume runs each handler
-// in a goroutine of its own and returns after they end.
+// SharedConsumer is safe for concurrent use; its Consume runs Concurrency
+// handler goroutines, one fetch loop and one settle goroutine, and returns
+// after they end (what was handled is settled first).
 package client

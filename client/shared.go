@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"sync"
 	"time"
@@ -99,6 +100,13 @@ type SharedConsumerOptions struct {
 	Member string
 	// Concurrency is how many handlers Consume runs at once; zero → 1.
 	Concurrency int
+	// Prefetch is how many messages Consume fetches ahead of its running
+	// handlers, so that the next fetch overlaps their work, and how many
+	// one fetch of Messages asks for; zero → Concurrency. Messages
+	// fetched ahead are in flight on the server (their ack wait runs);
+	// those not handled when Consume or a Messages loop ends go to a
+	// member again when their ack wait ends.
+	Prefetch int
 	// Wait is a fetch's long-poll; zero → 30s.
 	Wait time.Duration
 }
@@ -118,11 +126,14 @@ func (c *Client) SharedConsumer(group string, o SharedConsumerOptions) (*SharedC
 	if o.Member == "" || len(o.Member) > api.MaxMemberLen {
 		return nil, fmt.Errorf("client: shared consumer: member must be 1 to %d bytes", api.MaxMemberLen)
 	}
-	if o.Concurrency < 0 || o.Wait < 0 {
-		return nil, errors.New("client: shared consumer: negative concurrency or wait")
+	if o.Concurrency < 0 || o.Prefetch < 0 || o.Wait < 0 {
+		return nil, errors.New("client: shared consumer: negative concurrency, prefetch or wait")
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
+	}
+	if o.Prefetch == 0 {
+		o.Prefetch = o.Concurrency
 	}
 	if o.Wait == 0 {
 		o.Wait = 30 * time.Second
@@ -180,58 +191,157 @@ func (e termError) Unwrap() error { return e.err }
 // of naking it.
 func Term(err error) error { return termError{err} }
 
+// Messages iterates over the group's messages, fetching up to Prefetch
+// at a time, until ctx ends or a fetch fails with an error that is not
+// transient (yielded last; transient ones are retried with backoff).
+// Settling is the caller's: call Ack, Nak or Term for each message (one
+// not settled within the group's ack wait is delivered again).
+func (sc *SharedConsumer) Messages(ctx context.Context) iter.Seq2[api.Message, error] {
+	return func(yield func(api.Message, error) bool) {
+		delay := sc.c.o.Retry.Min
+		for {
+			msgs, err := sc.Fetch(ctx, sc.o.Prefetch)
+			if err != nil {
+				if ctx.Err() == nil && IsTransient(err) {
+					if err = backoff.Sleep(ctx, backoff.Jitter(delay)); err == nil {
+						delay = min(delay*2, sc.c.o.Retry.Max)
+						continue
+					}
+				}
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				yield(api.Message{}, err)
+				return
+			}
+			delay = sc.c.o.Retry.Min
+			for _, m := range msgs {
+				if !yield(m, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// maxSettleBatch caps the ack ids of one settle request Consume sends.
+const maxSettleBatch = 2000
+
+// settlement is a handled message and its handler's result.
+type settlement struct {
+	msg api.Message
+	err error
+}
+
 // Consume runs handler on up to Concurrency messages at once until ctx
 // ends: nil acks the message, Term(err) parks it, any other error naks it
-// (redelivered after the group's backoff). It rides through transient
-// failures and returns ctx's error, or the first error that is not
-// transient (after the running handlers end).
+// (redelivered after the group's backoff). It fetches up to Prefetch
+// messages ahead while handlers run, and settles handled messages in
+// batches (one ack request for what finished while the previous one was
+// on its way). It rides through transient failures and returns ctx's
+// error, or the first error that is not transient (after the running
+// handlers end and what they handled is settled).
 func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Context, api.Message) error) error {
 	var (
-		wg   sync.WaitGroup
-		slot = make(chan struct{}, sc.o.Concurrency)
-		mu   sync.Mutex // guards first
-		// first is the first permanent error of a settle call.
+		mu sync.Mutex // guards first
+		// first is the first permanent error of a fetch or settle call.
 		first error
 	)
+	fctx, stopFetch := context.WithCancel(ctx) // ends the fetch loop
+	defer stopFetch()
 	fail := func(err error) {
 		mu.Lock()
 		if first == nil {
 			first = err
 		}
 		mu.Unlock()
+		stopFetch()
 	}
-	failed := func() error {
-		mu.Lock()
-		defer mu.Unlock()
+	capacity := sc.o.Concurrency + sc.o.Prefetch
+	var (
+		slots = make(chan struct{}, capacity) // one per message fetched and not handled yet
+		work  = make(chan api.Message, capacity)
+		// results never holds a handler up while a settle request is on
+		// its way: what is handled meanwhile goes in the next batch.
+		results = make(chan settlement, capacity+maxSettleBatch)
+		hwg     sync.WaitGroup
+		settled = make(chan struct{})
+	)
+	for range sc.o.Concurrency {
+		hwg.Add(1)
+		go func() {
+			defer hwg.Done()
+			for msg := range work {
+				if fctx.Err() != nil { // ending: leave it to its ack wait
+					<-slots
+					continue
+				}
+				herr := handler(ctx, msg)
+				<-slots
+				results <- settlement{msg, herr}
+			}
+		}()
+	}
+	go func() {
+		defer close(settled)
+		sc.settleLoop(ctx, results, fail)
+	}()
+	err := sc.fetchLoop(fctx, slots, work)
+	close(work)
+	hwg.Wait()
+	close(results)
+	<-settled
+	mu.Lock()
+	defer mu.Unlock()
+	if first != nil {
 		return first
 	}
-	defer wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// fetchLoop fetches as many messages as there are free slots and queues
+// them on work, until ctx ends or a fetch fails for good.
+func (sc *SharedConsumer) fetchLoop(ctx context.Context, slots chan struct{}, work chan api.Message) error {
 	delay := sc.c.o.Retry.Min
 	for {
-		if err := failed(); err != nil {
-			return err
-		}
-		// Wait for a free handler, then fetch as many as are free.
 		select {
-		case slot <- struct{}{}:
+		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		// Take every free slot; wait for half of them to be free unless
+		// the handlers are about to run dry, so that fetches are not one
+		// message each while handlers free their slots one by one.
 		free := 1
 	more:
-		for free < sc.o.Concurrency {
+		for free < cap(slots) {
 			select {
-			case slot <- struct{}{}:
+			case slots <- struct{}{}:
 				free++
+				continue
 			default:
+			}
+			if free >= cap(slots)/2 || len(work) == 0 {
 				break more
+			}
+			select {
+			case slots <- struct{}{}:
+				free++
+			case <-ctx.Done():
+				for range free {
+					<-slots
+				}
+				return ctx.Err()
 			}
 		}
 		msgs, err := sc.Fetch(ctx, free)
+		for i := len(msgs); i < free; i++ {
+			<-slots
+		}
 		if err != nil {
-			for range free {
-				<-slot
-			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -245,34 +355,80 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 			continue
 		}
 		delay = sc.c.o.Retry.Min
-		for i := len(msgs); i < free; i++ {
-			<-slot
-		}
-		for _, msg := range msgs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-slot }()
-				herr := handler(ctx, msg)
-				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				defer cancel()
-				var err error
-				var te termError
-				switch {
-				case herr == nil:
-					err = sc.Ack(sctx, msg)
-				case errors.As(herr, &te):
-					err = sc.Term(sctx, msg)
-				default:
-					err = sc.Nak(sctx, 0, msg)
-				}
-				var ae *api.Error
-				if err != nil && !(errors.As(err, &ae) && ae.Code == api.CodeConflict) {
-					// A conflict: the ack wait ended and the message went
-					// to another member; anything else stops Consume.
-					fail(fmt.Errorf("client: consume %q: settle %s: %w", sc.group, msg.AckID, err))
-				}
-			}()
+		for _, m := range msgs {
+			work <- m // never blocks: work holds as many as there are slots
 		}
 	}
+}
+
+// settleLoop sends the handlers' results in batches until results is
+// closed: what arrived while a request was on its way goes in the next.
+func (sc *SharedConsumer) settleLoop(ctx context.Context, results <-chan settlement, fail func(error)) {
+	sctx := context.WithoutCancel(ctx) // settle what was handled, also when ctx ends
+	for r := range results {
+		batch := []settlement{r}
+	more:
+		for len(batch) < maxSettleBatch {
+			select {
+			case r, ok := <-results:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		var acks, naks, terms []api.Message
+		for _, r := range batch {
+			var te termError
+			switch {
+			case r.err == nil:
+				acks = append(acks, r.msg)
+			case errors.As(r.err, &te):
+				terms = append(terms, r.msg)
+			default:
+				naks = append(naks, r.msg)
+			}
+		}
+		for _, s := range []struct {
+			action string
+			msgs   []api.Message
+		}{{"ack", acks}, {"nak", naks}, {"term", terms}} {
+			if len(s.msgs) > 0 {
+				if err := sc.settleBatch(sctx, s.action, s.msgs); err != nil {
+					fail(err)
+				}
+			}
+		}
+	}
+}
+
+// settleBatch acks, naks or terms msgs in one request. A conflict (one
+// message's ack wait ended and it went to another member: the server
+// changes nothing) makes it settle them one by one, skipping conflicts.
+func (sc *SharedConsumer) settleBatch(ctx context.Context, action string, msgs []api.Message) error {
+	send := func(msgs []api.Message) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := sc.c.settle(ctx, sc.group, action, api.AckBody{AckIDs: ackIDs(msgs)})
+		return err
+	}
+	conflict := func(err error) bool {
+		var ae *api.Error
+		return errors.As(err, &ae) && ae.Code == api.CodeConflict
+	}
+	err := send(msgs)
+	if err == nil || (conflict(err) && len(msgs) == 1) {
+		return nil
+	}
+	if !conflict(err) {
+		return fmt.Errorf("client: consume %q: %s %d messages: %w", sc.group, action, len(msgs), err)
+	}
+	for _, m := range msgs {
+		if err := send([]api.Message{m}); err != nil && !conflict(err) {
+			return fmt.Errorf("client: consume %q: %s %s: %w", sc.group, action, m.AckID, err)
+		}
+	}
+	return nil
 }

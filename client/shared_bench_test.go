@@ -2,24 +2,39 @@ package client_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 )
 
-// benchShared consumes n messages of distinct rows over HTTP with members
-// SharedConsumers (Concurrency 1 each) whose handler sleeps work.
-func benchShared(b *testing.B, members int, work time.Duration) {
-	n := max(b.N, 2000)
-	s := startServer(&testing.T{}, b.TempDir(), "127.0.0.1:0", nil)
+// sharedLoad is one shared-group consumption over HTTP: n one-row
+// transactions over keys rows, members SharedConsumers running Consume
+// with concurrency handlers and prefetch each, handlers sleeping work.
+type sharedLoad struct {
+	n, keys, members, concurrency, prefetch int
+	work                                    time.Duration
+}
+
+// run measures l against a fresh in-process server and returns
+// messages/s. It fails b when a key's messages were handled out of commit
+// order or at once, or when not every message was handled and acked
+// exactly once. With PGQ_SHARED_CPUPROFILE=<file> the measured part is
+// CPU-profiled.
+func (l sharedLoad) run(b *testing.B) float64 {
+	b.Helper()
+	s := startServer(b, b.TempDir(), "127.0.0.1:0", nil)
 	defer s.stop()
-	s.t = &testing.T{}
-	s.append(n)
+	for done := 0; done < l.n; done += 10000 {
+		s.appendKeyed(min(10000, l.n-done), l.keys)
+	}
 	c, err := client.Dial(s.addr, client.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -29,34 +44,96 @@ func benchShared(b *testing.B, members int, work time.Duration) {
 	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "jobs", Mode: "shared", From: "earliest", MaxAckPending: 10000}); err != nil {
 		b.Fatal(err)
 	}
-	var handled atomic.Int64
-	b.ResetTimer()
+	var (
+		mu       sync.Mutex // guards the fields below
+		last     = make([]pgq.Offset, l.keys)
+		busy     = make([]bool, l.keys)
+		handled  = make([]uint8, l.n+1)
+		count    int
+		failures []string
+	)
+	handler := func(_ context.Context, m api.Message) error {
+		k := int(m.Offset-1) % l.keys
+		mu.Lock()
+		if busy[k] || m.Offset <= last[k] {
+			failures = append(failures, fmt.Sprintf("key %d: offset %d after %d (busy %v)", k, m.Offset, last[k], busy[k]))
+		}
+		busy[k], last[k] = true, m.Offset
+		mu.Unlock()
+		if l.work > 0 {
+			time.Sleep(l.work)
+		}
+		mu.Lock()
+		busy[k] = false
+		handled[m.Offset]++
+		count++
+		if count == l.n {
+			cancel()
+		}
+		mu.Unlock()
+		return nil
+	}
+	if p := os.Getenv("PGQ_SHARED_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	start := time.Now()
 	var wg sync.WaitGroup
-	for i := range members {
-		sc, err := c.SharedConsumer("jobs", client.SharedConsumerOptions{Member: "m" + strconv.Itoa(i), Concurrency: 1, Wait: 100 * time.Millisecond})
+	for i := range l.members {
+		sc, err := c.SharedConsumer("jobs", client.SharedConsumerOptions{Member: "m" + strconv.Itoa(i), Concurrency: l.concurrency, Prefetch: l.prefetch, Wait: 100 * time.Millisecond})
 		if err != nil {
 			b.Fatal(err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = sc.Consume(ctx, func(context.Context, api.Message) error {
-				if work > 0 {
-					time.Sleep(work)
-				}
-				if handled.Add(1) == int64(n) {
-					cancel()
-				}
-				return nil
-			})
+			_ = sc.Consume(ctx, handler)
 		}()
 	}
-	wg.Wait()
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+	wg.Wait() // Consume settles what it handled before it returns
+	rate := float64(l.n) / time.Since(start).Seconds()
+	gi, err := c.Group(context.Background(), "jobs")
+	if err != nil || gi.Committed != pgq.Offset(l.n) || gi.Shared.InFlight != 0 || gi.Shared.Redeliveries != 0 {
+		b.Fatalf("not every message acked exactly once: %+v, %v", gi.Shared, err)
+	}
+	for off := 1; off <= l.n; off++ {
+		if handled[off] != 1 {
+			b.Fatalf("offset %d handled %d times", off, handled[off])
+		}
+	}
+	if len(failures) > 0 {
+		b.Fatalf("per-key order broken %d times: %v", len(failures), failures[0])
+	}
+	return rate
 }
 
-func BenchmarkSharedConsume1Member1ms(b *testing.B)  { benchShared(b, 1, time.Millisecond) }
-func BenchmarkSharedConsume8Members1ms(b *testing.B) { benchShared(b, 8, time.Millisecond) }
-func BenchmarkSharedConsume8MembersNoop(b *testing.B) {
-	benchShared(b, 8, 0)
+// BenchmarkSharedScaling: a handler sleeping 1 ms, 10k keys; one member
+// (5k changes) against 8 members over 200k changes, in the same run, each
+// member with Concurrency 1 and Prefetch 4. Target: ratio ≥ 6. Run with
+// -benchtime=1x (about two minutes).
+func BenchmarkSharedScaling(b *testing.B) {
+	for b.Loop() {
+		one := sharedLoad{n: 5000, keys: 10000, members: 1, concurrency: 1, prefetch: 4, work: time.Millisecond}.run(b)
+		eight := sharedLoad{n: 200000, keys: 10000, members: 8, concurrency: 1, prefetch: 4, work: time.Millisecond}.run(b)
+		b.ReportMetric(one, "1member_msgs/s")
+		b.ReportMetric(eight, "8members_msgs/s")
+		b.ReportMetric(eight/one, "ratio")
+	}
+}
+
+// BenchmarkSharedNoop: raw shared-group throughput over HTTP with a no-op
+// handler, 200k changes over 10k keys, 4 members (Concurrency 8, Prefetch
+// 512). Target: ≥ 100k msgs/s.
+func BenchmarkSharedNoop(b *testing.B) {
+	for b.Loop() {
+		rate := sharedLoad{n: 200000, keys: 10000, members: 4, concurrency: 8, prefetch: 512}.run(b)
+		b.ReportMetric(rate, "msgs/s")
+	}
 }

@@ -319,3 +319,63 @@ func TestSharedCrashAndRestart(t *testing.T) {
 		t.Fatalf("ack of the previous run: %v", err)
 	}
 }
+
+// Messages yields every message once, settled by the caller; one left
+// unacked comes again after its ack wait; the loop ends with ctx's error.
+func TestSharedMessages(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", clk)
+	defer s.stop()
+	s.append(20)
+	c := dial(t, s.addr)
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "jobs", Mode: "shared", From: "earliest", AckWait: api.Duration(10 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := c.SharedConsumer("jobs", client.SharedConsumerOptions{Member: "m", Prefetch: 7, Wait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []pgq.Offset
+	for m, err := range sc.Messages(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.Offset)
+		if m.Offset != 3 {
+			if err := sc.Ack(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(got) == 20 {
+			break
+		}
+	}
+	for i, off := range got {
+		if off != pgq.Offset(i+1) {
+			t.Fatalf("offsets: %v", got)
+		}
+	}
+	clk.Advance(10 * time.Second) // offset 3's ack wait ends
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var again []api.Message
+	var last error
+	for m, err := range sc.Messages(cctx) {
+		if err != nil {
+			last = err
+			continue
+		}
+		again = append(again, m)
+		if err := sc.Ack(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	if len(again) != 1 || again[0].Offset != 3 || again[0].Delivery != 2 || !errors.Is(last, context.Canceled) {
+		t.Fatalf("after the ack wait: %+v, last error %v", again, last)
+	}
+	if gi, err := c.Group(ctx, "jobs"); err != nil || gi.Committed != 20 || gi.Shared.InFlight != 0 {
+		t.Fatalf("info: %+v, %v", gi, err)
+	}
+}

@@ -213,6 +213,12 @@ func (m *Manager) Reset(ctx context.Context, name, to string, dryRun bool) (Rese
 	}
 	g.pmu.Lock()
 	defer g.pmu.Unlock()
+	if !dryRun && g.sharedMode() {
+		// Write what the run queued (parks above all) before it ends.
+		if err := m.flushSharedLocked(g); err != nil {
+			return ResetResult{}, err
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
@@ -227,15 +233,15 @@ func (m *Manager) Reset(ctx context.Context, name, to string, dryRun bool) (Rese
 	g.st.Cursor = next - 1
 	g.st.Updated = m.o.Now().UnixMicro()
 	g.st.Member, g.st.LeaseExpiry = "", 0
-	if err := m.persist(g); err != nil {
+	if g.sh != nil {
+		if err := m.resetSharedLocked(g); err != nil {
+			g.st = old
+			return ResetResult{}, err
+		}
+	} else if err := m.persist(g); err != nil {
 		g.st = old
 		return ResetResult{}, err
 	}
 	g.newLeaseLocked()
-	if g.sh != nil {
-		// Delivery restarts at the new position; parked messages stay.
-		g.sh.wake()
-		g.sh = newSharedRun(g.st.Cursor)
-	}
 	return res, nil
 }

@@ -42,9 +42,10 @@
 // instead. Messages with the same ordering key (table and replica
 // identity key by default) are never in flight together and go out in
 // commit order; a truncate orders against every message of its tables.
-// The group's cursor is its acked low-water mark; it and the parked
-// messages are stored, the rest is rebuilt after a restart by delivering
-// again everything above the low-water mark. See shared.go.
+// The group's cursor is its acked low-water mark; acks above it, delivery
+// counts, nak delays and parked messages are index group entries beside
+// the group's value, written by group commit before a call answers, so a
+// restart delivers again only what was in flight. See shared.go.
 //
 // # Wire formats
 //
@@ -73,7 +74,10 @@
 // not mu, during its write and publishes the new cursor only after it, so
 // the cursor in memory never runs ahead of disk while a fetch of the same
 // group (which writes only to take a new lease) goes on meanwhile; every
-// other write (new lease, reset, release) holds both. Lock order:
+// other write (new lease, reset, release) holds both. A shared group's
+// calls change its state under mu, queue the change, and wait for it with
+// pmu: the holder of pmu writes everything queued in one fsynced batch
+// (taking mu only to take the queue and publish the result). Lock order:
 // Manager.ddl before group.pmu before Manager.mu before group.mu. Waiting
 // fetches wake on journal.Changed (no polling), on lease release, on Close
 // and on their context.

@@ -90,8 +90,9 @@ type groupState struct {
 	Member      string `json:"member,omitempty"`
 	LeaseExpiry int64  `json:"lease_expiry_us,omitempty"`
 	// Mode is "" (exclusive) or "shared". A shared group's Cursor is its
-	// acked low-water mark; Shared is its configuration and Parked its
-	// parked messages (see shared.go).
+	// acked low-water mark and Shared its configuration; its other state
+	// is in index group entries (see shared.go). Parked is the parked
+	// list of an earlier version, moved into entries by the next write.
 	Mode   string         `json:"mode,omitempty"`
 	Shared *sharedConfig  `json:"shared,omitempty"`
 	Parked []parkedRecord `json:"parked,omitempty"`
@@ -180,7 +181,13 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		if err := json.Unmarshal(raw, &st); err != nil || st.V != stateVersion {
 			return nil, fmt.Errorf("consumers: load group %q: undecodable state (version %d): %v", name, st.V, err)
 		}
-		m.groups[name] = newGroup(name, st)
+		g := newGroup(name, st)
+		if g.sh != nil {
+			if err := m.loadShared(g); err != nil {
+				return nil, err
+			}
+		}
+		m.groups[name] = g
 	}
 	return m, nil
 }
@@ -193,8 +200,8 @@ func newGroup(name string, st groupState) *group {
 	return g
 }
 
-// Close wakes every waiting fetch (they return ErrClosed) and writes the
-// acked low-water marks of shared groups not written yet. It does not
+// Close wakes every waiting fetch (they return ErrClosed) and writes what
+// shared groups have queued and not written yet. It does not
 // close the journal or the index.
 func (m *Manager) Close() error {
 	var err error

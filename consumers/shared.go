@@ -24,21 +24,54 @@ import (
 // delivered in commit order; a truncate waits for every earlier message of
 // its tables and holds back every later one.
 //
-// Durable state (the group's value in the index): the acked low-water mark
-// (groupState.Cursor: every message at or below it is acked, dropped or
-// parked) and the parked messages (groupState.Parked, with those requeued
-// and not acked yet). In-flight state (delivery counts, acks above the
-// low-water mark, nak delays) lives in memory only: after a restart every
-// message above the low-water mark that is not parked is delivered again,
-// with delivery 1, including messages acked before the restart that were
-// above the low-water mark. Ack ids carry the run's epoch (a new one
-// after a restart or a reset), so an ack id of an earlier run fails with
-// ErrConflict even when the delivery number repeats.
+// # Durable state
 //
-// Locking: every shared operation holds g.pmu then g.mu for its whole
-// step (they are short: reading at most one window of records, and at most
-// one fsynced write when the low-water mark or the parked set moved); no
-// lock is held while a fetch waits.
+// The group's value in the index holds its configuration and the acked
+// low-water mark (groupState.Cursor: every message at or below it is
+// acked, dropped or parked). Beside it, as index group entries keyed
+// kind + be64 offset + be32 change index:
+//
+//	'a' → empty: acked above the low-water mark
+//	'd' → be32 delivery count + be64 next-visible time (Unix µs): a
+//	      message delivered and not acked yet (naked: when it may go again)
+//	'p' → parkedRecord (JSON): parked, or requeued and not acked yet
+//
+// Every change of that state (a fetch's deliveries, ack, nak, term,
+// requeue, drop, a parked ack-wait expiry) is applied in memory under
+// g.mu and queued (sharedRun.pend) with a sequence number. Writes are
+// group commits: whoever takes g.pmu writes everything queued so far,
+// with the low-water mark computed at that moment, in one fsynced batch
+// (index.UpdateGroup), and every caller whose number it covers returns
+// without writing. Ack, nak, term, requeue and drop wait until a write
+// holds their change, so they answer only once it is on disk, and many
+// concurrent calls share one fsync. A fetch does not wait: it answers at
+// once and its delivery counts go with the next write, at the latest a
+// background one writeSoonDelay (10 ms) later (writeSoonLocked), so a
+// crash within that moment may forget the counts of its deliveries (the
+// messages then come back with the count before). The
+// batch that moves the low-water mark deletes the 'a' and 'd' entries at
+// or below it with two range tombstones; a requeued message (which may
+// lie below the mark) keeps its delivery count and nak delay in its 'p'
+// record instead (parkedRecord.Delivery and Visible).
+//
+// After a restart (or SIGKILL) delivery goes on from the stored state:
+// acked messages are not delivered again, parked ones stay parked,
+// delivery counts and nak delays are kept. What a member may see twice:
+// a message that was in flight (fetched, its ack not answered yet: the
+// ack may or may not have been written), delivered again with the next
+// delivery count (or the same one, when the crash came before the
+// fetch's background write); and a message whose ack failed or was
+// refused (ack wait over). Ack ids carry the run's epoch (a
+// new one after a restart or a reset), so an ack id of an earlier run
+// fails with ErrConflict even when the delivery number repeats.
+//
+// # Locking
+//
+// A shared operation holds g.mu for its in-memory step (no I/O but
+// reading at most one window of records), then waits for its write with
+// g.pmu (never both while fsyncing: the writer takes g.mu only to take
+// the queue and to publish the result). No lock is held while a fetch
+// waits for messages.
 
 const modeShared = "shared"
 
@@ -70,6 +103,8 @@ type parkedRecord struct {
 	Parked   int64      `json:"parked_us"`
 	Reason   string     `json:"reason"`
 	Requeued bool       `json:"requeued,omitempty"`
+	// Visible is when a requeued message naked may go again (Unix µs).
+	Visible int64 `json:"visible_us,omitempty"`
 }
 
 type msgID struct {
@@ -92,36 +127,82 @@ type sharedMsg struct {
 	inFlight bool
 	deadline time.Time // in flight: when ack-wait expires
 	visible  time.Time // not in flight: not delivered before
-	requeued bool      // stored in groupState.Parked until acked
+	requeued bool      // stored as a requeued parked message until acked
 	done     bool
 }
 
-// sharedRun is a shared group's in-memory delivery state, guarded by the
-// group's mu.
+// delivState is a stored 'd' entry.
+type delivState struct {
+	delivery int
+	visible  int64 // Unix µs; 0: at once
+}
+
+// Kinds of queued changes (pendOp.kind) and entry key prefixes.
+const (
+	entryAck      byte = 'a'
+	entryDelivery byte = 'd'
+	entryParked   byte = 'p'
+	// opDrop forgets a parked message (no entry of its own).
+	opDrop byte = 'x'
+)
+
+// pendOp is the latest queued change of one message's stored state.
+type pendOp struct {
+	kind byte // entryAck, entryDelivery, entryParked or opDrop
+	d    delivState
+	p    parkedRecord
+	// requeued: an ack of a requeued message (its 'p' entry goes).
+	requeued bool
+}
+
+// sharedRun is a shared group's in-memory delivery state. Every field is
+// guarded by the group's mu.
 type sharedRun struct {
-	msgs    []*sharedMsg // outstanding messages in (offset, index) order; done ones are compacted away
-	byID    map[msgID]*sharedMsg
-	scanned pgq.Offset // last record read into msgs
+	msgs []*sharedMsg // outstanding messages, not requeued, in (offset, index) order; done ones are compacted away
+	byID map[msgID]*sharedMsg
+	// nRequeued counts the outstanding requeued messages (in byID only).
+	nRequeued int
+	scanned   pgq.Offset // last record read into msgs
 	// loaded is set once requeued messages below scanned are read back.
 	loaded       bool
 	inFlight     int
 	redeliveries uint64
-	// toPark are messages parked in memory whose write is not done yet.
-	toPark []parkedRecord
-	notify chan struct{} // closed (and replaced) when a key may be free
+	// nextExpiry is at or before the earliest ack-wait deadline of the
+	// messages in flight (zero: none in flight).
+	nextExpiry time.Time
+	notify     chan struct{} // closed (and replaced) when a key may be free
 	// low is the acked low-water mark in memory; st.Cursor is the one
-	// written, behind it by at most lowWaterEvery of acks.
+	// written.
 	low pgq.Offset
-	// written is when the group's state was last written (wall clock).
-	written time.Time
 	// epoch tells the ack ids of this run from those of a run before a
 	// restart or reset, whose delivery numbers may repeat.
 	epoch string
+
+	// parked holds the parked messages, requeued ones included (memory
+	// ahead of disk by what pend holds).
+	parked map[msgID]parkedRecord
+	// acked and deliv are what the stored entries said at load about
+	// messages above scanned: consumed by fill.
+	acked map[msgID]bool
+	deliv map[msgID]delivState
+
+	// pend is the queue of changes not written yet; seq numbers the
+	// changes queued, synced the last one written.
+	pend   map[msgID]pendOp
+	seq    uint64
+	synced uint64
+	// writeSoon is set while a background write is started and has not
+	// taken the queue yet.
+	writeSoon bool
+	// forceValue makes the next write store the group's value even when
+	// its low-water mark did not move (legacy parked list to drop).
+	forceValue bool
 }
 
 func newSharedRun(cursor pgq.Offset) *sharedRun {
 	epoch := strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffffffff, 36)
-	return &sharedRun{byID: map[msgID]*sharedMsg{}, scanned: cursor, low: cursor, notify: make(chan struct{}), epoch: epoch}
+	return &sharedRun{byID: map[msgID]*sharedMsg{}, scanned: cursor, low: cursor, notify: make(chan struct{}), epoch: epoch,
+		parked: map[msgID]parkedRecord{}, acked: map[msgID]bool{}, deliv: map[msgID]delivState{}, pend: map[msgID]pendOp{}}
 }
 
 func (sh *sharedRun) wake() {
@@ -129,17 +210,36 @@ func (sh *sharedRun) wake() {
 	sh.notify = make(chan struct{})
 }
 
+// queueDelivery queues msg's delivery count and next-visible time (Unix
+// µs, 0: at once): a 'd' entry, or in its parked record when it is a
+// requeued message (below the low-water mark, where 'd' entries go).
+func (sh *sharedRun) queueDelivery(msg *sharedMsg, visible int64) uint64 {
+	if msg.requeued {
+		p := sh.parked[msg.id]
+		p.Delivery, p.Visible = msg.delivery, visible
+		sh.parked[msg.id] = p
+		return sh.queue(msg.id, pendOp{kind: entryParked, p: p})
+	}
+	return sh.queue(msg.id, pendOp{kind: entryDelivery, d: delivState{delivery: msg.delivery, visible: visible}})
+}
+
+// queue records the latest change of a message's stored state and
+// returns its sequence number.
+func (sh *sharedRun) queue(id msgID, op pendOp) uint64 {
+	sh.pend[id] = op
+	sh.seq++
+	return sh.seq
+}
+
+// insert adds a message read from the journal (after every one in msgs)
+// or a requeued one (kept out of msgs: it does not hold the low-water
+// mark).
 func (sh *sharedRun) insert(m *sharedMsg) {
-	i, _ := slices.BinarySearchFunc(sh.msgs, m.id, func(a *sharedMsg, id msgID) int {
-		switch {
-		case a.id.less(id):
-			return -1
-		case id.less(a.id):
-			return 1
-		}
-		return 0
-	})
-	sh.msgs = slices.Insert(sh.msgs, i, m)
+	if m.requeued {
+		sh.nRequeued++
+	} else {
+		sh.msgs = append(sh.msgs, m)
+	}
 	sh.byID[m.id] = m
 }
 
@@ -150,9 +250,54 @@ func (sh *sharedRun) finish(m *sharedMsg) {
 	}
 	m.done = true
 	delete(sh.byID, m.id)
+	if m.requeued {
+		sh.nRequeued--
+		return
+	}
+	// Drop done messages at the front; compact when half are done.
+	i := 0
+	for i < len(sh.msgs) && sh.msgs[i].done {
+		i++
+	}
+	if i > 0 {
+		sh.msgs = sh.msgs[i:]
+	}
 	if len(sh.msgs) > 64 && len(sh.byID) < len(sh.msgs)/2 {
 		sh.msgs = slices.DeleteFunc(sh.msgs, func(m *sharedMsg) bool { return m.done })
 	}
+}
+
+// lowLocked is the acked low-water mark in memory: below the first
+// outstanding message that is not requeued.
+func (sh *sharedRun) lowLocked() pgq.Offset {
+	for _, msg := range sh.msgs {
+		if !msg.done {
+			return msg.id.off - 1
+		}
+	}
+	return sh.scanned
+}
+
+// ordered returns every outstanding message, requeued ones included, in
+// (offset, index) order (and perhaps done ones: skip them).
+func (sh *sharedRun) ordered() []*sharedMsg {
+	if sh.nRequeued == 0 {
+		return sh.msgs // done ones included
+	}
+	out := make([]*sharedMsg, 0, len(sh.byID))
+	for _, m := range sh.byID {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b *sharedMsg) int {
+		if a.id.less(b.id) {
+			return -1
+		}
+		if b.id.less(a.id) {
+			return 1
+		}
+		return 0
+	})
+	return out
 }
 
 // validateShared checks and completes a shared group's configuration.
@@ -239,19 +384,31 @@ func formatAckID(id msgID, d int, epoch string) string {
 
 // parseAckID parses an ack id; the epoch is "" when absent.
 func parseAckID(s string) (id msgID, delivery int, epoch string, err error) {
-	p := strings.Split(s, ".")
-	if len(p) == 4 {
+	bad := func() error {
+		return errf(ErrBadRequest, "ack id %q: want an ack_id of a fetched or parked message", s)
+	}
+	var p [4]string
+	n := 0
+	for rest := s; ; n++ {
+		i := strings.IndexByte(rest, '.')
+		if n == 3 || i < 0 {
+			p[n] = rest
+			n++
+			break
+		}
+		p[n], rest = rest[:i], rest[i+1:]
+	}
+	if n == 4 {
 		epoch = p[3]
 	}
-	bad := errf(ErrBadRequest, "ack id %q: want an ack_id of a fetched or parked message", s)
-	if len(p) != 3 && (len(p) != 4 || epoch == "") {
-		return msgID{}, 0, "", bad
+	if n < 3 || (n == 4 && (epoch == "" || strings.IndexByte(epoch, '.') >= 0)) {
+		return msgID{}, 0, "", bad()
 	}
 	off, e1 := strconv.ParseUint(p[0], 10, 64)
 	idx, e2 := strconv.Atoi(p[1])
 	d, e3 := strconv.Atoi(p[2])
 	if e1 != nil || e2 != nil || e3 != nil || idx < 0 || d < 1 || off == 0 {
-		return msgID{}, 0, "", bad
+		return msgID{}, 0, "", bad()
 	}
 	return msgID{pgq.Offset(off), idx}, d, epoch, nil
 }
@@ -304,11 +461,11 @@ func (g *group) newMsg(tx *pgq.Transaction, idx int) *sharedMsg {
 }
 
 // fillLocked reads records into the window and loads requeued messages;
-// g.pmu and g.mu are held.
+// g.mu is held.
 func (m *Manager) fillLocked(g *group) error {
 	sh := g.sh
 	if !sh.loaded {
-		for _, p := range g.st.Parked {
+		for _, p := range sh.parked {
 			if !p.Requeued || p.Offset > sh.scanned {
 				continue
 			}
@@ -321,10 +478,6 @@ func (m *Manager) fillLocked(g *group) error {
 			}
 		}
 		sh.loaded = true
-	}
-	parked := make(map[msgID]parkedRecord, len(g.st.Parked))
-	for _, p := range g.st.Parked {
-		parked[msgID{p.Offset, p.Index}] = p
 	}
 	window := max(sharedWindow, 2*g.st.Shared.MaxAckPending)
 	first, last := m.bounds()
@@ -339,11 +492,23 @@ func (m *Manager) fillLocked(g *group) error {
 		if tx != nil {
 			for i := range tx.Changes {
 				id := msgID{off, i}
-				if p, ok := parked[id]; ok && !p.Requeued {
+				if sh.acked[id] { // acked before a restart
+					delete(sh.acked, id)
+					continue
+				}
+				p, parked := sh.parked[id]
+				if parked && !p.Requeued {
 					continue
 				}
 				msg := g.newMsg(tx, i)
-				msg.requeued = parked[id].Requeued
+				if parked { // requeued: its count is in its parked record
+					msg.requeued, msg.delivery = true, p.Delivery
+					if p.Visible != 0 {
+						msg.visible = time.UnixMicro(p.Visible)
+					}
+				} else {
+					sh.restore(msg)
+				}
 				sh.insert(msg)
 			}
 		}
@@ -352,7 +517,21 @@ func (m *Manager) fillLocked(g *group) error {
 	return nil
 }
 
-// requeueLocked puts a parked message back into delivery.
+// restore gives msg the delivery count and nak delay stored before a
+// restart.
+func (sh *sharedRun) restore(msg *sharedMsg) {
+	d, ok := sh.deliv[msg.id]
+	if !ok {
+		return
+	}
+	delete(sh.deliv, msg.id)
+	msg.delivery = d.delivery
+	if d.visible != 0 {
+		msg.visible = time.UnixMicro(d.visible)
+	}
+}
+
+// requeueLocked puts a parked message back into delivery; g.mu is held.
 func (m *Manager) requeueLocked(g *group, p parkedRecord) error {
 	id := msgID{p.Offset, p.Index}
 	if g.sh.byID[id] != nil {
@@ -366,105 +545,55 @@ func (m *Manager) requeueLocked(g *group, p parkedRecord) error {
 		return fmt.Errorf("consumers: group %q: parked message %d.%d is not in its record", g.name, p.Offset, p.Index)
 	}
 	msg := g.newMsg(tx, p.Index)
-	msg.requeued = true
+	msg.requeued, msg.delivery = true, p.Delivery
+	if p.Visible != 0 {
+		msg.visible = time.UnixMicro(p.Visible)
+	}
 	g.sh.insert(msg)
 	return nil
 }
 
-// parkLocked moves m out of delivery into the parked set (written by the
-// next syncLocked).
-func (g *group) parkLocked(msg *sharedMsg, now time.Time, reason string) {
+// parkLocked moves msg out of delivery into the parked set and returns
+// the sequence number of the queued change.
+func (g *group) parkLocked(msg *sharedMsg, now time.Time, reason string) uint64 {
 	g.sh.finish(msg)
-	g.sh.toPark = append(g.sh.toPark, parkedRecord{Offset: msg.id.off, Index: msg.id.idx, Delivery: msg.delivery, Parked: now.UnixMicro(), Reason: reason})
+	p := parkedRecord{Offset: msg.id.off, Index: msg.id.idx, Delivery: msg.delivery, Parked: now.UnixMicro(), Reason: reason}
+	g.sh.parked[msg.id] = p
+	return g.sh.queue(msg.id, pendOp{kind: entryParked, p: p})
 }
 
 // expireLocked returns in-flight messages whose ack wait ended to pending,
-// or parks them after max_deliver deliveries.
-func (g *group) expireLocked(now time.Time) {
-	for _, msg := range g.sh.msgs {
-		if msg.done || !msg.inFlight || msg.deadline.After(now) {
+// or parks them after max_deliver deliveries; it returns the sequence
+// number of the last change queued (0: none).
+func (g *group) expireLocked(now time.Time) uint64 {
+	sh := g.sh
+	if sh.nextExpiry.IsZero() || sh.nextExpiry.After(now) {
+		return 0
+	}
+	var (
+		seq  uint64
+		next time.Time
+	)
+	for _, msg := range sh.byID {
+		if !msg.inFlight {
 			continue
 		}
-		g.sh.inFlight--
+		if msg.deadline.After(now) {
+			if next.IsZero() || msg.deadline.Before(next) {
+				next = msg.deadline
+			}
+			continue
+		}
+		sh.inFlight--
 		msg.inFlight = false
 		if msg.delivery >= g.st.Shared.MaxDeliver {
-			g.parkLocked(msg, now, fmt.Sprintf("not acked within ack_wait after %d deliveries", msg.delivery))
+			seq = g.parkLocked(msg, now, fmt.Sprintf("not acked within ack_wait after %d deliveries", msg.delivery))
 			continue
 		}
 		msg.visible = now
 	}
-}
-
-// lowWaterEvery is how often at most a shared group writes a low-water
-// mark that moved alone (no parked message changed): acks are batched
-// into one write instead of one fsync each. Close writes what is left; a
-// crash loses at most this much low-water progress, delivered again.
-const lowWaterEvery = 20 * time.Millisecond
-
-// syncLocked writes the low-water mark and the parked set when they moved
-// (the low-water mark alone at most every lowWaterEvery, unless force);
-// memory (g.st) follows disk only after a successful write, so retention
-// never drops what the stored state still needs.
-func (m *Manager) syncLocked(g *group, ack []msgID, force bool) error {
-	sh := g.sh
-	low := sh.scanned
-	for _, msg := range sh.msgs {
-		if !msg.done && !msg.requeued {
-			low = msg.id.off - 1
-			break
-		}
-	}
-	low = max(low, g.st.Cursor)
-	sh.low = low
-	parked := g.st.Parked
-	changed := len(sh.toPark) > 0
-	if len(ack) > 0 {
-		parked = slices.DeleteFunc(slices.Clone(parked), func(p parkedRecord) bool {
-			return slices.Contains(ack, msgID{p.Offset, p.Index})
-		})
-		changed = changed || len(parked) != len(g.st.Parked)
-	}
-	force = force || m.closed() // after Close nothing flushes any more
-	if !changed && (low == g.st.Cursor || (!force && time.Since(sh.written) < lowWaterEvery)) {
-		return nil
-	}
-	if len(sh.toPark) > 0 {
-		parked = slices.DeleteFunc(slices.Clone(parked), func(p parkedRecord) bool {
-			return slices.ContainsFunc(sh.toPark, func(q parkedRecord) bool { return q.Offset == p.Offset && q.Index == p.Index })
-		})
-		parked = append(parked, sh.toPark...)
-	}
-	st := g.st
-	st.Cursor, st.Parked, st.Updated = low, parked, m.o.Now().UnixMicro()
-	if err := m.persistState(g.name, &st); err != nil {
-		return err
-	}
-	g.st = st
-	sh.toPark = nil
-	sh.written = time.Now()
-	return nil
-}
-
-// flushShared writes the low-water marks of the shared groups that moved
-// since their last write (Close).
-func (m *Manager) flushShared() error {
-	m.mu.Lock()
-	gs := make([]*group, 0, len(m.groups))
-	for _, g := range m.groups {
-		gs = append(gs, g)
-	}
-	m.mu.Unlock()
-	var errs []error
-	for _, g := range gs {
-		g.pmu.Lock()
-		g.mu.Lock()
-		if g.sh != nil && !g.deleted {
-			errs = append(errs, m.syncLocked(g, nil, true))
-		}
-		g.mu.Unlock()
-		g.pmu.Unlock()
-	}
-	return errors.Join(errs...)
+	sh.nextExpiry = next
+	return seq
 }
 
 // FetchShared delivers up to req.Max messages of a shared group to
@@ -481,8 +610,11 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 	for {
 		changed := m.j.Changed()
 		out, notify, next, err := m.fetchSharedStep(g, req.Max)
-		if err != nil || len(out) > 0 || !time.Now().Before(deadline) {
-			return out, err
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 || !time.Now().Before(deadline) {
+			return out, nil
 		}
 		d := time.Until(deadline)
 		if !next.IsZero() {
@@ -507,10 +639,10 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 
 // fetchSharedStep is one round of FetchShared: it returns the messages
 // delivered, the channel closed when a key may be free and the next time
-// a pending message becomes visible or an in-flight one expires.
-func (m *Manager) fetchSharedStep(g *group, max int) ([]api.Message, <-chan struct{}, time.Time, error) {
-	g.pmu.Lock()
-	defer g.pmu.Unlock()
+// a pending message becomes visible or an in-flight one expires. What it
+// changed (delivery counts, parks of expired messages) is written in the
+// background (writeSoonLocked): a fetch does not wait for an fsync.
+func (m *Manager) fetchSharedStep(g *group, max int) (out []api.Message, notify <-chan struct{}, next time.Time, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
@@ -518,24 +650,28 @@ func (m *Manager) fetchSharedStep(g *group, max int) ([]api.Message, <-chan stru
 	}
 	sh, cfg := g.sh, g.st.Shared
 	now := m.o.Now()
-	g.expireLocked(now)
+	seq := g.expireLocked(now)
+	defer func() {
+		if seq > 0 {
+			m.writeSoonLocked(g)
+		}
+	}()
 	if err := m.fillLocked(g); err != nil {
 		return nil, nil, time.Time{}, err
 	}
 	var (
-		out       []api.Message
-		next      time.Time
 		seenKey   = map[string]bool{}
 		seenTable = map[string]bool{}
 		truncated = map[string]bool{}
 		buf       []byte
+		ackWait   = time.Duration(cfg.AckWait) * time.Microsecond
 	)
 	soon := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
 			next = t
 		}
 	}
-	for _, msg := range sh.msgs {
+	for _, msg := range sh.ordered() {
 		if msg.done {
 			continue
 		}
@@ -575,15 +711,17 @@ func (m *Manager) fetchSharedStep(g *group, max int) ([]api.Message, <-chan stru
 			sh.redeliveries++
 		}
 		msg.inFlight = true
-		msg.deadline = now.Add(time.Duration(cfg.AckWait) * time.Microsecond)
+		msg.deadline = now.Add(ackWait)
+		if sh.nextExpiry.IsZero() || msg.deadline.Before(sh.nextExpiry) {
+			sh.nextExpiry = msg.deadline
+		}
 		sh.inFlight++
+		seq = sh.queueDelivery(msg, 0)
 		buf = pgq.AppendChangeJSON(buf[:0], &msg.tx.Changes[msg.id.idx])
 		out = append(out, api.Message{Offset: msg.id.off, Xid: msg.tx.Xid, CommitLSN: msg.tx.CommitLSN.String(), CommitTime: msg.tx.CommitTime.UTC(),
 			Index: msg.id.idx, Change: append([]byte(nil), buf...), Delivery: msg.delivery, AckID: formatAckID(msg.id, msg.delivery, sh.epoch)})
 	}
-	if err := m.syncLocked(g, nil, false); err != nil {
-		return nil, nil, time.Time{}, err
-	}
+	sh.low = sh.lowLocked()
 	return out, sh.notify, next, nil
 }
 
@@ -595,10 +733,10 @@ const (
 	ackProgress
 )
 
-// Ack acknowledges messages of a shared group: they are done. Acking a
-// message that is already acked is a no-op; acking a delivery that is no
-// longer in flight (redelivered, naked, parked) fails with ErrConflict and
-// changes nothing.
+// Ack acknowledges messages of a shared group: they are done, and written
+// when Ack returns. Acking a message that is already acked is a no-op;
+// acking a delivery that is no longer in flight (redelivered, naked,
+// parked) fails with ErrConflict and changes nothing.
 func (m *Manager) Ack(ctx context.Context, name string, ackIDs []string) (int, error) {
 	return m.settle(name, ackIDs, ackAck, 0)
 }
@@ -631,30 +769,43 @@ func (m *Manager) settle(name string, ackIDs []string, kind int, delay time.Dura
 	if err != nil {
 		return 0, err
 	}
-	g.pmu.Lock()
-	defer g.pmu.Unlock()
+	sh, n, seq, err := m.settleLocked(g, ackIDs, kind, delay)
+	if err != nil {
+		return 0, err
+	}
+	if err := m.waitWritten(g, sh, seq); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// settleLocked applies a settle in memory and returns the sequence number
+// of its last change to wait for.
+func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.Duration) (*sharedRun, int, uint64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	name := g.name
 	if g.deleted {
-		return 0, errf(ErrNotFound, "group %q", name)
+		return nil, 0, 0, errf(ErrNotFound, "group %q", name)
 	}
 	sh, cfg := g.sh, g.st.Shared
 	now := m.o.Now()
-	g.expireLocked(now)
+	seq := g.expireLocked(now)
 	// Check every id first: a bad one changes nothing.
 	msgs := make([]*sharedMsg, 0, len(ackIDs))
 	for _, s := range ackIDs {
 		id, d, epoch, err := parseAckID(s)
 		if err != nil {
-			return 0, err
+			return nil, 0, 0, err
 		}
 		msg := sh.byID[id]
+		p, parked := sh.parked[id]
 		switch {
 		case epoch != sh.epoch:
 			if epoch == "" {
-				return 0, errf(ErrBadRequest, "group %q: ack id %s is not the ack_id of a fetched message", name, s)
+				return nil, 0, 0, errf(ErrBadRequest, "group %q: ack id %s is not the ack_id of a fetched message", name, s)
 			}
-			return 0, errf(ErrConflict, "group %q: ack id %s is from an earlier delivery run (pgq restarted or the group was reset since): the message is delivered again", name, s)
+			return nil, 0, 0, errf(ErrConflict, "group %q: ack id %s is from an earlier delivery run (pgq restarted or the group was reset since): the message is delivered again", name, s)
 		case msg != nil && msg.inFlight && msg.delivery == d:
 			msgs = append(msgs, msg)
 		case msg != nil:
@@ -662,33 +813,34 @@ func (m *Manager) settle(name string, ackIDs []string, kind int, delay time.Dura
 			if msg.inFlight {
 				state = "in flight"
 			}
-			return 0, errf(ErrConflict, "group %q: ack id %s: delivery %d is over (the message is %s as delivery %d)", name, s, d, state, msg.delivery)
-		case slices.ContainsFunc(g.st.Parked, func(p parkedRecord) bool { return p.Offset == id.off && p.Index == id.idx }) ||
-			slices.ContainsFunc(sh.toPark, func(p parkedRecord) bool { return p.Offset == id.off && p.Index == id.idx }):
-			return 0, errf(ErrConflict, "group %q: ack id %s: the message is parked", name, s)
-		case id.off <= sh.scanned && kind == ackAck && !slices.ContainsFunc(g.st.Parked, func(p parkedRecord) bool { return p.Offset == id.off && p.Index == id.idx }):
-			// Acked already (a retried ack): nothing to do.
+			return nil, 0, 0, errf(ErrConflict, "group %q: ack id %s: delivery %d is over (the message is %s as delivery %d)", name, s, d, state, msg.delivery)
+		case parked && !p.Requeued:
+			return nil, 0, 0, errf(ErrConflict, "group %q: ack id %s: the message is parked", name, s)
+		case id.off <= sh.scanned && kind == ackAck && !parked:
+			// Acked already (a retried ack): done once what is queued is
+			// written.
+			seq = sh.seq
 		default:
-			return 0, errf(ErrNotFound, "group %q: ack id %s: no such delivered message", name, s)
+			return nil, 0, 0, errf(ErrNotFound, "group %q: ack id %s: no such delivered message", name, s)
 		}
 	}
-	var acked []msgID
 	for _, msg := range msgs {
 		switch kind {
 		case ackAck:
 			if msg.requeued {
-				acked = append(acked, msg.id)
+				delete(sh.parked, msg.id)
 			}
 			sh.finish(msg)
+			seq = sh.queue(msg.id, pendOp{kind: entryAck, requeued: msg.requeued})
 		case ackTerm:
-			g.parkLocked(msg, now, "term")
+			seq = g.parkLocked(msg, now, "term")
 		case ackProgress:
 			msg.deadline = now.Add(time.Duration(cfg.AckWait) * time.Microsecond)
 		case ackNak:
 			sh.inFlight--
 			msg.inFlight = false
 			if msg.delivery >= cfg.MaxDeliver {
-				g.parkLocked(msg, now, fmt.Sprintf("naked after %d deliveries", msg.delivery))
+				seq = g.parkLocked(msg, now, fmt.Sprintf("naked after %d deliveries", msg.delivery))
 				continue
 			}
 			d := delay
@@ -696,13 +848,16 @@ func (m *Manager) settle(name string, ackIDs []string, kind int, delay time.Dura
 				d = time.Duration(cfg.Backoff[min(msg.delivery-1, len(cfg.Backoff)-1)]) * time.Microsecond
 			}
 			msg.visible = now.Add(d)
+			vis := int64(0)
+			if d > 0 {
+				vis = msg.visible.UnixMicro()
+			}
+			seq = sh.queueDelivery(msg, vis)
 		}
 	}
-	if err := m.syncLocked(g, acked, false); err != nil {
-		return 0, err
-	}
+	sh.low = sh.lowLocked()
 	sh.wake()
-	return len(msgs), nil
+	return sh, len(msgs), seq, nil
 }
 
 // Parked lists a shared group's parked messages (not those requeued), in
@@ -713,7 +868,12 @@ func (m *Manager) Parked(ctx context.Context, name string) ([]api.ParkedMessage,
 		return nil, err
 	}
 	g.mu.Lock()
-	parked := slices.Clone(g.st.Parked)
+	parked := make([]parkedRecord, 0, len(g.sh.parked))
+	for _, p := range g.sh.parked {
+		if !p.Requeued {
+			parked = append(parked, p)
+		}
+	}
 	g.mu.Unlock()
 	slices.SortFunc(parked, func(a, b parkedRecord) int {
 		if a.Offset != b.Offset {
@@ -724,9 +884,6 @@ func (m *Manager) Parked(ctx context.Context, name string) ([]api.ParkedMessage,
 	out := []api.ParkedMessage{}
 	var buf []byte
 	for _, p := range parked {
-		if p.Requeued {
-			continue
-		}
 		g.mu.Lock() // readRecord reads g.st.Filter
 		tx, err := m.readRecord(g, p.Offset)
 		g.mu.Unlock()
@@ -777,74 +934,73 @@ func (m *Manager) parkedAction(name string, ackIDs []string, all, requeue bool) 
 	if err != nil {
 		return 0, err
 	}
-	g.pmu.Lock()
-	defer g.pmu.Unlock()
+	sh, n, seq, err := m.parkedActionLocked(g, want, all, requeue)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	if err := m.waitWritten(g, sh, seq); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (m *Manager) parkedActionLocked(g *group, want map[msgID]bool, all, requeue bool) (*sharedRun, int, uint64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
-		return 0, errf(ErrNotFound, "group %q", name)
+		return nil, 0, 0, errf(ErrNotFound, "group %q", g.name)
 	}
-	if err := m.syncLocked(g, nil, true); err != nil { // write pending parks first
-		return 0, err
-	}
+	sh := g.sh
 	var hit []parkedRecord
-	for _, p := range g.st.Parked {
-		if !p.Requeued && (all || want[msgID{p.Offset, p.Index}]) {
+	for id, p := range sh.parked {
+		if !p.Requeued && (all || want[id]) {
 			hit = append(hit, p)
-			delete(want, msgID{p.Offset, p.Index})
+			delete(want, id)
 		}
 	}
 	for id := range want {
-		return 0, errf(ErrNotFound, "group %q: message %d.%d is not parked", name, id.off, id.idx)
-	}
-	if len(hit) == 0 {
-		return 0, nil
+		return nil, 0, 0, errf(ErrNotFound, "group %q: message %d.%d is not parked", g.name, id.off, id.idx)
 	}
 	if requeue {
 		for _, p := range hit {
 			if _, err := m.readRecord(g, p.Offset); err != nil {
-				return 0, fmt.Errorf("requeue %d.%d (drop it instead): %w", p.Offset, p.Index, err)
+				return nil, 0, 0, fmt.Errorf("requeue %d.%d (drop it instead): %w", p.Offset, p.Index, err)
 			}
 		}
 	}
-	st := g.st
-	st.Parked = slices.DeleteFunc(slices.Clone(g.st.Parked), func(p parkedRecord) bool {
-		return !p.Requeued && slices.Contains(hit, p)
-	})
+	var seq uint64
+	for _, p := range hit {
+		id := msgID{p.Offset, p.Index}
+		if !requeue {
+			delete(sh.parked, id)
+			seq = sh.queue(id, pendOp{kind: opDrop})
+			continue
+		}
+		p.Requeued, p.Delivery, p.Visible = true, 0, 0
+		sh.parked[id] = p
+		seq = sh.queue(id, pendOp{kind: entryParked, p: p})
+		if p.Offset > sh.scanned {
+			continue // read by the next fill
+		}
+		if err := m.requeueLocked(g, p); err != nil {
+			return nil, 0, 0, err
+		}
+	}
 	if requeue {
-		for _, p := range hit {
-			p.Requeued, p.Delivery = true, 0
-			st.Parked = append(st.Parked, p)
-		}
+		sh.wake()
 	}
-	st.Updated = m.o.Now().UnixMicro()
-	if err := m.persistState(g.name, &st); err != nil {
-		return 0, err
-	}
-	g.st = st
-	if requeue {
-		for _, p := range hit {
-			if p.Offset > g.sh.scanned {
-				continue // read again by the next fill
-			}
-			if err := m.requeueLocked(g, p); err != nil {
-				return 0, err
-			}
-		}
-		g.sh.wake()
-	}
-	return len(hit), nil
+	return sh, len(hit), seq, nil
 }
 
 // sharedInfoLocked is the SharedInfo of g; g.mu is held.
 func (g *group) sharedInfoLocked() *api.SharedInfo {
 	c := g.st.Shared
 	si := &api.SharedInfo{AckWait: api.Duration(time.Duration(c.AckWait) * time.Microsecond), MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending, Key: c.Key,
-		Backoff: []api.Duration{}, InFlight: g.sh.inFlight, Pending: len(g.sh.byID) - g.sh.inFlight, Redeliveries: g.sh.redeliveries, Parked: len(g.sh.toPark)}
+		Backoff: []api.Duration{}, InFlight: g.sh.inFlight, Pending: len(g.sh.byID) - g.sh.inFlight, Redeliveries: g.sh.redeliveries}
 	for _, b := range c.Backoff {
 		si.Backoff = append(si.Backoff, api.Duration(time.Duration(b)*time.Microsecond))
 	}
-	for _, p := range g.st.Parked {
+	for _, p := range g.sh.parked {
 		if !p.Requeued {
 			si.Parked++
 		}
@@ -853,10 +1009,10 @@ func (g *group) sharedInfoLocked() *api.SharedInfo {
 }
 
 // retainFromLocked is the last offset retention may drop for g: below its
-// cursor and below every parked message; g.mu is held.
+// stored cursor and below every parked message; g.mu is held.
 func (g *group) retainFromLocked() pgq.Offset {
 	c := g.st.Cursor
-	for _, p := range g.st.Parked {
+	for _, p := range g.sh.parked {
 		c = min(c, p.Offset-1)
 	}
 	return c

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/pgq-dev/pgq/api"
@@ -21,10 +22,45 @@ func (h *Handler) fetchShared(w http.ResponseWriter, r *http.Request, req FetchB
 		WriteError(w, err)
 		return
 	}
+	if !wantsMsgpack(r) && r.Header.Get("Accept") != api.MediaRecords {
+		writeBody(w, http.StatusOK, "application/json", appendMessagesJSON(make([]byte, 0, 256*len(msgs)+16), msgs))
+		return
+	}
 	if msgs == nil {
 		msgs = []api.Message{}
 	}
 	h.replyJSONShaped(w, r, api.MessagesResponse{Messages: msgs})
+}
+
+// appendMessagesJSON appends {"messages":[…]} and a newline, as
+// json.Marshal of api.MessagesResponse would (without its reflection and
+// the revalidation of each change); the changes are compact JSON from
+// pgq.AppendChangeJSON, ack ids and LSNs need no escaping.
+func appendMessagesJSON(b []byte, msgs []api.Message) []byte {
+	b = append(b, `{"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"offset":`...)
+		b = strconv.AppendUint(b, uint64(m.Offset), 10)
+		b = append(b, `,"xid":`...)
+		b = strconv.AppendUint(b, uint64(m.Xid), 10)
+		b = append(b, `,"commit_lsn":"`...)
+		b = append(b, m.CommitLSN...)
+		b = append(b, `","commit_time":"`...)
+		b = m.CommitTime.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","index":`...)
+		b = strconv.AppendInt(b, int64(m.Index), 10)
+		b = append(b, `,"change":`...)
+		b = append(b, m.Change...)
+		b = append(b, `,"delivery":`...)
+		b = strconv.AppendInt(b, int64(m.Delivery), 10)
+		b = append(b, `,"ack_id":"`...)
+		b = append(b, m.AckID...)
+		b = append(b, `"}`...)
+	}
+	return append(b, "]}\n"...)
 }
 
 // replyJSONShaped writes v as JSON, or as the msgpack form of that JSON

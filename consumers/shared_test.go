@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -458,10 +459,11 @@ func TestSharedParkRequeueDrop(t *testing.T) {
 	if fmt.Sprint(ids(got)) != "[1.0.1]" {
 		t.Fatalf("requeued: %v", ids(got))
 	}
-	// A requeued message not acked yet survives a restart too.
+	// A requeued message not acked yet survives a restart too, with its
+	// delivery count.
 	e.restart()
 	got = e.fetch(10)
-	if fmt.Sprint(ids(got)) != "[1.0.1]" {
+	if fmt.Sprint(ids(got)) != "[1.0.2]" {
 		t.Fatalf("requeued after restart: %v", ids(got))
 	}
 	n, err = e.m.Ack(ctx, "jobs", full(got))
@@ -483,8 +485,8 @@ func TestSharedParkRequeueDrop(t *testing.T) {
 	}
 }
 
-// A restart redelivers what was in flight (from the low-water mark); the
-// acked low-water mark holds.
+// A restart redelivers what was in flight, with its delivery count, and
+// nothing acked (above the low-water mark included).
 func TestSharedRestartRedelivers(t *testing.T) {
 	e := newSharedEnv(t, 0)
 	e.add([]pgq.Change{row("t", 1)}, []pgq.Change{row("t", 2)}, []pgq.Change{row("t", 3)}, []pgq.Change{row("t", 4)})
@@ -498,10 +500,10 @@ func TestSharedRestartRedelivers(t *testing.T) {
 	if gi.Committed != 1 {
 		t.Fatalf("low-water after restart: %d", gi.Committed)
 	}
-	// Offset 3 was acked above the low-water mark: delivered again
-	// (documented), so are 2 and 4; the old ack ids are refused.
+	// Offset 3 was acked above the low-water mark: not delivered again;
+	// 2 and 4 were in flight: delivered again, as their second delivery.
 	again := e.fetch(10)
-	if got := ids(again); fmt.Sprint(got) != "[2.0.1 3.0.1 4.0.1]" {
+	if got := ids(again); fmt.Sprint(got) != "[2.0.2 4.0.2]" {
 		t.Fatalf("after restart: %v", got)
 	}
 	// The same delivery number of the previous run is refused.
@@ -512,7 +514,15 @@ func TestSharedRestartRedelivers(t *testing.T) {
 		t.Fatalf("ack id without its run: %v", err)
 	}
 	n, err = e.m.Ack(ctx, "jobs", full(again))
-	mustCount(t, n, err, 3)
+	mustCount(t, n, err, 2)
+	gi, _ = e.m.Info(ctx, "jobs")
+	if gi.Committed != 4 {
+		t.Fatalf("low-water at the end: %d", gi.Committed)
+	}
+	e.restart()
+	if got := e.fetch(10); len(got) != 0 {
+		t.Fatalf("after the last restart: %v", ids(got))
+	}
 }
 
 // Retention never drops a record holding an unacked message.
@@ -794,5 +804,107 @@ func TestSharedRandomSettleAcrossRestart(t *testing.T) {
 	gi, _ := e.m.Info(ctx, "jobs")
 	if gi.Committed != keys*perKey || gi.Shared.Parked != 0 {
 		t.Fatalf("end: committed %d %+v", gi.Committed, gi.Shared)
+	}
+}
+
+// crash reopens the journal, index and Manager without Manager.Close:
+// only what the calls wrote before they answered is there.
+func (e *sharedEnv) crash() {
+	_ = e.ix.Close()
+	_ = e.j.Close()
+	e.m = nil
+	e.open(0)
+}
+
+// Acks above the low-water mark, nak delays, delivery counts and parks
+// survive a crash; a reset drops the acks and counts, not the parks.
+func TestSharedStateAcrossCrash(t *testing.T) {
+	e := newSharedEnv(t, 0)
+	e.add([]pgq.Change{row("t", 1)}, []pgq.Change{row("t", 2)}, []pgq.Change{row("t", 3)}, []pgq.Change{row("t", 4)})
+	e.create(CreateRequest{})
+	ctx := context.Background()
+	msgs := e.fetch(10)
+	n, err := e.m.Nak(ctx, "jobs", full(msgs[:1]), time.Hour)
+	mustCount(t, n, err, 1)
+	n, err = e.m.Ack(ctx, "jobs", full(msgs[2:3]))
+	mustCount(t, n, err, 1)
+	n, err = e.m.Term(ctx, "jobs", full(msgs[3:4]))
+	mustCount(t, n, err, 1)
+	// Offset 2 stays in flight: its count went with the writes above.
+	e.crash()
+	got := e.fetch(10)
+	if fmt.Sprint(ids(got)) != "[2.0.2]" {
+		t.Fatalf("after the crash: %v (want only the message in flight, as its 2nd delivery)", ids(got))
+	}
+	if si := e.info(); si.Parked != 1 || si.Pending != 1 || si.InFlight != 1 {
+		t.Fatalf("after the crash: %+v", si)
+	}
+	n, err = e.m.Ack(ctx, "jobs", full(got))
+	mustCount(t, n, err, 1)
+	e.clock.Advance(time.Hour) // the nak delay ends
+	if got := ids(e.fetch(10)); fmt.Sprint(got) != "[1.0.2]" {
+		t.Fatalf("after the nak delay: %v", got)
+	}
+	if _, err := e.m.Reset(ctx, "jobs", "earliest", false); err != nil {
+		t.Fatal(err)
+	}
+	again := e.fetch(10)
+	if got := ids(again); fmt.Sprint(got) != "[1.0.1 2.0.1 3.0.1]" {
+		t.Fatalf("after the reset: %v", got)
+	}
+	e.restart()
+	again = e.fetch(10)
+	if got := ids(again); fmt.Sprint(got) != "[1.0.2 2.0.2 3.0.2]" {
+		t.Fatalf("after the reset and a restart: %v", got)
+	}
+	n, err = e.m.Ack(ctx, "jobs", full(again))
+	mustCount(t, n, err, 3)
+	e.crash()
+	gi, _ := e.m.Info(ctx, "jobs")
+	if gi.Committed != 4 || gi.Shared.Parked != 1 {
+		t.Fatalf("end: committed %d %+v", gi.Committed, gi.Shared)
+	}
+	var left []string
+	if err := e.ix.GroupEntries("jobs", func(k, v []byte) error {
+		left = append(left, string(k[:1]))
+		return nil
+	}); err != nil || fmt.Sprint(left) != "[p]" {
+		t.Fatalf("entries left: %v, %v (want the parked one only)", left, err)
+	}
+}
+
+// A parked list in the group's value (as an earlier version stored it) is
+// read and moved into entries.
+func TestSharedLegacyParkedList(t *testing.T) {
+	e := newSharedEnv(t, 0)
+	e.add([]pgq.Change{row("t", 1)}, []pgq.Change{row("t", 2)})
+	e.create(CreateRequest{})
+	raw, err := e.ix.GetGroup("jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st groupState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Cursor, st.Parked = 2, []parkedRecord{{Offset: 1, Index: 0, Delivery: 3, Parked: 1, Reason: "old"}}
+	if raw, err = json.Marshal(&st); err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	ix, err := index.Open(index.Options{Dir: e.dir + "/index", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.PutGroup("jobs", raw); err != nil {
+		t.Fatal(err)
+	}
+	_ = ix.Close()
+	e.open(0)
+	e.restart() // Close writes the move
+	raw, _ = e.ix.GetGroup("jobs")
+	parked, err := e.m.Parked(context.Background(), "jobs")
+	if err != nil || len(parked) != 1 || parked[0].Reason != "old" || parked[0].Delivery != 3 || strings.Contains(string(raw), `"parked"`) {
+		t.Fatalf("parked: %+v, %v; value %s", parked, err, raw)
 	}
 }

@@ -13,9 +13,11 @@
 // whatever was lost and rebuilds an index that is ahead of the journal or
 // disagrees with it.
 //
-// Group state (PutGroup, DeleteGroup) is the index's own data: it is
-// written with pebble.Sync and survives crashes. Reset and CatchUp never
-// touch it.
+// Group state (PutGroup, UpdateGroup, DeleteGroup) is the index's own
+// data: it is written with pebble.Sync and survives crashes. Reset and
+// CatchUp never touch it. A group's entries (UpdateGroup, GroupEntries)
+// are keyed records beside its value, written in the same fsynced batch
+// as the value and deleted with the group.
 //
 // # Stale and failed; healing
 //
@@ -73,6 +75,7 @@
 //	"l" + u64 maxLSN + u64 block start → empty (full blocks only)
 //	"t" + u64 maxµs^1<<63 + u64 block start → empty (full blocks only)
 //	"g" + group name                   → the group's opaque value
+//	"h" + group name + 0x00 + key      → one of the group's entries (UpdateGroup)
 //	"m/last"                           → u64 highest offset stored
 //	"m/floor"                          → u64 TruncateFront floor
 //

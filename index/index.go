@@ -496,7 +496,7 @@ func (ix *Index) GetGroup(name string) ([]byte, error) {
 	return bytes.Clone(v), nil
 }
 
-// DeleteGroup removes the group name, fsynced. Deleting a group that does
+// DeleteGroup removes the group name and its entries, fsynced. Deleting a group that does
 // not exist is not an error.
 func (ix *Index) DeleteGroup(name string) error {
 	if name == "" {
@@ -509,6 +509,10 @@ func (ix *Index) DeleteGroup(name string) error {
 	b := ix.db.NewBatch()
 	defer b.Close()
 	if err := b.Delete(groupKey(name), nil); err != nil {
+		return fmt.Errorf("index: delete group %q: %w", name, err)
+	}
+	lo, hi := groupEntryBounds(name) // its entries (UpdateGroup)
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
 		return fmt.Errorf("index: delete group %q: %w", name, err)
 	}
 	if err := ix.commit(b, pebble.Sync); err != nil {
