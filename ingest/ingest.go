@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -87,18 +89,25 @@ type Ingester struct {
 	warned     map[string]bool
 	reconnects atomic.Uint64
 
+	// received is the LSN of the newest XLogData (a pgq.LSN) and
+	// lastMsgAt when the server last sent anything (Unix nanoseconds, 0:
+	// never): set by the session goroutine for every message, without a
+	// lock; read by Status.
+	received  atomic.Uint64
+	lastMsgAt atomic.Int64
+
 	mu sync.Mutex // guards the fields below
 	// running, connected, lastErr, proto and streaming describe the
 	// session.
 	running   bool
 	connected bool
-	// lastErrAt and lastMsgAt are the status timestamps (zero: never).
-	lastErrAt, lastMsgAt time.Time
-	lastErr              string
-	proto                int
-	streaming            bool
-	// received, walEnd and confirmed are LSNs for status.
-	received, walEnd, confirmed pgq.LSN
+	// lastErrAt is when lastErr happened (zero: never).
+	lastErrAt time.Time
+	lastErr   string
+	proto     int
+	streaming bool
+	// walEnd and confirmed are LSNs for status.
+	walEnd, confirmed pgq.LSN
 }
 
 // New validates o and prepares an Ingester. It installs itself as the
@@ -181,7 +190,7 @@ func (in *Ingester) Status() Status {
 		Publication:     in.o.Publication,
 		ProtoVersion:    in.proto,
 		Streaming:       in.streaming,
-		LastReceivedLSN: in.received,
+		LastReceivedLSN: pgq.LSN(in.received.Load()),
 		ServerWALEnd:    in.walEnd,
 		ConfirmedLSN:    in.confirmed,
 	}
@@ -193,8 +202,8 @@ func (in *Ingester) Status() Status {
 		t := in.lastErrAt
 		s.LastErrorAt = &t
 	}
-	if !in.lastMsgAt.IsZero() {
-		t := in.lastMsgAt
+	if ns := in.lastMsgAt.Load(); ns != 0 {
+		t := time.Unix(0, ns).UTC()
 		s.LastMessageAt = &t
 	}
 	in.mu.Unlock()
@@ -304,6 +313,11 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
 	}
 	cfg.RuntimeParams["replication"] = "database"
+	// Read the socket in large chunks: pgproto3 reads at most 8 KiB at a
+	// time, one syscall per few dozen small messages.
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		return pgproto3.NewFrontend(bufio.NewReaderSize(r, recvBufferBytes), w)
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("ingest: replication connect: %w", err)
@@ -411,7 +425,16 @@ type session struct {
 	// the next one is due even without progress.
 	lastSendAt time.Time
 	nextSend   time.Time
+	// wakeAt is when progress that sendStatus held back may go out (zero:
+	// none); armed is the read deadline set on the socket (zero: unknown,
+	// set it again); rcvAt is when the message being handled was received.
+	wakeAt time.Time
+	armed  time.Time
+	rcvAt  time.Time
 }
+
+// recvBufferBytes is the read buffer of the replication connection.
+const recvBufferBytes = 256 << 10
 
 // statusMinGap spaces status updates that only report progress. Each one
 // costs the walsender (the pipeline's bottleneck) a reply to process and,
@@ -432,24 +455,35 @@ func (s *session) loop(ctx context.Context) error {
 			return nil
 		}
 		// Arm the deadline before reading durability, so a wake from the
-		// committer between the two is never lost.
-		_ = netConn.SetReadDeadline(s.nextSend)
+		// committer between the two is never lost. A wake leaves a past
+		// deadline on the socket until it is armed again, which only
+		// happens here or right below (both before the next receive), so
+		// an unchanged deadline is not set again: one fewer runtime timer
+		// update per message.
+		if want := earliest(s.nextSend, s.wakeAt); !want.Equal(s.armed) {
+			_ = netConn.SetReadDeadline(want)
+			s.armed = want
+		}
 		wakeAt, err := s.sendStatus(false)
 		if err != nil {
 			return err
 		}
-		if !wakeAt.IsZero() {
+		s.wakeAt = wakeAt
+		if !wakeAt.IsZero() && wakeAt.Before(s.armed) {
 			// Progress to report, but too soon after the last update (or
 			// the last coverage store): wake up when it may go out.
 			_ = netConn.SetReadDeadline(wakeAt)
+			s.armed = wakeAt
 		}
 		msg, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
 			if isTimeout(err) {
+				s.armed = time.Time{} // the deadline passed or a wake set it in the past
 				continue
 			}
 			return fmt.Errorf("ingest: receive: %w", err)
 		}
+		s.rcvAt = time.Now()
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if err := s.handleCopyData(ctx, msg.Data); err != nil {
@@ -548,8 +582,8 @@ func (s *session) handleCopyData(ctx context.Context, data []byte) error {
 		s.in.tracker.ServerWALEnd(pgq.LSN(ka.ServerWALEnd))
 		s.in.mu.Lock()
 		s.in.walEnd = pgq.LSN(ka.ServerWALEnd)
-		s.in.lastMsgAt = time.Now().UTC()
 		s.in.mu.Unlock()
+		s.in.lastMsgAt.Store(s.rcvAt.UnixNano())
 		s.in.o.Metrics.ServerWALEnd.Set(float64(ka.ServerWALEnd))
 		if ka.ReplyRequested {
 			return s.maybeSendStatus(true)
@@ -560,10 +594,8 @@ func (s *session) handleCopyData(ctx context.Context, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("ingest: XLogData: %w", err)
 		}
-		s.in.mu.Lock()
-		s.in.received = pgq.LSN(xld.WALStart)
-		s.in.lastMsgAt = time.Now().UTC()
-		s.in.mu.Unlock()
+		s.in.received.Store(uint64(xld.WALStart))
+		s.in.lastMsgAt.Store(s.rcvAt.UnixNano())
 		s.in.o.Metrics.ReceivedLSN.Set(float64(xld.WALStart))
 		s.in.o.Metrics.BytesReceived.Add(float64(len(xld.WALData)))
 		// WALData aliases the receive buffer; the decoder keeps slices of
