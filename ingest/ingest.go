@@ -366,6 +366,8 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		"proto_version", proto, "streaming_in_progress", streaming)
 
 	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder()}
+	// Every message is copied out of the decoder's reused ones at once.
+	s.dec.Reuse = true
 	defer s.discardStreams()
 	in.tracker.Reset()
 	netConn := conn.Conn()
@@ -431,6 +433,8 @@ type session struct {
 	wakeAt time.Time
 	armed  time.Time
 	rcvAt  time.Time
+	// payload is the current payload block (see copyPayload).
+	payload []byte
 }
 
 // recvBufferBytes is the read buffer of the replication connection.
@@ -600,7 +604,7 @@ func (s *session) handleCopyData(ctx context.Context, data []byte) error {
 		s.in.o.Metrics.BytesReceived.Add(float64(len(xld.WALData)))
 		// WALData aliases the receive buffer; the decoder keeps slices of
 		// what we pass, so hand it a copy.
-		payload := bytes.Clone(xld.WALData)
+		payload := s.copyPayload(xld.WALData)
 		msg, err := s.dec.Decode(payload)
 		if err != nil {
 			return fmt.Errorf("ingest: decode at %s: %w", pgq.LSN(xld.WALStart), err)
@@ -609,6 +613,25 @@ func (s *session) handleCopyData(ctx context.Context, data []byte) error {
 	default:
 		return fmt.Errorf("ingest: unknown CopyData message %q", data[0])
 	}
+}
+
+// payloadBlockBytes is the block that small XLogData payloads are copied
+// into, one after the other, so that a message costs no allocation of its
+// own. A block lives as long as any change that points into it.
+const payloadBlockBytes = 64 << 10
+
+// copyPayload copies b out of the receive buffer: into the current payload
+// block when it is small, on its own otherwise.
+func (s *session) copyPayload(b []byte) []byte {
+	if len(b) > payloadBlockBytes/8 {
+		return bytes.Clone(b)
+	}
+	if cap(s.payload)-len(s.payload) < len(b) {
+		s.payload = make([]byte, 0, payloadBlockBytes)
+	}
+	n := len(s.payload)
+	s.payload = append(s.payload, b...)
+	return s.payload[n:len(s.payload):len(s.payload)]
 }
 
 func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld pglogrepl.XLogData, size int) error {
@@ -643,6 +666,9 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 		asDDL(&m.Change)
 		if s.curSpill != nil {
 			return s.curSpill.add(s.cur.Xid, &m.Change)
+		}
+		if s.cur.Changes == nil {
+			s.cur.Changes = make([]pgq.Change, 0, 4) // one allocation for most transactions
 		}
 		s.cur.Changes = append(s.cur.Changes, m.Change)
 		if s.curSize > s.in.o.MaxRecordBytes && s.in.o.SpillDir != "" {

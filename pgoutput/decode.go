@@ -123,8 +123,40 @@ func (*Row) isMessage()          {}
 // Decoder decodes a pgoutput stream. It keeps the relation cache and
 // whether it is between StreamStart and StreamStop. Use one goroutine.
 type Decoder struct {
+	// Reuse makes Decode return the same *Row, *Begin and *Commit every
+	// time, overwritten by the next Decode, and carve tuples out of
+	// shared blocks of Values: two allocations fewer per row, one per
+	// Begin and Commit. The caller must copy what it keeps of a message
+	// (a Change copied by value, with its New and Old slices, stays valid)
+	// before the next Decode.
+	Reuse bool
+
 	rels     map[uint32]*Relation
 	inStream bool
+	// row, begin and commit are the messages returned under Reuse; vals
+	// is the unused rest of the current block of Values.
+	row    Row
+	begin  Begin
+	commit Commit
+	vals   []pgq.Value
+}
+
+// valueBlock is how many Values a Decoder with Reuse allocates at once.
+const valueBlock = 512
+
+// values returns n zero Values: a fresh slice, or under Reuse the next n
+// of the current block (capacity n, so appending to it cannot touch the
+// next tuple's).
+func (d *Decoder) values(n int) []pgq.Value {
+	if !d.Reuse || n > valueBlock/4 {
+		return make([]pgq.Value, n)
+	}
+	if len(d.vals) < n {
+		d.vals = make([]pgq.Value, valueBlock)
+	}
+	v := d.vals[:n:n]
+	d.vals = d.vals[n:]
+	return v
 }
 
 // NewDecoder returns a Decoder with an empty relation cache.
@@ -250,10 +282,18 @@ func (d *Decoder) Decode(data []byte) (Message, error) {
 	r := &reader{b: data[1:]}
 	switch data[0] {
 	case 'B':
-		m := &Begin{FinalLSN: r.lsn(), CommitTime: r.time(), Xid: r.u32()}
+		m := &d.begin
+		if !d.Reuse {
+			m = &Begin{}
+		}
+		*m = Begin{FinalLSN: r.lsn(), CommitTime: r.time(), Xid: r.u32()}
 		return done(r, "begin", m)
 	case 'C':
-		m := &Commit{Flags: r.u8(), CommitLSN: r.lsn(), EndLSN: r.lsn(), CommitTime: r.time()}
+		m := &d.commit
+		if !d.Reuse {
+			m = &Commit{}
+		}
+		*m = Commit{Flags: r.u8(), CommitLSN: r.lsn(), EndLSN: r.lsn(), CommitTime: r.time()}
 		return done(r, "commit", m)
 	case 'O':
 		m := &Origin{CommitLSN: r.lsn(), Name: r.str()}
@@ -360,17 +400,22 @@ func (d *Decoder) rel(r *reader) (*Relation, uint32) {
 	return rel, id
 }
 
-func newRow(op pgq.Op, xid uint32, rel *Relation) *Row {
-	return &Row{Xid: xid, Change: pgq.Change{
+func (d *Decoder) newRow(op pgq.Op, xid uint32, rel *Relation) *Row {
+	row := &d.row
+	if !d.Reuse {
+		row = &Row{}
+	}
+	*row = Row{Xid: xid, Change: pgq.Change{
 		Op:      op,
 		Schema:  rel.Namespace,
 		Table:   rel.Name,
 		Columns: rel.Columns,
 	}}
+	return row
 }
 
 // tuple reads TupleData for rel. Values alias the input.
-func tuple(r *reader, rel *Relation) []pgq.Value {
+func (d *Decoder) tuple(r *reader, rel *Relation) []pgq.Value {
 	n := int(r.u16())
 	if r.err != nil {
 		return nil
@@ -383,7 +428,7 @@ func tuple(r *reader, rel *Relation) []pgq.Value {
 	if !r.need(n) { // at least one kind byte per column
 		return nil
 	}
-	vals := make([]pgq.Value, n)
+	vals := d.values(n)
 	for i := range vals {
 		k := r.u8()
 		switch k {
@@ -424,8 +469,8 @@ func (d *Decoder) insert(r *reader) (Message, error) {
 	if r.err != nil {
 		return nil, wrap("insert", r.err)
 	}
-	row := newRow(pgq.OpInsert, xid, rel)
-	row.Change.New = tuple(r, rel)
+	row := d.newRow(pgq.OpInsert, xid, rel)
+	row.Change.New = d.tuple(r, rel)
 	return done(r, "insert", row)
 }
 
@@ -436,11 +481,11 @@ func (d *Decoder) update(r *reader) (Message, error) {
 	if r.err != nil {
 		return nil, wrap("update", r.err)
 	}
-	row := newRow(pgq.OpUpdate, xid, rel)
+	row := d.newRow(pgq.OpUpdate, xid, rel)
 	switch k {
 	case 'K', 'O':
 		row.Change.OldKind = pgq.OldKind(k)
-		row.Change.Old = tuple(r, rel)
+		row.Change.Old = d.tuple(r, rel)
 		expect(r, 'N')
 	case 'N':
 	default:
@@ -449,7 +494,7 @@ func (d *Decoder) update(r *reader) (Message, error) {
 	if r.err != nil {
 		return nil, wrap("update", r.err)
 	}
-	row.Change.New = tuple(r, rel)
+	row.Change.New = d.tuple(r, rel)
 	return done(r, "update", row)
 }
 
@@ -463,9 +508,9 @@ func (d *Decoder) delete(r *reader) (Message, error) {
 	if r.err != nil {
 		return nil, wrap("delete", r.err)
 	}
-	row := newRow(pgq.OpDelete, xid, rel)
+	row := d.newRow(pgq.OpDelete, xid, rel)
 	row.Change.OldKind = pgq.OldKind(k)
-	row.Change.Old = tuple(r, rel)
+	row.Change.Old = d.tuple(r, rel)
 	return done(r, "delete", row)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"maps"
+	"reflect"
 	"testing"
 	"time"
 
@@ -298,12 +299,67 @@ func BenchmarkDecodeInsert(b *testing.B) {
 			break
 		}
 	}
-	d := &Decoder{rels: rels}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		if _, err := d.Decode(in); err != nil {
-			b.Fatal(err)
+	for _, reuse := range []bool{false, true} {
+		b.Run(map[bool]string{false: "fresh", true: "reuse"}[reuse], func(b *testing.B) {
+			d := &Decoder{rels: rels, Reuse: reuse}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				if _, err := d.Decode(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeReuse decodes every captured message with and without Reuse:
+// the messages are equal, and the changes a caller copied out of reused
+// rows keep their values after later decodes (tuples never share memory).
+func TestDecodeReuse(t *testing.T) {
+	for _, cp := range captures {
+		msgs, err := readCapture(capturePath(cp.name))
+		if err != nil {
+			t.Fatal(err)
 		}
+		fresh, reuse := NewDecoder(), NewDecoder()
+		reuse.Reuse = true
+		var kept, want []pgq.Change
+		rows := 0
+		for i, raw := range msgs {
+			a, err := fresh.Decode(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := reuse.Decode(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("%s message %d: reused %+v, fresh %+v", cp.name, i, b, a)
+			}
+			if r, ok := b.(*Row); ok {
+				rows++
+				kept = append(kept, r.Change)
+				want = append(want, a.(*Row).Change)
+				// Appending to a kept tuple must not reach the next one.
+				if cap(r.Change.New) != len(r.Change.New) || cap(r.Change.Old) != len(r.Change.Old) {
+					t.Fatalf("%s message %d: tuple capacity beyond its length", cp.name, i)
+				}
+			}
+		}
+		if rows == 0 {
+			t.Fatalf("%s: no rows", cp.name)
+		}
+		if !reflect.DeepEqual(kept, want) {
+			t.Fatalf("%s: changes copied out of reused rows changed after later decodes", cp.name)
+		}
+	}
+	// Begin and Commit are reused too.
+	d := &Decoder{Reuse: true}
+	b1 := mustDecode(t, d, newMsg('B').u64(1).time(t0).u32(1))
+	b2 := mustDecode(t, d, newMsg('B').u64(2).time(t0).u32(2))
+	if b1 != b2 || b2.(*Begin).Xid != 2 {
+		t.Errorf("begin not reused: %p %p %+v", b1, b2, b2)
 	}
 }
