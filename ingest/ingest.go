@@ -365,9 +365,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	in.o.Logger.Info("streaming", "slot", in.o.Slot, "publication", in.o.Publication, "start_lsn", start,
 		"proto_version", proto, "streaming_in_progress", streaming)
 
-	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder()}
-	// Every message is copied out of the decoder's reused ones at once.
-	s.dec.Reuse = true
+	s := newSession(in, conn)
 	defer s.discardStreams()
 	in.tracker.Reset()
 	netConn := conn.Conn()
@@ -380,6 +378,14 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		return &streamErr{err: err}
 	}
 	return s.finish(ctx)
+}
+
+// newSession prepares the state of one replication connection.
+func newSession(in *Ingester, conn *pgconn.PgConn) *session {
+	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder()}
+	// Every message is copied out of the decoder's reused ones at once.
+	s.dec.Reuse = true
+	return s
 }
 
 // escapeLiteral doubles single quotes for a pgoutput option literal.
