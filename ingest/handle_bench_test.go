@@ -125,4 +125,3 @@ func BenchmarkHandleSmallTx(b *testing.B) {
 		b.Fatal("nothing journaled")
 	}
 }
-
