@@ -126,22 +126,25 @@ func (s *session) journalSpill(ctx context.Context, t *spillTx, hdr pgq.Transact
 	}
 	start := time.Now()
 	w := partWriter{s: s, hdr: hdr}
-	// A chunk is submitted once the next one shows it is not the last.
-	var prev []byte
+	// A chunk is submitted once the next one shows it is not the last. It
+	// is restamped as a non-final part as it is read (the one copy out of
+	// the read buffer); only the last one is restamped again, as final.
+	var held *journal.Record
 	err := t.replayChunks(func(rec []byte) error {
-		if prev != nil {
-			if err := w.submitChunk(ctx, prev, false); err != nil {
+		if held != nil {
+			if err := w.submitChunk(ctx, held); err != nil {
 				return err
 			}
 		}
-		prev = append(prev[:0:0], rec...)
-		return nil
+		var err error
+		held, err = w.restamp(rec, false)
+		return err
 	})
 	if err == nil {
-		if prev == nil {
+		if held == nil {
 			err = w.finish(ctx) // every change was aborted
-		} else {
-			err = w.submitChunk(ctx, prev, true)
+		} else if held, err = w.restamp(held.Encoded, true); err == nil {
+			err = w.submitChunk(ctx, held)
 		}
 	}
 	if err != nil {
@@ -232,16 +235,22 @@ func (w *partWriter) submit(ctx context.Context, final bool) error {
 	return nil
 }
 
-// submitChunk submits one spilled chunk record as the next part.
-func (w *partWriter) submitChunk(ctx context.Context, rec []byte, final bool) error {
+// restamp copies one spilled chunk record into a new record: the next
+// part of w's transaction, with w.hdr's header.
+func (w *partWriter) restamp(rec []byte, final bool) (*journal.Record, error) {
 	tx := w.hdr
 	tx.Part, tx.Final = w.part, final
 	enc, n, err := record.Restamp(nil, rec, &tx)
 	if err != nil {
-		return fmt.Errorf("ingest: spilled chunk of xid %d: %w", tx.Xid, err)
+		return nil, fmt.Errorf("ingest: spilled chunk of xid %d: %w", tx.Xid, err)
 	}
-	w.changes += n
-	return w.submitTx(ctx, &journal.Record{Tx: &tx, Encoded: enc, EncodedChanges: n}, len(enc))
+	return &journal.Record{Tx: &tx, Encoded: enc, EncodedChanges: n}, nil
+}
+
+// submitChunk submits a record made by restamp as the next part.
+func (w *partWriter) submitChunk(ctx context.Context, r *journal.Record) error {
+	w.changes += r.EncodedChanges
+	return w.submitTx(ctx, r, len(r.Encoded))
 }
 
 // submitTx hands one part to the committer; size is its memory estimate.
