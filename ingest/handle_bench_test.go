@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -123,5 +124,92 @@ func BenchmarkHandleSmallTx(b *testing.B) {
 	}
 	if j.LastEndLSN() == 0 {
 		b.Fatal("nothing journaled")
+	}
+}
+
+// BenchmarkHandleStreamedRows runs the session's handling of one row of a
+// transaction the server streams in progress (protocol v2) per iteration:
+// decode, spill (changes encoded in 128 KiB chunks and written to the spill
+// file), and at the end the stream commit, which restamps the chunks into
+// journal parts (fsync off).
+func BenchmarkHandleStreamedRows(b *testing.B) {
+	dir := b.TempDir()
+	j, err := journal.Open(journal.Options{Dir: dir + "/journal", NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	c := journal.NewCommitter(j, journal.CommitterOptions{MaxPendingBytes: 8 << 20})
+	in, err := New(Options{PGURL: "postgres://x", Slot: "s", Publication: "p", Journal: j, Committer: c, SpillDir: dir + "/spill"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	s := newSession(in, nil)
+	// No connection: no status update falls due while parts are journaled.
+	s.nextSend = time.Now().Add(time.Hour)
+	s.lastSendAt = s.nextSend
+	for _, m := range relationMessages() {
+		if err := s.handleCopyData(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	be := binary.BigEndian
+	const xid = 777
+	start := func(first bool) []byte {
+		f := byte(0)
+		if first {
+			f = 1
+		}
+		return xlogData(0, append(be.AppendUint32([]byte{'S'}, xid), f))
+	}
+	stop := xlogData(0, []byte{'E'})
+	row := func(i int) []byte {
+		p := append(be.AppendUint32(be.AppendUint32([]byte{'I'}, xid), 1), 'N')
+		p = be.AppendUint16(p, 5)
+		for _, v := range []string{fmt.Sprint(i), "42", "0.42", "bulk row " + fmt.Sprint(i), "2026-12-03 08:00:00.123456+00"} {
+			p = append(be.AppendUint32(append(p, 't'), uint32(len(v))), v...)
+		}
+		return xlogData(pgq.LSN(1<<20+i), p)
+	}
+	rows := make([][]byte, 4096)
+	for i := range rows {
+		rows[i] = row(i)
+	}
+	pgTime := uint64(time.Since(pgq.PGEpoch).Microseconds())
+	end := pgq.LSN(1<<40 + b.N)
+	commit := xlogData(end, be.AppendUint64(be.AppendUint64(be.AppendUint64(append(be.AppendUint32([]byte{'c'}, xid), 0), uint64(end-8)), uint64(end)), pgTime))
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := s.handleCopyData(ctx, start(true)); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if i > 0 && i%1000 == 0 { // a stream block per 1000 rows
+			if err := s.handleCopyData(ctx, stop); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.handleCopyData(ctx, start(false)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.handleCopyData(ctx, rows[i%len(rows)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.handleCopyData(ctx, stop); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.handleCopyData(ctx, commit); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if j.LastEndLSN() != end {
+		b.Fatalf("journal ends at %s, want %s", j.LastEndLSN(), end)
 	}
 }
