@@ -43,6 +43,13 @@
 // buffer while the results are alive. Strings (names, prefixes) are copied.
 // Rows share the cached relation's Columns slice: treat it as read-only.
 //
+// With Decoder.Reuse set, Decode returns the same *Row, *Begin and *Commit
+// every time, overwritten by the next call, and tuples are carved from
+// shared blocks of Values (each tuple's slice has capacity = length, so
+// appending to one never reaches another): a row then costs no allocation.
+// The caller copies what it keeps (a Change copied by value stays valid)
+// before decoding the next message.
+//
 // A Decoder holds mutable state (the relation cache and the in-stream flag)
 // and must be used by one goroutine at a time; it does no locking. Distinct
 // Decoders are independent.
