@@ -1,12 +1,10 @@
 package ingest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -313,11 +311,6 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	// Read the socket in large chunks: pgproto3 reads at most 8 KiB at a
-	// time, one syscall per few dozen small messages.
-	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-		return pgproto3.NewFrontend(bufio.NewReaderSize(r, recvBufferBytes), w)
-	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("ingest: replication connect: %w", err)
@@ -442,9 +435,6 @@ type session struct {
 	// payload is the current payload block (see copyPayload).
 	payload []byte
 }
-
-// recvBufferBytes is the read buffer of the replication connection.
-const recvBufferBytes = 256 << 10
 
 // statusMinGap spaces status updates that only report progress. Each one
 // costs the walsender (the pipeline's bottleneck) a reply to process and,
