@@ -38,8 +38,16 @@ type Config struct {
 	CPUProfile string
 	// Only, when "backfill", runs only the backfill rows (the ingest,
 	// lag and consumer rows are skipped); when "footprint", only the
-	// data-dir footprint rows.
+	// data-dir footprint rows; when "ingest", only the ingest rows and
+	// the big-transaction tail.
 	Only string
+	// ProfileRange is the WAL range of the profiled drain: "mix" (zero),
+	// "small" or "bulk".
+	ProfileRange string
+	// PGQBefore, when set, is another pgq binary (a build before a change)
+	// that the split ingest rows also drain, in the same run, for a
+	// before/after figure in their notes.
+	PGQBefore string
 	// Logger reports progress.
 	Logger *slog.Logger
 }
@@ -53,13 +61,14 @@ type sizes struct {
 	latencyFor  time.Duration // 1,000 tx/s steady for the latency row
 	replay      int           // changes replayed for consumer throughput
 	footprintTx int           // single-row transactions of the footprint rows
+	tailRows    int           // rows of the big-transaction tail row
 }
 
 func (c Config) sizes() sizes {
 	if c.Full {
-		return sizes{clients: 2, txPerClient: 100_000, bulkRows: 1_000_000, loadFor: 60 * time.Second, latencyFor: 60 * time.Second, replay: 1_000_000, footprintTx: 60_000}
+		return sizes{clients: 2, txPerClient: 100_000, bulkRows: 1_000_000, loadFor: 60 * time.Second, latencyFor: 60 * time.Second, replay: 1_000_000, footprintTx: 60_000, tailRows: 3_000_000}
 	}
-	return sizes{clients: 2, txPerClient: 10_000, bulkRows: 100_000, loadFor: 10 * time.Second, latencyFor: 10 * time.Second, replay: 1_000_000, footprintTx: 10_000}
+	return sizes{clients: 2, txPerClient: 10_000, bulkRows: 100_000, loadFor: 10 * time.Second, latencyFor: 10 * time.Second, replay: 1_000_000, footprintTx: 10_000, tailRows: 500_000}
 }
 
 // changesPerSmallTx is what smallTxScript writes per transaction.

@@ -81,11 +81,11 @@ func (e *env) footprintRows(ctx context.Context) []Row {
 	if err != nil {
 		return fail(err)
 	}
-	ref, err := e.drainRecvLogical(ctx, "pgqbench_fp_recv", false, w)
+	ref, err := e.drainRecvLogical(ctx, "pgqbench_fp_recv", false, w.whole())
 	if err != nil {
 		return fail(err)
 	}
-	got, err := e.drainPGQ(ctx, "pgq-footprint", "pgqbench_fp_pgq", w)
+	got, err := e.drainPGQ(ctx, "pgq-footprint", "pgqbench_fp_pgq", w.whole())
 	if err != nil {
 		return fail(err)
 	}

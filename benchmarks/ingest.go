@@ -16,7 +16,13 @@ import (
 	"github.com/pgq-dev/pgq/journal"
 )
 
-const templateSlot = "pgqbench_template"
+// templateSlot starts before the small transactions (the mix and the
+// small-only range); bulkTemplateSlot starts after them (the bulk-only
+// range).
+const (
+	templateSlot     = "pgqbench_template"
+	bulkTemplateSlot = "pgqbench_template_bulk"
+)
 
 // workload is the WAL range every ingest drain decodes.
 type workload struct {
@@ -26,6 +32,49 @@ type workload struct {
 	endpos   pgq.LSN // flushed WAL end after the last commit (pg_recvlogical --endpos)
 	duration time.Duration
 	template string // the slot every drain copies; "" means templateSlot
+	// small ends after the small transactions (one 1-row marker
+	// transaction closes them); bulk is the bulk transaction alone, read
+	// from bulkTemplateSlot.
+	small, bulk walRange
+}
+
+// walRange is the part of the workload one drain decodes: from where the
+// template slot starts to the commit before lastTx.
+type walRange struct {
+	template string
+	lastTx   pgq.LSN
+	endpos   pgq.LSN
+	changes  int
+	txs      int
+}
+
+// markerCommit commits one row with synchronous commit and returns the
+// insert position just before its commit record and the flushed WAL end
+// after it.
+func (e *env) markerCommit(ctx context.Context) (lastTx, endpos pgq.LSN, err error) {
+	tx, err := e.conn.Begin(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("marker transaction: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	var s string
+	if _, err = tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err == nil {
+		_, err = tx.Exec(ctx, "INSERT INTO bench_events (account, amount, note) VALUES (0, 0, 'marker')")
+	}
+	if err == nil {
+		err = tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("marker transaction: %w", err)
+	}
+	if lastTx, err = pgq.ParseLSN(s); err != nil {
+		return 0, 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, 0, fmt.Errorf("marker commit: %w", err)
+	}
+	endpos, err = e.currentLSN(ctx)
+	return lastTx, endpos, err
 }
 
 // templateName is the slot the drains of w copy.
@@ -36,9 +85,19 @@ func (w workload) templateName() string {
 	return w.template
 }
 
+// whole is all of w as one range.
+func (w workload) whole() walRange {
+	return walRange{template: w.templateName(), lastTx: w.lastTx, endpos: w.endpos, changes: w.changes, txs: w.txs}
+}
+
 // runWorkload creates the template slot, then writes the many small
-// transactions (pgbench) and one bulk transaction.
-func (e *env) runWorkload(ctx context.Context) (workload, error) {
+// transactions (pgbench) and one bulk transaction. between runs after the
+// small transactions, before the bulk one: the small-only drains happen
+// there, with nothing after the range in the WAL, as for every other
+// drain (pg_recvlogical --endpos then stops at the server's keepalive
+// instead of waiting for a message past it). Its time is not part of
+// w.duration.
+func (e *env) runWorkload(ctx context.Context, between func(small walRange) error) (workload, error) {
 	var w workload
 	if _, err := e.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", templateSlot); err != nil {
 		return w, fmt.Errorf("create template slot: %w", err)
@@ -46,6 +105,20 @@ func (e *env) runWorkload(ctx context.Context) (workload, error) {
 	start := time.Now()
 	if _, err := e.pgbench(ctx, smallTxScript, "-c", fmt.Sprint(e.sz.clients), "-j", fmt.Sprint(e.sz.clients), "-t", fmt.Sprint(e.sz.txPerClient)); err != nil {
 		return w, err
+	}
+	nSmall := e.sz.clients * e.sz.txPerClient
+	w.small = walRange{template: templateSlot, changes: nSmall*changesPerSmallTx + 1, txs: nSmall + 1}
+	var err error
+	if w.small.lastTx, w.small.endpos, err = e.markerCommit(ctx); err != nil {
+		return w, err
+	}
+	betweenStart := time.Now()
+	if err := between(w.small); err != nil {
+		return w, err
+	}
+	start = start.Add(time.Since(betweenStart))
+	if _, err := e.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", bulkTemplateSlot); err != nil {
+		return w, fmt.Errorf("create bulk template slot: %w", err)
 	}
 	tx, err := e.conn.Begin(ctx)
 	if err != nil {
@@ -75,8 +148,9 @@ func (e *env) runWorkload(ctx context.Context) (workload, error) {
 	if w.endpos, err = e.currentLSN(ctx); err != nil {
 		return w, err
 	}
-	w.txs = e.sz.clients*e.sz.txPerClient + 1
-	w.changes = e.sz.clients*e.sz.txPerClient*changesPerSmallTx + e.sz.bulkRows
+	w.bulk = walRange{template: bulkTemplateSlot, lastTx: w.lastTx, endpos: w.endpos, changes: e.sz.bulkRows, txs: 1}
+	w.txs = w.small.txs + 1
+	w.changes = w.small.changes + e.sz.bulkRows
 	return w, nil
 }
 
@@ -84,18 +158,19 @@ func (e *env) runWorkload(ctx context.Context) (workload, error) {
 type recvDrain struct {
 	elapsed  time.Duration
 	outBytes int64
+	cpu      time.Duration // user + system time of pg_recvlogical
 }
 
-// drainRecvLogical copies the template into slot and reads it with
-// pg_recvlogical up to w.endpos.
-func (e *env) drainRecvLogical(ctx context.Context, slot string, streaming bool, w workload) (recvDrain, error) {
+// drainRecvLogical copies the range's template into slot and reads it
+// with pg_recvlogical up to r.endpos.
+func (e *env) drainRecvLogical(ctx context.Context, slot string, streaming bool, r walRange) (recvDrain, error) {
 	var d recvDrain
-	if err := e.copySlot(ctx, w.templateName(), slot); err != nil {
+	if err := e.copySlot(ctx, r.template, slot); err != nil {
 		return d, err
 	}
 	defer e.dropSlot(ctx, slot)
 	out := filepath.Join(e.cfg.WorkDir, slot+".out")
-	args := []string{"-d", e.url, "--slot", slot, "--start", "--no-loop", "--endpos", w.endpos.String(), "-f", out,
+	args := []string{"-d", e.url, "--slot", slot, "--start", "--no-loop", "--endpos", r.endpos.String(), "-f", out,
 		"-o", "publication_names=" + publication}
 	if streaming {
 		args = append(args, "-o", "proto_version=2", "-o", "streaming=on")
@@ -111,6 +186,7 @@ func (e *env) drainRecvLogical(ctx context.Context, slot string, streaming bool,
 	if err != nil {
 		return d, fmt.Errorf("pg_recvlogical: %w: %s", err, lastLines(b, 5))
 	}
+	d.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	fi, err := os.Stat(out)
 	if err != nil {
 		return d, fmt.Errorf("pg_recvlogical output: %w", err)
@@ -128,20 +204,21 @@ type pgqDrain struct {
 	pgoutputBytes float64 // pgq_pgoutput_bytes_received_total
 	journalBytes  int64
 	journalDir    string
+	cpu           time.Duration // user + system time of pgq, start to stop
 }
 
-// drainPGQ copies the template into slot and runs bin/pgq on it until the
-// last workload transaction is journaled (fsynced).
-func (e *env) drainPGQ(ctx context.Context, name, slot string, w workload) (pgqDrain, error) {
+// drainPGQ copies the range's template into slot and runs bin/pgq on it
+// until the range's last transaction is journaled (fsynced).
+func (e *env) drainPGQ(ctx context.Context, name, slot string, r walRange) (pgqDrain, error) {
 	var d pgqDrain
-	if err := e.copySlot(ctx, w.templateName(), slot); err != nil {
+	if err := e.copySlot(ctx, r.template, slot); err != nil {
 		return d, err
 	}
 	p, err := e.startPGQ(ctx, name, slot)
 	if err != nil {
 		return d, err
 	}
-	at, st, werr := p.waitJournaled(ctx, w.lastTx, 10*time.Minute)
+	at, st, werr := p.waitJournaled(ctx, r.lastTx, 10*time.Minute)
 	d.elapsed, d.status = at.Sub(p.started), st
 	if werr == nil {
 		d.changes, werr = p.metric(ctx, "pgq_changes_written_total")
@@ -150,6 +227,9 @@ func (e *env) drainPGQ(ctx context.Context, name, slot string, w workload) (pgqD
 		d.pgoutputBytes, werr = p.metric(ctx, "pgq_pgoutput_bytes_received_total")
 	}
 	serr := p.stop()
+	if ps := p.cmd.ProcessState; ps != nil {
+		d.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	e.dropSlot(ctx, slot)
 	if err := errors.Join(werr, serr); err != nil {
 		return d, fmt.Errorf("pgq drain (log %s.log): %w", name, err)
@@ -166,24 +246,32 @@ func (e *env) drainPGQ(ctx context.Context, name, slot string, w workload) (pgqD
 // item 5's bytes per change and item 4's in-process replay.
 func (e *env) ingestRows(ctx context.Context) ([]Row, error) {
 	e.log.Info("workload: small transactions + one bulk transaction", "small_tx", e.sz.clients*e.sz.txPerClient, "bulk_rows", e.sz.bulkRows)
-	w, err := e.runWorkload(ctx)
+	var rows []Row
+	w, err := e.runWorkload(ctx, func(small walRange) error {
+		r, err := e.splitRow(ctx, "small", "ingest throughput, small transactions only", small)
+		if err == nil {
+			rows = append(rows, r)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return rows, err
 	}
 	e.log.Info("workload written", "changes", w.changes, "took", w.duration.Round(time.Millisecond), "endpos", w.endpos)
 	defer e.dropSlot(ctx, templateSlot)
+	defer e.dropSlot(ctx, bulkTemplateSlot)
+	mix := walRange{template: templateSlot, lastTx: w.lastTx, endpos: w.endpos, changes: w.changes, txs: w.txs}
 
-	var rows []Row
 	var first pgqDrain
 	var recvOff recvDrain
 	for i, streaming := range []bool{false, true} {
 		mode := map[bool]string{false: "off", true: "on"}[streaming]
-		ref, err := e.drainRecvLogical(ctx, "pgqbench_recv_"+mode, streaming, w)
+		ref, err := e.drainRecvLogical(ctx, "pgqbench_recv_"+mode, streaming, mix)
 		if err != nil {
 			return rows, err
 		}
 		e.log.Info("pg_recvlogical drained", "streaming", mode, "took", ref.elapsed.Round(time.Millisecond), "bytes", ref.outBytes)
-		got, err := e.drainPGQ(ctx, "pgq-ingest-"+mode, "pgqbench_pgq_"+mode, w)
+		got, err := e.drainPGQ(ctx, "pgq-ingest-"+mode, "pgqbench_pgq_"+mode, mix)
 		if err != nil {
 			return rows, err
 		}
@@ -218,8 +306,18 @@ func (e *env) ingestRows(ctx context.Context) ([]Row, error) {
 
 	rows = append(rows, e.readerRow(first.journalDir, w.changes))
 
+	r, err := e.splitRow(ctx, "bulk", "ingest throughput, one bulk transaction (streamed)", w.bulk)
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, r)
+
 	if e.cfg.CPUProfile != "" {
-		r, err := e.profiledDrain(ctx, w)
+		pr := map[string]walRange{"small": w.small, "bulk": w.bulk}[e.cfg.ProfileRange]
+		if pr.template == "" {
+			e.cfg.ProfileRange, pr = "mix", mix
+		}
+		r, err := e.profiledDrain(ctx, pr)
 		if err != nil {
 			return rows, err
 		}

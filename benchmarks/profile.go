@@ -18,9 +18,9 @@ import (
 // sidecar while runtime/pprof records a CPU profile to Config.CPUProfile.
 // The figure is informational: the profiler and the benchmark share the
 // process.
-func (e *env) profiledDrain(ctx context.Context, w workload) (Row, error) {
+func (e *env) profiledDrain(ctx context.Context, w walRange) (Row, error) {
 	const slot = "pgqbench_prof"
-	if err := e.copySlot(ctx, templateSlot, slot); err != nil {
+	if err := e.copySlot(ctx, w.template, slot); err != nil {
 		return Row{}, err
 	}
 	defer e.dropSlot(ctx, slot)
@@ -68,6 +68,6 @@ wait:
 		return Row{}, fmt.Errorf("in-process sidecar stopped before the end of the workload")
 	}
 	v := float64(w.changes) / el.Seconds()
-	return Row{Metric: "ingest throughput, in-process sidecar under pprof", Unit: "changes/s", PGQ: f64(v), Target: "-", Status: Info,
+	return Row{Metric: "ingest throughput, in-process sidecar under pprof (" + e.cfg.ProfileRange + ")", Unit: "changes/s", PGQ: f64(v), Target: "-", Status: Info,
 		Note: fmt.Sprintf("%d changes in %.2fs; CPU profile written (go tool pprof)", w.changes, el.Seconds())}, nil
 }

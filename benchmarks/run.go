@@ -31,12 +31,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, nil
 	}
 	all := cfg.Only == ""
-	if all {
+	if all || cfg.Only == "ingest" {
 		rows, err := e.ingestRows(ctx)
 		rep.Rows = append(rep.Rows, rows...)
 		if err != nil {
 			return rep, fmt.Errorf("ingest: %w", err)
 		}
+		rep.Rows = append(rep.Rows, e.tailRow(ctx))
+	}
+	if cfg.Only == "ingest" {
+		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+		return rep, nil
 	}
 	p, err := e.startLoadPGQ(ctx)
 	if err != nil {
