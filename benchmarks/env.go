@@ -38,7 +38,8 @@ type Config struct {
 	CPUProfile string
 	// Only, when "backfill", runs only the backfill rows (the ingest,
 	// lag and consumer rows are skipped); when "footprint", only the
-	// data-dir footprint rows.
+	// data-dir footprint rows; when "latency", only the commit → consumer
+	// latency rows (a load pgq on a fresh slot, nothing else).
 	Only string
 	// Logger reports progress.
 	Logger *slog.Logger

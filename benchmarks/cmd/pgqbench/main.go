@@ -29,7 +29,7 @@ func run() error {
 	flag.BoolVar(&cfg.Full, "full", false, "bigger run (minutes); the default short run takes under 5 minutes on 2 cores")
 	flag.StringVar(&cfg.PGQBin, "pgq", "bin/pgq", "pgq binary (make build)")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "also drain the workload with an in-process pgq and write its CPU profile here")
-	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill" or "footprint"`)
+	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill", "footprint" or "latency" (the commit → consumer latency rows, about 20 s)`)
 	out := flag.String("out", "benchmarks/results/latest.json", "JSON results file")
 	keep := flag.Bool("keep", false, "keep the work directory (pgq data dirs and logs)")
 	flag.Parse()
@@ -42,8 +42,8 @@ func run() error {
 		return fmt.Errorf("pgq binary: %w (run make build)", err)
 	}
 	cfg.PGQBin = bin
-	if cfg.Only != "" && cfg.Only != "backfill" && cfg.Only != "footprint" {
-		return fmt.Errorf("-only %q: want backfill or footprint", cfg.Only)
+	if cfg.Only != "" && cfg.Only != "backfill" && cfg.Only != "footprint" && cfg.Only != "latency" {
+		return fmt.Errorf("-only %q: want backfill, footprint or latency", cfg.Only)
 	}
 	cfg.WorkDir, err = os.MkdirTemp("", "pgqbench-")
 	if err != nil {
