@@ -150,8 +150,12 @@
 //   - Reads (Read, ReadRaw, Reader.Next) are serialized by readMu. The
 //     fork fixes the race of concurrent reads on the segment cache
 //     (tidwall/wal#34); readMu stays as a second guard, and it orders reads
-//     against TruncateFront. A read waits for an fsync in flight, since
-//     wal's RWMutex is held across the write and its fsync.
+//     against TruncateFront. A read never waits for an Append's fsync in
+//     flight (the fork holds only its writers' lock across it), so a
+//     consumer woken by one Append reads its records while the next batch
+//     is being fsynced. Reads are bounded by the published LastOffset,
+//     never by what the fork has written, so a record is never read
+//     before its fsync ended.
 //   - mu guards the published state: first and last offsets, LastEndLSN,
 //     the closed flag, the failure and the Changed channel. It is held only briefly and
 //     never across I/O.
