@@ -172,10 +172,14 @@
 // no transport fields.
 //
 // The Committer turns many producers into few fsyncs: Submit (or
-// SubmitRecord) queues, one Run
-// goroutine appends everything queued as one batch, publishes Durable and
-// closes the DurableChanged channel. It uses no timers: an idle committer
-// writes a single transaction immediately, and under load the queue fills
-// while the previous fsync runs. MaxPendingBytes bounds the memory held by
+// SubmitRecord) queues, one Run goroutine appends everything queued as one
+// batch, and a second goroutine runs the OnAppend hook of each durable
+// batch (ingest's slot bookkeeping, the sidecar's index update), then
+// publishes Durable and closes the DurableChanged channel, in batch order,
+// while the next batch is written: the hook never delays the next fsync.
+// It uses no timers: an idle committer writes a single transaction
+// immediately, and under load the queue fills while the previous fsync
+// runs. Consumers do not wait for the hook either: Append closes Changed
+// as soon as the fsync returned. MaxPendingBytes bounds the memory held by
 // queued and in-flight transactions.
 package journal
