@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +76,7 @@ func (e *env) latencyRows(ctx context.Context, cl *client.Client, p *pgqProc) []
 		})
 	}()
 	warmup := time.Now().Add(time.Second)
-	ingestBefore := p.durableWithin(ctx)
+	before := p.snapshot(ctx)
 	e.log.Info("latency: pgbench at 1,000 tx/s, pgq and pg_recvlogical reading live", "for", e.sz.latencyFor)
 	_, benchErr := e.pgbench(ctx, latencyScript, "-c", "2", "-j", "2", "-R", "1000", "-T", fmt.Sprint(int(e.sz.latencyFor.Seconds())))
 	// Let both readers take the tail, then stop them.
@@ -87,7 +88,7 @@ func (e *env) latencyRows(ctx context.Context, cl *client.Client, p *pgqProc) []
 	cerr := <-consumed
 	_ = cs.Close(context.WithoutCancel(ctx))
 	refCommits, rerr := ref.stop()
-	ingestAfter := p.durableWithin(ctx)
+	after := p.snapshot(ctx)
 	switch {
 	case cerr != nil && !errors.Is(cerr, context.Canceled):
 		return fail("consume: " + trimErr(cerr))
@@ -150,7 +151,7 @@ func (e *env) latencyRows(ctx context.Context, cl *client.Client, p *pgqProc) []
 		rows = append(rows, r)
 	}
 	rows[0].Note = joinNotes(rows[0].Note, fmt.Sprintf("%d transactions seen by both (first second skipped, %d missing from the reference); commit → pg fsync → walsender → pgq fsync → fetch long-poll → Go library handler", len(pgqLat), missing))
-	rows[1].Note = joinNotes(rows[1].Note, fmt.Sprintf("max pgq %.2f ms, reference %.2f ms", ms(pgqLat[len(pgqLat)-1]), ms(refLat[len(refLat)-1])), ingestShare(ingestBefore, ingestAfter))
+	rows[1].Note = joinNotes(rows[1].Note, fmt.Sprintf("max pgq %.2f ms, reference %.2f ms", ms(pgqLat[len(pgqLat)-1]), ms(refLat[len(refLat)-1])), stageNote(before, after, len(got)))
 	return rows
 }
 
@@ -247,38 +248,114 @@ func (r *refReader) stop() (map[uint32]time.Time, error) {
 	return r.commits, r.err
 }
 
-// durableBuckets are upper bounds (seconds) of pgq's
-// pgq_commit_to_durable_seconds histogram read for the latency row.
-var durableBuckets = []string{"0.004", "0.008", "0.016", "0.032", "0.064", "+Inf"}
-
-// durableWithin reads the cumulative bucket counts of pgq's commit → fsync
-// histogram (nil when unavailable).
-func (p *pgqProc) durableWithin(ctx context.Context) []float64 {
-	out := make([]float64, len(durableBuckets))
-	for i, le := range durableBuckets {
-		v, err := p.metric(ctx, `pgq_commit_to_durable_seconds_bucket{le="`+le+`"}`)
-		if err != nil {
-			return nil
-		}
-		out[i] = v
-	}
-	return out
+// pgqSnapshot is what the latency rows read from pgq's /metrics before
+// and after the phase: the cumulative buckets of the stage histograms and
+// the Go runtime's counters.
+type pgqSnapshot struct {
+	durable, delivered []bucket // pgq_commit_to_durable_seconds, pgq_tail_delivery_seconds
+	gcCycles, alloc    float64  // go_gc_duration_seconds_count, go_memstats_alloc_bytes_total
+	err                error
 }
 
-// ingestShare splits the end-to-end row: which share of the phase's
-// transactions pgq had fsynced within each bound after their commit.
-func ingestShare(before, after []float64) string {
-	if before == nil || after == nil {
-		return "pgq commit → fsync histogram unavailable"
+// bucket is one cumulative histogram bucket.
+type bucket struct{ le, n float64 }
+
+func (p *pgqProc) snapshot(ctx context.Context) pgqSnapshot {
+	var s pgqSnapshot
+	b, err := p.get(ctx, "/metrics")
+	if err != nil {
+		s.err = err
+		return s
 	}
-	total := after[len(after)-1] - before[len(before)-1]
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case name == "go_gc_duration_seconds_count":
+			s.gcCycles = v
+		case name == "go_memstats_alloc_bytes_total":
+			s.alloc = v
+		case strings.HasPrefix(name, "pgq_commit_to_durable_seconds_bucket{le="):
+			s.durable = append(s.durable, bucket{leOf(name), v})
+		case strings.HasPrefix(name, "pgq_tail_delivery_seconds_bucket{le="):
+			s.delivered = append(s.delivered, bucket{leOf(name), v})
+		}
+	}
+	return s
+}
+
+// leOf parses the le label of a bucket sample name.
+func leOf(name string) float64 {
+	_, v, _ := strings.Cut(name, `le="`)
+	v, _, _ = strings.Cut(v, `"`)
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return math.Inf(1)
+	}
+	return f
+}
+
+// quantile estimates the q-quantile (0..1) of what a histogram observed
+// between two snapshots, interpolating linearly inside the bucket (as
+// Prometheus' histogram_quantile does); ok is false without observations.
+func quantile(before, after []bucket, q float64) (time.Duration, bool) {
+	if len(after) == 0 || len(before) != len(after) {
+		return 0, false
+	}
+	total := after[len(after)-1].n - before[len(before)-1].n
 	if total <= 0 {
-		return "pgq commit → fsync: no transactions"
+		return 0, false
 	}
-	parts := make([]string, 0, len(durableBuckets)-1)
-	for i, le := range durableBuckets[:len(durableBuckets)-1] {
-		ms, _ := strconv.ParseFloat(le, 64)
-		parts = append(parts, fmt.Sprintf("≤%gms %.1f%%", ms*1000, 100*(after[i]-before[i])/total))
+	rank := q * total
+	lo, below := 0.0, 0.0
+	for i := range after {
+		n := after[i].n - before[i].n
+		if n >= rank {
+			hi := after[i].le
+			if math.IsInf(hi, 1) {
+				hi = lo
+			}
+			f := 0.0
+			if n > below {
+				f = (rank - below) / (n - below)
+			}
+			return time.Duration((lo + f*(hi-lo)) * float64(time.Second)), true
+		}
+		lo, below = after[i].le, n
 	}
-	return "pgq commit → fsync (its own histogram): " + strings.Join(parts, ", ")
+	return 0, false
+}
+
+// stageNote splits pgq's side of the latency by its own histograms:
+// commit → journal fsync, commit → fetch answer, and the Go runtime's
+// garbage collection during the phase.
+func stageNote(before, after pgqSnapshot, txs int) string {
+	if before.err != nil || after.err != nil {
+		return "pgq stage histograms unavailable"
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
+	var parts []string
+	for _, h := range []struct {
+		name          string
+		before, after []bucket
+	}{{"commit → pgq fsync", before.durable, after.durable}, {"commit → fetch answer", before.delivered, after.delivered}} {
+		p50, ok50 := quantile(h.before, h.after, 0.5)
+		p99, ok99 := quantile(h.before, h.after, 0.99)
+		if ok50 && ok99 {
+			parts = append(parts, fmt.Sprintf("%s p50 %s p99 %s ms", h.name, ms(p50), ms(p99)))
+		}
+	}
+	if txs > 0 {
+		parts = append(parts, fmt.Sprintf("pgq GC: %.0f cycles, %.1f KiB allocated per transaction", after.gcCycles-before.gcCycles, (after.alloc-before.alloc)/1024/float64(txs)))
+	}
+	return "pgq's histograms (bucket-interpolated): " + strings.Join(parts, "; ")
 }
