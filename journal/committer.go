@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/pgq-dev/pgq"
@@ -172,6 +173,12 @@ func (c *Committer) drain(all bool, publish func(appendedBatch)) error {
 		if err := c.j.AppendRecords(batch); err != nil {
 			return err // Append's error names the journal and the batch
 		}
+		// Append closed the journal's Changed channel: a long-polling
+		// fetch waiting for these records is runnable now. Yield so that
+		// it runs on this thread at once, before the hook and the next
+		// batch, instead of waiting for another thread to be woken (a
+		// wait of its own when the machine's CPUs are busy).
+		runtime.Gosched()
 		publish(appendedBatch{recs: batch, bytes: bytes})
 		if !all {
 			return nil
