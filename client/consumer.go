@@ -448,8 +448,10 @@ func (b *bgCommits) take(wait bool) error {
 	}
 	if failed.generation != cs.generation {
 		// Refused under a lease this consumer no longer fetches under: the
-		// new lease already restarted delivery at the cursor.
+		// new lease already restarted delivery at the cursor (Poll dropped
+		// what was buffered under the old one).
 		if errors.Is(err, api.ErrFenced) || errors.Is(err, api.ErrInvalidCommit) {
+			cs.Redeliveries++
 			return nil
 		}
 	}
