@@ -39,7 +39,8 @@ type Config struct {
 	// Only, when "backfill", runs only the backfill rows (the ingest,
 	// lag and consumer rows are skipped); when "footprint", only the
 	// data-dir footprint rows; when "ingest", only the ingest rows and
-	// the big-transaction tail.
+	// the big-transaction tail; when "latency", only the commit → consumer
+	// latency rows (a load pgq on a fresh slot, nothing else).
 	Only string
 	// ProfileRange is the WAL range of the profiled drain: "mix" (zero),
 	// "small" or "bulk".

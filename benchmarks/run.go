@@ -51,6 +51,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		_ = p.stop()
 		e.dropSlot(context.Background(), loadSlot)
 	}()
+	if cfg.Only == "latency" {
+		rep.Rows = append(rep.Rows, e.latencyOnlyRows(ctx, p)...)
+		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+		return rep, nil
+	}
 	if all {
 		rows, err := e.lagRows(ctx, p)
 		rep.Rows = append(rep.Rows, rows...)

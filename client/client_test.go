@@ -6,7 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -471,5 +475,82 @@ func TestCommitMark(t *testing.T) {
 	}
 	if got := committed(); got != 0 {
 		t.Fatalf("committed %d after the reset and a fenced commit, want 0", got)
+	}
+}
+
+// TestConsumeCommitDoesNotHoldBackDelivery: while the commit of a handled
+// batch is held on its way to pgq (a proxy in front of the server blocks
+// it), Consume's next fetch still delivers the next transaction; once the
+// commit goes through, everything handled ends up committed.
+func TestConsumeCommitDoesNotHoldBackDelivery(t *testing.T) {
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
+	defer s.stop()
+	target, err := url.Parse("http://" + s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	release := make(chan struct{})
+	commits := make(chan struct{}, 16)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/commit") {
+			commits <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // before proxy.Close, which waits for held requests
+
+	ctx := t.Context()
+	c := dial(t, proxy.Listener.Addr().String())
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := c.Consumer("g", client.ConsumerOptions{Member: "m", Wait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.append(1)
+	handled := make(chan pgq.Offset, 16)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- cs.Consume(cctx, func(_ context.Context, tx *pgq.Transaction) error {
+			handled <- tx.Offset
+			return nil
+		})
+	}()
+	if off := <-handled; off != 1 {
+		t.Fatalf("first transaction at offset %d", off)
+	}
+	<-commits // the commit of offset 1 is held at the proxy
+	s.append(1)
+	select {
+	case off := <-handled:
+		if off != 2 {
+			t.Fatalf("second transaction at offset %d", off)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the next transaction was not delivered while the previous batch's commit was held")
+	}
+	unblock()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Consume: %v", err)
+	}
+	gi, err := c.Group(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gi.Committed != 2 {
+		t.Fatalf("committed offset %d after Consume returned, want 2", gi.Committed)
 	}
 }

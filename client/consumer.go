@@ -131,9 +131,10 @@ func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool
 		return false, nil // standby: nothing yet
 	}
 	if res.Generation != cs.generation && cs.generation != 0 {
-		// A new lease: whatever this member buffered under the old one is
-		// redelivered from the cursor.
+		// A new lease: whatever this member buffered or handled under the
+		// old one without committing is redelivered from the cursor.
 		cs.buf = nil
+		cs.done, cs.committed = res.Committed, res.Committed
 	}
 	cs.generation = res.Generation
 	cs.buf = append(cs.buf, res.Transactions...)
@@ -256,7 +257,11 @@ func (cs *Consumer) Messages(ctx context.Context) iter.Seq2[*pgq.Transaction, er
 }
 
 // Consume calls handler for each transaction and commits after each
-// fetched batch. It rides through pgq restarts and network errors, waits
+// fetched batch. The commit of a handled batch goes out on a background
+// goroutine while the next fetch waits for data, so a transaction
+// committed in PostgreSQL during a commit round trip is not held back by
+// it; commits stay in order, one at a time, each after its batch was
+// handled. It rides through pgq restarts and network errors, waits
 // as a standby while another member holds the group, and renews the lease
 // every LeaseTTL/3 while a handler runs, so a slow handler keeps the
 // group. Delivery is at-least-once: when the lease is lost (taken over
@@ -268,8 +273,12 @@ func (cs *Consumer) Messages(ctx context.Context) iter.Seq2[*pgq.Transaction, er
 func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *pgq.Transaction) error) error {
 	hb := cs.startHeartbeats(ctx)
 	defer hb.stop()
-	commit := func(ctx context.Context) error {
-		err := cs.Commit(ctx)
+	bg := cs.startCommits(ctx)
+	defer bg.stop()
+	// settle waits for the background commits and takes their outcome: a
+	// refused one (lease lost) drops what was fetched under that lease.
+	settle := func(wait bool) error {
+		err := bg.take(wait)
 		if errors.Is(err, ErrRedeliver) {
 			return nil // refetch from the cursor
 		}
@@ -278,9 +287,21 @@ func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *
 	commitRest := func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		return commit(cctx)
+		if err := settle(true); err != nil && ctx.Err() == nil {
+			return err
+		}
+		err := cs.Commit(cctx)
+		if errors.Is(err, ErrRedeliver) {
+			return nil
+		}
+		return err
 	}
 	for {
+		// A commit that failed because ctx ended is retried by commitRest
+		// once Next reports the end.
+		if err := settle(false); err != nil && ctx.Err() == nil {
+			return err
+		}
 		before := cs.done // always a transaction boundary
 		tx, err := cs.Next(ctx)
 		if err != nil {
@@ -308,14 +329,139 @@ func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *
 				}
 				return ctx.Err()
 			}
-			if err := commit(ctx); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return err
-			}
+			bg.commit(cs.done, cs.generation)
 		}
 	}
+}
+
+// commitReq is one commit for the background committer.
+type commitReq struct {
+	offset     pgq.Offset
+	generation uint64
+}
+
+// bgCommits commits on a goroutine of its own for Consume: the latest
+// request wins (commits are cumulative), one commit is in flight at a
+// time, in increasing order.
+type bgCommits struct {
+	cs     *Consumer
+	wake   chan struct{} // buffered(1): a request is pending
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the goroutine returns
+
+	// mu guards every field below.
+	mu        sync.Mutex
+	want      commitReq     // pending request; offset 0: none
+	sent      commitReq     // the last request (offset 0 after a failure)
+	busy      bool          // a commit is in flight
+	committed pgq.Offset    // highest offset the server acknowledged
+	failed    commitReq     // the request that failed
+	err       error         // its error, until take
+	idle      chan struct{} // closed and replaced when nothing is pending or in flight
+}
+
+func (cs *Consumer) startCommits(ctx context.Context) *bgCommits {
+	cctx, cancel := context.WithCancel(ctx)
+	b := &bgCommits{cs: cs, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}), idle: make(chan struct{})}
+	go b.run(cctx)
+	return b
+}
+
+// commit asks for offset to be committed under generation (skipped when
+// already committed, or requested under the same lease).
+func (b *bgCommits) commit(offset pgq.Offset, generation uint64) {
+	b.mu.Lock()
+	if offset <= b.cs.committed || (generation == b.sent.generation && offset <= b.sent.offset) {
+		b.mu.Unlock()
+		return
+	}
+	b.want, b.sent = commitReq{offset, generation}, commitReq{offset, generation}
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (b *bgCommits) run(ctx context.Context) {
+	defer close(b.done)
+	for {
+		select {
+		case <-b.wake:
+		case <-ctx.Done():
+			return
+		}
+		b.mu.Lock()
+		r := b.want
+		b.want = commitReq{}
+		b.busy = r.offset != 0
+		b.mu.Unlock()
+		if r.offset == 0 {
+			continue
+		}
+		cs := b.cs
+		cr, err := cs.c.commit(ctx, cs.group, cs.o.Member, r.offset, r.generation, cs.o.LeaseTTL)
+		b.mu.Lock()
+		b.busy = false
+		if err != nil {
+			if b.err == nil {
+				b.failed, b.err = r, err
+			}
+			b.sent = commitReq{} // what failed may be asked again
+		} else {
+			b.committed = max(b.committed, cr.Committed)
+		}
+		if b.want.offset == 0 {
+			close(b.idle)
+			b.idle = make(chan struct{})
+		}
+		b.mu.Unlock()
+	}
+}
+
+// take applies the outcome of the commits so far to the consumer (on
+// Consume's goroutine); with wait it first waits until none is pending
+// or in flight. A commit refused because the lease was lost drops the
+// buffer (commitFailed) when the consumer still fetches under that lease,
+// and returns an error wrapping ErrRedeliver.
+func (b *bgCommits) take(wait bool) error {
+	b.mu.Lock()
+	for wait && (b.busy || b.want.offset != 0) {
+		idle := b.idle
+		b.mu.Unlock()
+		select {
+		case <-idle:
+		case <-b.done:
+			b.mu.Lock()
+			b.busy, b.want = false, commitReq{} // stopped: nothing more comes
+			b.mu.Unlock()
+		}
+		b.mu.Lock()
+	}
+	committed, failed, err := b.committed, b.failed, b.err
+	b.err = nil
+	b.mu.Unlock()
+	cs := b.cs
+	cs.committed = max(cs.committed, committed)
+	if err == nil {
+		return nil
+	}
+	if failed.generation != cs.generation {
+		// Refused under a lease this consumer no longer fetches under: the
+		// new lease already restarted delivery at the cursor (Poll dropped
+		// what was buffered under the old one).
+		if errors.Is(err, api.ErrFenced) || errors.Is(err, api.ErrInvalidCommit) {
+			cs.Redeliveries++
+			return nil
+		}
+	}
+	return cs.commitFailed(err)
+}
+
+// stop ends the goroutine, cancelling a commit in flight.
+func (b *bgCommits) stop() {
+	b.cancel()
+	<-b.done
 }
 
 // heartbeats renew the lease while a handler runs.

@@ -61,7 +61,10 @@
 // # Concurrency
 //
 // A Client is safe for concurrent use. A Consumer is used by one goroutine
-// (its Consume runs one background heartbeat goroutine of its own). A
+// (its Consume runs two background goroutines of its own: one renews the
+// lease while a handler runs, one sends the commit of each handled batch
+// while the next fetch waits, so a commit round trip never delays
+// delivery; the two hand results back under a mutex). A
 // SharedConsumer is safe for concurrent use; its Consume runs Concurrency
 // handler goroutines, one fetch loop and one settle goroutine, and returns
 // after they end (what was handled is settled first).

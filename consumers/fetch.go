@@ -104,6 +104,8 @@ func (m *Manager) Fetch(ctx context.Context, name string, req FetchRequest) (*Fe
 type fetched struct {
 	off   pgq.Offset
 	final bool
+	// commit is the transaction's commit time.
+	commit time.Time
 	// raw is the framed record as journaled, set when the record is
 	// delivered unchanged and the fetch did not ask for decoded
 	// transactions; tx is set otherwise.
@@ -219,6 +221,7 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 	}
 
 	// The data.
+	waited := false // the records now coming were appended during this fetch
 	for {
 		changed := m.j.Changed()
 		g.mu.Lock()
@@ -249,12 +252,21 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 		res.leaseExpires = time.UnixMicro(g.st.LeaseExpiry).UTC()
 		res.gen = g.gen
 		g.mu.Unlock()
+		if len(res.recs) > 0 && waited {
+			now := time.Now()
+			for _, r := range res.recs {
+				if r.final {
+					m.tailDelivery.Observe(now.Sub(r.commit).Seconds())
+				}
+			}
+		}
 		if len(res.recs) > 0 || !time.Now().Before(deadline) {
 			return res, nil
 		}
 		if more {
 			continue // only filtered-out records so far and more to read
 		}
+		waited = true
 		select {
 		case <-changed:
 		case <-timer.C:
@@ -311,7 +323,7 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bo
 			if err != nil {
 				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
 			}
-			r.final, r.raw = ri.Final, raw
+			r.final, r.raw, r.commit = ri.Final, raw, ri.CommitTime
 		} else {
 			// ReadRaw returned a copy: decode in place, without another.
 			tx := &pgq.Transaction{Offset: off}
@@ -322,7 +334,7 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bo
 			if err != nil {
 				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
 			}
-			r.final, r.tx = tx.Final, tx
+			r.final, r.tx, r.commit = tx.Final, tx, tx.CommitTime
 			if !decode {
 				r.raw = raw
 			}

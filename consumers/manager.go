@@ -159,6 +159,9 @@ type Manager struct {
 	// retentionLost counts, per group, records an age or size cap dropped
 	// before the group consumed them (exported by Collector).
 	retentionLost *prometheus.CounterVec
+	// tailDelivery observes commit time → fetch answer of the records a
+	// long poll waited for (exported by Collector).
+	tailDelivery prometheus.Histogram
 }
 
 // NewManager loads the groups stored in the index.
@@ -171,7 +174,12 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		retentionLost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pgq_retention_lost_records_total",
 			Help: "Journal records an age or size cap dropped before the group consumed them.",
-		}, []string{"group"})}
+		}, []string{"group"}),
+		tailDelivery: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pgq_tail_delivery_seconds",
+			Help:    "PostgreSQL commit timestamp to the fetch answer carrying the transaction, for transactions a long-polling fetch waited for (the live tail; includes clock skew between hosts).",
+			Buckets: tailDeliveryBuckets,
+		})}
 	all, err := o.Index.Groups()
 	if err != nil {
 		return nil, fmt.Errorf("consumers: load groups: %w", err)

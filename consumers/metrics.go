@@ -13,10 +13,16 @@ type collector struct {
 	outOfRange                      *prometheus.Desc
 }
 
+// tailDeliveryBuckets are the bounds (seconds) of
+// pgq_tail_delivery_seconds: 0.25 ms growing by 1.5× to about 2.8 s.
+var tailDeliveryBuckets = prometheus.ExponentialBuckets(0.00025, 1.5, 24)
+
 // Collector returns a Prometheus collector of the groups' lag:
 // pgq_group_lag_records, pgq_group_lag_bytes, pgq_group_lag_seconds,
 // pgq_group_committed_offset, pgq_group_out_of_range and
-// pgq_retention_lost_records_total, labelled by group.
+// pgq_retention_lost_records_total, labelled by group, and the
+// histogram pgq_tail_delivery_seconds (commit → fetch answer of the
+// transactions long polls waited for).
 func (m *Manager) Collector() prometheus.Collector {
 	l := []string{"group"}
 	return &collector{
@@ -31,6 +37,7 @@ func (m *Manager) Collector() prometheus.Collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.m.retentionLost.Describe(ch)
+	c.m.tailDelivery.Describe(ch)
 	ch <- c.records
 	ch <- c.bytes
 	ch <- c.seconds
@@ -40,6 +47,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.m.retentionLost.Collect(ch)
+	c.m.tailDelivery.Collect(ch)
 	for _, gi := range c.m.List(context.Background()) {
 		oor := 0.0
 		if gi.Lag.OutOfRange {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -302,5 +303,81 @@ func waitCond(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTailDeliveryHistogram: pgq_tail_delivery_seconds observes the
+// transactions a long poll waited for, one observation each, and nothing
+// for a fetch that found its records already in the journal (a replay).
+func TestTailDeliveryHistogram(t *testing.T) {
+	e := start(t, nil)
+	ctx := t.Context()
+	count := func() uint64 { // from the /metrics endpoint
+		code, body := e.call(t, "GET", "/metrics", "")
+		if code != 200 {
+			t.Fatalf("/metrics: %d", code)
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "pgq_tail_delivery_seconds_count "); ok {
+				n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatal("pgq_tail_delivery_seconds_count not exported")
+		return 0
+	}
+	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "tail", From: "latest"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.C.Fetch(ctx, "tail", client.FetchRequest{Member: "m"}); err != nil { // takes the lease
+		t.Fatal(err)
+	}
+	waitedFor := false
+	for attempt := 0; attempt < 5 && !waitedFor; attempt++ {
+		before := count()
+		got := make(chan *client.FetchResult, 1)
+		go func() {
+			res, err := e.C.Fetch(ctx, "tail", client.FetchRequest{Member: "m", Wait: 30 * time.Second})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- res
+		}()
+		time.Sleep(100 * time.Millisecond) // most likely waiting by now; checked below
+		e.DB.Exec(t, "INSERT INTO t (v) VALUES ('tail')")
+		res := <-got
+		if res == nil {
+			t.FailNow()
+		}
+		if len(res.Transactions) == 0 {
+			t.Fatal("the waiting fetch returned nothing")
+		}
+		switch n := count() - before; {
+		case n == uint64(len(res.Transactions)):
+			waitedFor = true
+		case n != 0: // 0: the fetch started after the insert and did not wait
+			t.Fatalf("%d observations for %d transactions delivered", n, len(res.Transactions))
+		}
+		if _, err := e.C.Commit(ctx, "tail", "m", res.NextOffset-1, res.Generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !waitedFor {
+		t.Fatal("no fetch waited for its transaction in 5 attempts")
+	}
+
+	before := count()
+	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "replay", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.C.Fetch(ctx, "replay", client.FetchRequest{Member: "m", Wait: 5 * time.Second})
+	if err != nil || len(res.Transactions) == 0 {
+		t.Fatalf("replay fetch: %v, %d transactions", err, len(res.Transactions))
+	}
+	if n := count() - before; n != 0 {
+		t.Fatalf("a replay fetch added %d observations", n)
 	}
 }

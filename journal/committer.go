@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/pgq-dev/pgq"
@@ -20,9 +21,11 @@ type CommitterOptions struct {
 
 // Committer is the group-commit front of a Journal. Producers Submit
 // transactions; one Run goroutine appends everything queued as one batch
-// (one write, one fsync), publishes the durable position, and loops. There
-// are no timers: a batch is written as soon as something is queued, and
-// while its fsync runs the next batch accumulates, so batches grow with load.
+// (one write, one fsync) and loops, and a second one runs the OnAppend
+// hook of each durable batch and publishes the durable position, while
+// the next batch is written. There are no timers: a batch is written as
+// soon as something is queued, and while its fsync runs the next batch
+// accumulates, so batches grow with load.
 type Committer struct {
 	j    *Journal
 	opts CommitterOptions
@@ -72,9 +75,11 @@ func NewCommitter(j *Journal, opts CommitterOptions) *Committer {
 	}
 }
 
-// SetOnAppend sets a hook called by Run after each durable batch, before
-// waiters are released; each record's Tx.Offset and Bytes are set. The
-// hook must not call Submit or Flush.
+// SetOnAppend sets a hook called after each durable batch, in batch
+// order, before the batch is published to Durable, DurableChanged and
+// Flush; each record's Tx.Offset and Bytes are set. Under Run it runs on a
+// goroutine of its own while the next batch is written. The hook must not
+// call Submit or Flush.
 func (c *Committer) SetOnAppend(fn func(batch []*Record)) {
 	c.mu.Lock()
 	c.onAppend = fn
@@ -84,6 +89,12 @@ func (c *Committer) SetOnAppend(fn func(batch []*Record)) {
 // Run writes batches until ctx is done or Close is called, then flushes
 // what is queued and returns: nil after Close, ctx.Err() after ctx ends, or
 // the first Append error (after which Submit and Flush return it too).
+//
+// Run appends on its own goroutine and hands each durable batch to a
+// second goroutine that runs the OnAppend hook and then publishes it
+// (Durable, DurableChanged, Flush, the pending bytes): the next batch's
+// write and fsync overlap the previous batch's hook. Hooks and
+// publications stay in batch order, at most one batch waits for them.
 func (c *Committer) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running || c.err != nil || c.closing {
@@ -94,6 +105,15 @@ func (c *Committer) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	defer close(c.done)
 
+	appended := make(chan appendedBatch)
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for b := range appended {
+			c.publish(b)
+		}
+	}()
+	handOff := func(b appendedBatch) { appended <- b }
 	var stopErr error
 	for stopErr == nil {
 		select {
@@ -103,11 +123,15 @@ func (c *Committer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			stopErr = ctx.Err()
 		}
-		if err := c.drain(stopErr != nil); err != nil {
+		if err := c.drain(stopErr != nil, handOff); err != nil {
+			close(appended)
+			<-published // what was fsynced before the failure is published
 			c.stop(err)
 			return err
 		}
 	}
+	close(appended)
+	<-published
 	c.stop(errCommitterStopped)
 	if errors.Is(stopErr, errCommitterStopped) {
 		return nil
@@ -115,9 +139,16 @@ func (c *Committer) Run(ctx context.Context) error {
 	return stopErr
 }
 
-// drain appends queued batches; with all it loops until the queue is empty,
-// otherwise it writes at most one batch (the next wake-up brings the rest).
-func (c *Committer) drain(all bool) error {
+// appendedBatch is a durable batch waiting for its hook and publication.
+type appendedBatch struct {
+	recs  []*Record
+	bytes int // their pending bytes
+}
+
+// drain appends queued batches, handing each durable one to publish; with
+// all it loops until the queue is empty, otherwise it writes at most one
+// batch (the next wake-up brings the rest).
+func (c *Committer) drain(all bool, publish func(appendedBatch)) error {
 	for {
 		c.mu.Lock()
 		n := min(len(c.queue), c.opts.MaxBatch)
@@ -137,29 +168,44 @@ func (c *Committer) drain(all bool) error {
 		if rest > 0 {
 			c.signal()
 		}
-		onAppend := c.onAppend
 		c.mu.Unlock()
 
 		if err := c.j.AppendRecords(batch); err != nil {
 			return err // Append's error names the journal and the batch
 		}
-		if onAppend != nil {
-			onAppend(batch)
-		}
-		last := batch[len(batch)-1]
-		c.mu.Lock()
-		c.durable += uint64(n)
-		c.durableOff, c.durableLSN = last.Tx.Offset, last.Tx.EndLSN
-		c.pending -= bytes
-		close(c.durableCh)
-		c.durableCh = make(chan struct{})
-		close(c.spaceCh)
-		c.spaceCh = make(chan struct{})
-		c.mu.Unlock()
+		// Append closed the journal's Changed channel: a long-polling
+		// fetch waiting for these records is runnable now. Yield so that
+		// it runs on this thread at once, before the hook and the next
+		// batch, instead of waiting for another thread to be woken (a
+		// wait of its own when the machine's CPUs are busy).
+		runtime.Gosched()
+		publish(appendedBatch{recs: batch, bytes: bytes})
 		if !all {
 			return nil
 		}
 	}
+}
+
+// publish runs the OnAppend hook for a durable batch, then makes it
+// visible to Durable, DurableChanged and Flush and frees its pending
+// bytes.
+func (c *Committer) publish(b appendedBatch) {
+	c.mu.Lock()
+	onAppend := c.onAppend
+	c.mu.Unlock()
+	if onAppend != nil {
+		onAppend(b.recs)
+	}
+	last := b.recs[len(b.recs)-1]
+	c.mu.Lock()
+	c.durable += uint64(len(b.recs))
+	c.durableOff, c.durableLSN = last.Tx.Offset, last.Tx.EndLSN
+	c.pending -= b.bytes
+	close(c.durableCh)
+	c.durableCh = make(chan struct{})
+	close(c.spaceCh)
+	c.spaceCh = make(chan struct{})
+	c.mu.Unlock()
 }
 
 func (c *Committer) signal() {
@@ -285,7 +331,7 @@ func (c *Committer) Close() error {
 		}
 		return nil
 	}
-	err := c.drain(true)
+	err := c.drain(true, c.publish)
 	if err == nil {
 		err = errCommitterStopped
 	}

@@ -150,8 +150,12 @@
 //   - Reads (Read, ReadRaw, Reader.Next) are serialized by readMu. The
 //     fork fixes the race of concurrent reads on the segment cache
 //     (tidwall/wal#34); readMu stays as a second guard, and it orders reads
-//     against TruncateFront. A read waits for an fsync in flight, since
-//     wal's RWMutex is held across the write and its fsync.
+//     against TruncateFront. A read never waits for an Append's fsync in
+//     flight (the fork holds only its writers' lock across it), so a
+//     consumer woken by one Append reads its records while the next batch
+//     is being fsynced. Reads are bounded by the published LastOffset,
+//     never by what the fork has written, so a record is never read
+//     before its fsync ended.
 //   - mu guards the published state: first and last offsets, LastEndLSN,
 //     the closed flag, the failure and the Changed channel. It is held only briefly and
 //     never across I/O.
@@ -168,10 +172,14 @@
 // no transport fields.
 //
 // The Committer turns many producers into few fsyncs: Submit (or
-// SubmitRecord) queues, one Run
-// goroutine appends everything queued as one batch, publishes Durable and
-// closes the DurableChanged channel. It uses no timers: an idle committer
-// writes a single transaction immediately, and under load the queue fills
-// while the previous fsync runs. MaxPendingBytes bounds the memory held by
+// SubmitRecord) queues, one Run goroutine appends everything queued as one
+// batch, and a second goroutine runs the OnAppend hook of each durable
+// batch (ingest's slot bookkeeping, the sidecar's index update), then
+// publishes Durable and closes the DurableChanged channel, in batch order,
+// while the next batch is written: the hook never delays the next fsync.
+// It uses no timers: an idle committer writes a single transaction
+// immediately, and under load the queue fills while the previous fsync
+// runs. Consumers do not wait for the hook either: Append closes Changed
+// as soon as the fsync returned. MaxPendingBytes bounds the memory held by
 // queued and in-flight transactions.
 package journal

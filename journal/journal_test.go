@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -689,5 +690,68 @@ func BenchmarkCommitter(b *testing.B) {
 				b.ReportMetric(float64(b.N)/float64(n), "txs/fsync")
 			}
 		})
+	}
+}
+
+// TestCommitterWritesDuringHook: while the OnAppend hook of one batch
+// runs, the next batch is written and fsynced (the journal's Changed
+// wakes readers), but neither is published to Durable or Flush before
+// its hook returned, and hooks run in batch order.
+func TestCommitterWritesDuringHook(t *testing.T) {
+	j := openT(t, t.TempDir(), 1<<20)
+	defer j.Close()
+	c := NewCommitter(j, CommitterOptions{})
+	release := make(chan struct{})
+	entered := make(chan pgq.Offset, 4)
+	var order []pgq.Offset // written by the hook goroutine, read after Close
+	c.SetOnAppend(func(b []*Record) {
+		order = append(order, b[0].Tx.Offset)
+		entered <- b[0].Tx.Offset
+		if b[0].Tx.Offset == 1 {
+			<-release
+		}
+	})
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+
+	if err := c.Submit(ctx, mkTx(1, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	if off := <-entered; off != 1 {
+		t.Fatalf("first hook for offset %d", off)
+	}
+	changed := j.Changed()
+	if err := c.Submit(ctx, mkTx(2, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	giveUp := time.After(30 * time.Second)
+	for j.LastOffset() < 2 { // written while the first hook is held
+		select {
+		case <-changed:
+		case <-giveUp:
+			close(release)
+			t.Fatal("the second batch was not written while the first batch's hook ran")
+		}
+		changed = j.Changed()
+	}
+	if off, _ := c.Durable(); off != 0 {
+		t.Fatalf("Durable = %d while the first hook runs", off)
+	}
+	close(release)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if off, lsn := c.Durable(); off != 2 || lsn != j.LastEndLSN() {
+		t.Fatalf("Durable = %d %v after Flush, journal ends at %v", off, lsn, j.LastEndLSN())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(order, []pgq.Offset{1, 2}) {
+		t.Fatalf("hooks ran for offsets %v, want [1 2]", order)
 	}
 }

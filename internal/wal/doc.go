@@ -40,6 +40,13 @@
 //   - Concurrent Read calls no longer race on the segment cache
 //     (tidwall/wal#34): loading a sealed segment into the cache is
 //     serialized by a mutex of its own.
+//   - The fsync that ends Write and WriteBatch holds only a writers' lock
+//     (wmu), not the lock readers share: a Read never waits for an fsync
+//     in flight (upstream holds its RWMutex across the write and the
+//     fsync, so a reader of old entries waited for the next write's disk
+//     flush). Entries are readable once written, before their fsync ends:
+//     callers that must expose only durable entries publish their own
+//     bound after the call returns, as pgq's journal does.
 //   - Removed: the JSON log format (and the gjson dependency), NoCopy,
 //     FilePerms (vfs creates files with mode 0666 before umask), ClearCache
 //     and the ":memory:" path check. Paths are used as given, not made

@@ -88,7 +88,8 @@ type Options struct {
 	DirPerms os.FileMode
 	// OnSync, when set, is called after every fsync, of a segment file or
 	// of the directory (path names which), with its latency, whether it
-	// failed or not. It runs with the log locked: keep it short.
+	// failed or not. It runs with the log locked (for the fsync of a
+	// write, only against other writers): keep it short.
 	OnSync func(path string, d time.Duration)
 }
 
@@ -103,6 +104,13 @@ var DefaultOptions = &Options{
 
 // Log represents a write ahead log
 type Log struct {
+	// wmu serializes the calls that change the log (Write, WriteBatch,
+	// TruncateFront, TruncateBack, Sync, Close) and is taken before mu.
+	// WriteBatch and Write hold only wmu during their final fsync, so
+	// reads go on meanwhile.
+	wmu sync.Mutex
+	// mu guards the fields below: readers take it shared, changes
+	// exclusively.
 	mu         sync.RWMutex
 	cmu        sync.Mutex  // serializes readers loading sealed segments (tidwall/wal#34)
 	fs         vfs.FS      // every file operation goes through it
@@ -381,6 +389,8 @@ func segmentName(index uint64) string {
 // Close the log. It fsyncs the tail segment, unless the log failed: a
 // failed log's files are closed without another fsync.
 func (l *Log) Close() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -410,14 +420,16 @@ func (l *Log) Close() error {
 
 // Write an entry to the log.
 func (l *Log) Write(index uint64, data []byte) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
+		l.mu.Unlock()
 		return err
 	}
 	l.wbatch.Clear()
 	l.wbatch.Write(index, data)
-	return l.writeBatch(&l.wbatch)
+	return l.writeBatchAndSync(&l.wbatch) // unlocks mu
 }
 
 // Cycle the old segment for a new segment: fsync and close the tail,
@@ -483,16 +495,43 @@ func (b *Batch) Clear() {
 // Unless NoSync, the batch is fsynced before WriteBatch returns, and so is
 // the directory when a segment file was created. Any I/O error fails the
 // log (see ErrFailed).
+//
+// The entries are readable (Read, LastIndex) once written, while their
+// fsync still runs: the fsync holds only the writers' lock, so that reads
+// of earlier entries never wait for it. A caller that must expose only
+// durable entries publishes its own bound after WriteBatch returns (the
+// journal does). A failed fsync fails the log.
 func (l *Log) WriteBatch(b *Batch) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
+		l.mu.Unlock()
 		return err
 	}
 	if len(b.entries) == 0 {
+		l.mu.Unlock()
 		return nil
 	}
-	return l.writeBatch(b)
+	return l.writeBatchAndSync(b) // unlocks mu
+}
+
+// writeBatchAndSync writes b holding mu (locked by the caller, which
+// holds wmu), unlocks mu and fsyncs the tail segment: wmu keeps the tail
+// file open and current meanwhile.
+func (l *Log) writeBatchAndSync(b *Batch) error {
+	err := l.writeBatch(b)
+	f, path := l.sfile, l.segments[len(l.segments)-1].path
+	l.mu.Unlock()
+	if err != nil || l.opts.NoSync {
+		return err
+	}
+	if err := l.syncFile(f, path); err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.fail(err)
+	}
+	return nil
 }
 
 func (l *Log) writeBatch(b *Batch) error {
@@ -538,11 +577,6 @@ func (l *Log) writeBatch(b *Batch) error {
 			return l.fail(err)
 		}
 		l.lastIndex = b.entries[len(b.entries)-1].index
-	}
-	if !l.opts.NoSync {
-		if err := l.syncFile(l.sfile, s.path); err != nil {
-			return l.fail(err)
-		}
 	}
 	b.Clear()
 	return nil
@@ -778,6 +812,8 @@ func (l *Log) atomicWrite(name string, data []byte) error {
 // log by providing `LastIndex+1` as the index. Otherwise without `AllowEmpty`,
 // at least one entry must always remain following a truncate.
 func (l *Log) TruncateFront(index uint64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
@@ -895,6 +931,8 @@ func (l *Log) truncateFront(index uint64) (err error) {
 // log by providing `FirstIndex()-1` as the index. Otherwise without
 // `AllowEmpty`, at least one entry must always remain following a truncate.
 func (l *Log) TruncateBack(index uint64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
@@ -992,6 +1030,8 @@ func (l *Log) truncateBack(index uint64) (err error) {
 // Sync performs an fsync on the log. This is not necessary when the
 // NoSync option is set to false. A failed fsync fails the log.
 func (l *Log) Sync() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {

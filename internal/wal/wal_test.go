@@ -331,3 +331,91 @@ func TestFailStop(t *testing.T) {
 		})
 	}
 }
+
+// TestReadDuringFsync: while a WriteBatch's fsync is in flight, reads of
+// earlier entries answer (they do not wait for the disk), and the batch
+// is acknowledged once the fsync ends.
+func TestReadDuringFsync(t *testing.T) {
+	mem := vfs.NewMem()
+	var armed sync.Mutex // held: the next fsync blocks until released
+	inSync := make(chan struct{}, 1)
+	blocking := false
+	var bmu sync.Mutex // guards blocking
+	inj := errorfs.InjectorFunc(func(o errorfs.Op) error {
+		bmu.Lock()
+		b := blocking
+		bmu.Unlock()
+		if b && o.Kind == errorfs.OpFileSync {
+			inSync <- struct{}{}
+			armed.Lock() // wait for the test to release the fsync
+			armed.Unlock()
+		}
+		return nil
+	})
+	l, err := Open("/w", &Options{FS: errorfs.Wrap(mem, inj)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var b Batch
+	for i := uint64(1); i <= 10; i++ {
+		b.Write(i, entry(i))
+	}
+	if err := l.WriteBatch(&b); err != nil {
+		t.Fatal(err)
+	}
+
+	armed.Lock()
+	var once sync.Once
+	release := func() { once.Do(armed.Unlock) }
+	defer release() // a failure below must not leave the writer stuck
+	bmu.Lock()
+	blocking = true
+	bmu.Unlock()
+	written := make(chan error, 1)
+	go func() {
+		var b Batch
+		b.Write(11, entry(11))
+		written <- l.WriteBatch(&b)
+	}()
+	<-inSync // the fsync of entry 11 is in flight
+	bmu.Lock()
+	blocking = false
+	bmu.Unlock()
+	read := make(chan error, 1)
+	go func() {
+		for i := uint64(1); i <= 10; i++ {
+			got, err := l.Read(i)
+			if err == nil && !bytes.Equal(got, entry(i)) {
+				err = fmt.Errorf("read %d: %q", i, got)
+			}
+			if err != nil {
+				read <- err
+				return
+			}
+		}
+		read <- nil
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case err := <-written:
+		t.Fatalf("WriteBatch returned (%v) while its fsync was held", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Read waited for the fsync in flight")
+	}
+	select {
+	case err := <-written:
+		t.Fatalf("WriteBatch returned (%v) before its fsync ended", err)
+	default:
+	}
+	release()
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.Read(11); err != nil || !bytes.Equal(got, entry(11)) {
+		t.Fatalf("read 11: %q, %v", got, err)
+	}
+}
