@@ -267,10 +267,22 @@ func TestSharedCrashAndRestart(t *testing.T) {
 		handled = map[pgq.Offset]int{}
 	)
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(handled) }
+	// While gated, the live member's handlers block: it holds at most
+	// Concurrency + Prefetch (8) messages, so of 20 new ones the dead
+	// member is sure to get some.
+	var gated atomic.Bool
+	gate := make(chan struct{})
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- sc.Consume(cctx, func(_ context.Context, m api.Message) error {
+		done <- sc.Consume(cctx, func(hctx context.Context, m api.Message) error {
+			if gated.Load() {
+				select { // hold the live member so the dead one gets some
+				case <-gate:
+				case <-hctx.Done():
+					return hctx.Err()
+				}
+			}
 			mu.Lock()
 			handled[m.Offset]++
 			mu.Unlock()
@@ -289,11 +301,13 @@ func TestSharedCrashAndRestart(t *testing.T) {
 	if err != nil || len(msgs) != 0 {
 		t.Fatalf("nothing left: %v, %v", msgs, err)
 	}
-	s.append(10)
+	gated.Store(true)
+	s.append(20)
 	held, err := c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "dead", Max: 3, Wait: time.Second})
 	if err != nil || len(held) == 0 {
 		t.Fatalf("fetch before restart: %v, %v", held, err)
 	}
+	close(gate)
 	if gi, err := c.Group(ctx, "jobs"); err != nil || gi.Shared.Redeliveries != 5 {
 		t.Fatalf("redeliveries before the restart: %+v, %v", gi.Shared, err)
 	}
@@ -305,14 +319,14 @@ func TestSharedCrashAndRestart(t *testing.T) {
 	// a conflict) is delivered again: wait for the group, not the handler.
 	waitUntil(t, "everything after the restart", func() bool {
 		gi, err := c.Group(ctx, "jobs")
-		return count() >= 40 && err == nil && gi.Committed == 40 && gi.Shared.InFlight == 0 && gi.Shared.Pending == 0
+		return count() >= 50 && err == nil && gi.Committed == 50 && gi.Shared.InFlight == 0 && gi.Shared.Pending == 0
 	})
 	stop()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Consume: %v", err)
 	}
 	gi, err := c.Group(ctx, "jobs")
-	if err != nil || gi.Committed != 40 || gi.Shared.InFlight != 0 {
+	if err != nil || gi.Committed != 50 || gi.Shared.InFlight != 0 {
 		t.Fatalf("info: %+v %+v, %v", gi, gi.Shared, err)
 	}
 	if _, err := c.Ack(ctx, "jobs", held[0].AckID); !errors.Is(err, api.ErrConflict) {
