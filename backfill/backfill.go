@@ -472,7 +472,7 @@ type inflight struct {
 	id         string
 	start, end []string // the key before the chunk (nil: the table's start), its last row's key
 	rows       int
-	xip        []uint64
+	snap       snapshot // the read's
 }
 
 // runTable reads t's chunks after lastKey, two at a time: while ingest
@@ -487,14 +487,12 @@ type inflight struct {
 // high watermark is never emitted) and reading goes on from N's start.
 // It reports false when the backfill was canceled or ctx ended.
 func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table, where string, lastKey []string, limit int) (bool, error) {
+	w := m.o.Registry.Watch(t.schema, t.name, t.keyCols)
+	defer w.Close() // closes open chunks too
+	if err := m.settle(ctx, conn, j, t); err != nil {
+		return false, err
+	}
 	var prev, next *inflight
-	defer func() {
-		for _, f := range []*inflight{prev, next} {
-			if f != nil {
-				f.ch.Close()
-			}
-		}
-	}()
 	end := false // nothing left after lastKey
 	redos := 0   // consecutive redos of the chunk after lastKey
 	for {
@@ -502,14 +500,14 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 			return false, nil
 		}
 		if !end {
-			next = m.open(j, t, lastKey)
+			next = m.open(j, w, lastKey)
 		}
 		if prev == nil && next == nil {
 			return true, nil
 		}
 		var high, low *ingest.Watermark
 		if prev != nil {
-			high = &ingest.Watermark{ID: prev.id, Kind: "high", Xip: prev.xip}
+			high = &ingest.Watermark{ID: prev.id, Kind: "high", Xmin: prev.snap.xmin, Xmax: prev.snap.xmax, Xip: prev.snap.xip}
 		}
 		if next != nil {
 			low = &ingest.Watermark{ID: next.id, Kind: "low"}
@@ -520,7 +518,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		out := make(chan stepResult, 1)
 		go func(lastKey []string) {
 			var r stepResult
-			r.rows, r.xip, r.err = step(sctx, conn, t, where, high, low, lastKey, limit)
+			r.rows, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit)
 			out <- r
 		}(lastKey)
 		var res ingest.ChunkResult
@@ -561,7 +559,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 				next, end = nil, true
 			} else {
 				next.ch.SetRows(t.columns, r.rows)
-				next.xip, next.rows, next.end = r.xip, len(r.rows), t.keyOf(r.rows[len(r.rows)-1])
+				next.snap, next.rows, next.end = r.snap, len(r.rows), t.keyOf(r.rows[len(r.rows)-1])
 				lastKey, end = next.end, len(r.rows) < limit
 			}
 		}
@@ -589,17 +587,17 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 // stepResult is what step returned.
 type stepResult struct {
 	rows [][]pgq.Value
-	xip  []uint64
+	snap snapshot
 	err  error
 }
 
-// open registers the next chunk of t, after lastKey, with ingest.
-func (m *Manager) open(j *job, t *table, lastKey []string) *inflight {
+// open registers the next chunk of w's table, after lastKey, with ingest.
+func (m *Manager) open(j *job, w *ingest.Watch, lastKey []string) *inflight {
 	m.mu.Lock()
 	m.chunkNo++
 	id := fmt.Sprintf("%s.%s.%d", j.st.ID, m.nonce, m.chunkNo)
 	m.mu.Unlock()
-	return &inflight{ch: m.o.Registry.Open(id, j.st.ID, t.schema, t.name, t.keyCols), id: id, start: lastKey}
+	return &inflight{ch: w.Open(id, j.st.ID), id: id, start: lastKey}
 }
 
 // await waits for ingest's result for f, whose high watermark was

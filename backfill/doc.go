@@ -9,17 +9,19 @@
 // else the narrowest unique index on NOT NULL columns), by keyset
 // pagination on its own connection: rows after the last chunk's last key,
 // in key order, LIMIT chunk size, optionally AND the --where predicate.
-// For each chunk the runner
+// Before a table's first chunk the runner starts an ingest.Watch of the
+// table and waits until every transaction committed before it is visible
+// to new snapshots (settle, below). For each chunk the runner
 //
-//  1. registers the chunk with ingest (ingest.Backfills.Open),
+//  1. registers the chunk with ingest (ingest.Watch.Open),
 //  2. emits a low watermark, pg_logical_emit_message(true, 'pgq.wm',
 //     {"id","kind":"low"}), in its own transaction,
 //  3. reads the chunk in a REPEATABLE READ transaction whose first
-//     statement records the snapshot's in-progress transactions
-//     (pg_snapshot_xip),
+//     statement records the snapshot (pg_current_snapshot: xmin, xmax,
+//     in-progress transactions),
 //  4. hands the rows (PostgreSQL's text forms, as pgoutput sends them) to
 //     ingest (Chunk.SetRows) and emits the high watermark {"kind":"high",
-//     "xip":[...]} in its own transaction.
+//     "xmin","xmax","xip":[...]} in its own transaction.
 //
 // Chunks are pipelined two deep, in one round trip each: one pipeline
 // (pgconn) sends the transaction that emits chunk N's high watermark and
@@ -47,12 +49,33 @@
 // watermarks had the same value at the high watermark as in the chunk's
 // snapshot, so a consumer applying the journal in order (insert, update
 // and read as upsert by key, delete, truncate as clear) converges on the
-// table. Keys changed by a transaction that committed before the low
-// watermark but was still invisible to the chunk's snapshot (its xid is
-// in the high watermark's xip; it can happen between a commit record and
-// the end of the commit, e.g. waiting for a synchronous standby) are
-// dropped too, as far as ingest saw that transaction after the chunk was
-// registered. Watermark messages are never journaled.
+// table.
+//
+// A transaction can commit before the low watermark and still be invisible
+// to the chunk's read: PostgreSQL writes and flushes its commit record
+// (which the slot then carries), marks it committed, and only then removes
+// it from the proc array; a synchronous standby keeps it in between for as
+// long as it does not answer, and with several transactions committing at
+// once the low watermark's can leave first. The read then has the row's
+// older value while the journal has its change before the low watermark.
+// So the table's Watch keeps the keys of every committed transaction by
+// xid, and at each high watermark the chunk also drops the keys of every
+// kept transaction its snapshot could not see (in xip, or at or above
+// xmax); transactions the snapshot sees are forgotten, as every later
+// snapshot sees them too. A transaction whose changes ingest could not
+// inspect (a large one, streamed or spilled) makes such a chunk read
+// again instead. The watch only sees commits after it began; settle
+// covers the ones before: it assigns itself an xid b, and waits while a
+// snapshot's xip holds an xid below b that waits for a synchronous
+// standby (pg_stat_activity, wait event SyncRep; other users' sessions
+// are visible to it with the pg_read_all_stats role), or for at most
+// 100 ms for one that waits for nothing visible (a committing backend
+// descheduled in that gap). What is still below b after that is running,
+// and commits after the watch began. A synchronous standby that is down
+// holds a new table's backfill until it answers or the waiting
+// transactions are cancelled (logged after 5 s). Watermarks themselves
+// commit with synchronous_commit local: they need no standby. Watermark
+// messages are never journaled.
 //
 // A chunk is read again (ChunkResult.Redo, counted in "redone") when a
 // transaction in its window could not be inspected cheaply (a large
@@ -102,5 +125,6 @@
 // guards the statuses; ingest.Backfills has its own mutex, taken by
 // ingest's goroutine at each commit while chunks are open. Memory is
 // bounded by the chunk size (the rows of the two chunks in flight per
-// backfill, plus the keys changed in their windows).
+// backfill, plus the keys changed in their windows), plus the keys of the
+// transactions a watch keeps until the next chunk's snapshot sees them.
 package backfill

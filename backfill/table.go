@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -172,17 +173,19 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 // low is set, one transaction emits them (high first) with
 // pg_logical_emit_message; when low is set, a REPEATABLE READ transaction
 // then reads the chunk after lastKey: its first statement records the
-// snapshot's in-progress transactions (for the chunk's high watermark),
-// the second reads up to limit rows in key order, as PostgreSQL's text
-// forms (what pgoutput sends). The low watermark commits before the
-// read's snapshot is taken, as the window requires.
+// snapshot (xmin, xmax, in-progress transactions: for the chunk's high
+// watermark), the second reads up to limit rows in key order, as
+// PostgreSQL's text forms (what pgoutput sends). The low watermark commits
+// before the read's snapshot is taken, as the window requires.
 //
-// The watermark transaction commits with synchronous_commit on whatever
-// the server's setting: the walsender only sends flushed WAL, and with
-// asynchronous commit every watermark would wait for the WAL writer
-// (wal_writer_delay, 200 ms by default). An error leaves the connection in
-// an unknown state: the caller closes it.
-func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, limit int) (rows [][]pgq.Value, xip []uint64, err error) {
+// The watermark transaction commits with synchronous_commit local
+// whatever the server's setting: the walsender only sends flushed WAL, and
+// with asynchronous commit every watermark would wait for the WAL writer
+// (wal_writer_delay, 200 ms by default); local, not on, so that a
+// synchronous standby that is down does not stall the backfill (the
+// watermarks need no standby). An error leaves the connection in an
+// unknown state: the caller closes it.
+func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, limit int) (rows [][]pgq.Value, snap snapshot, err error) {
 	p := conn.PgConn().StartPipeline(ctx)
 	defer p.Close()
 	var wms [][]byte
@@ -200,7 +203,7 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 	}
 	if len(wms) > 0 {
 		send("BEGIN")
-		send("SET LOCAL synchronous_commit = on")
+		send("SET LOCAL synchronous_commit = local")
 		for _, b := range wms {
 			send("SELECT pg_logical_emit_message(true, $1, $2::text)", prefix, b)
 		}
@@ -210,7 +213,7 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 	if low != nil {
 		send("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 		// The first statement takes the snapshot the SELECT then uses.
-		send("SELECT coalesce(array_agg(x::text::bigint), '{}')::text FROM pg_snapshot_xip(pg_current_snapshot()) x")
+		send("SELECT pg_current_snapshot()::text")
 		args := make([][]byte, len(lastKey))
 		for i, k := range lastKey {
 			args[i] = []byte(k)
@@ -220,7 +223,7 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 		send("COMMIT")
 	}
 	if err := p.Sync(); err != nil {
-		return nil, nil, fmt.Errorf("backfill: chunk of %s: send: %w", t.qualified(), err)
+		return nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: send: %w", t.qualified(), err)
 	}
 	what := func(i int) string {
 		switch {
@@ -236,16 +239,16 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 	for i := 0; i < stmts; i++ {
 		r, err := p.GetResults()
 		if err != nil {
-			return nil, nil, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), err)
+			return nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), err)
 		}
 		rr, ok := r.(*pgconn.ResultReader)
 		if !ok {
-			return nil, nil, fmt.Errorf("backfill: %s of %s: unexpected %T", what(i), t.qualified(), r)
+			return nil, snapshot{}, fmt.Errorf("backfill: %s of %s: unexpected %T", what(i), t.qualified(), r)
 		}
 		switch i {
 		case read - 1:
 			for rr.NextRow() {
-				xip, err = parseXip(rr.Values()[0])
+				snap, err = parseSnapshot(rr.Values()[0])
 			}
 		case read:
 			rows = make([][]pgq.Value, 0, limit)
@@ -255,20 +258,20 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 			}
 		}
 		if _, cerr := rr.Close(); cerr != nil || err != nil {
-			return nil, nil, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
+			return nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
 		}
 	}
 	r, err := p.GetResults()
 	if err != nil {
-		return nil, nil, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
+		return nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
 	if _, ok := r.(*pgconn.PipelineSync); !ok {
-		return nil, nil, fmt.Errorf("backfill: chunk of %s: unexpected %T at the end of the pipeline", t.qualified(), r)
+		return nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: unexpected %T at the end of the pipeline", t.qualified(), r)
 	}
 	if err := p.Close(); err != nil {
-		return nil, nil, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
+		return nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
-	return rows, xip, nil
+	return rows, snap, nil
 }
 
 // rowArena hands out a chunk's rows from a few large allocations: one
@@ -303,21 +306,37 @@ func (a *rowArena) row(raw [][]byte) []pgq.Value {
 	return row
 }
 
-// parseXip parses a bigint[] in text form ("{1,2}").
-func parseXip(b []byte) ([]uint64, error) {
-	s := strings.Trim(string(b), "{}")
-	if s == "" {
-		return nil, nil
+// snapshot is a read's pg_snapshot, full transaction ids.
+type snapshot struct {
+	xmin, xmax uint64
+	xip        []uint64
+}
+
+// parseSnapshot parses pg_snapshot's text form, "xmin:xmax:xip,xip,...".
+func parseSnapshot(b []byte) (snapshot, error) {
+	var s snapshot
+	f := strings.Split(string(b), ":")
+	if len(f) != 3 {
+		return s, fmt.Errorf("snapshot %q: want xmin:xmax:xip", b)
 	}
-	var out []uint64
-	for _, f := range strings.Split(s, ",") {
-		x, err := strconv.ParseUint(f, 10, 64)
+	var err error
+	if s.xmin, err = strconv.ParseUint(f[0], 10, 64); err != nil {
+		return s, fmt.Errorf("snapshot %q: %w", b, err)
+	}
+	if s.xmax, err = strconv.ParseUint(f[1], 10, 64); err != nil {
+		return s, fmt.Errorf("snapshot %q: %w", b, err)
+	}
+	if f[2] == "" {
+		return s, nil
+	}
+	for _, x := range strings.Split(f[2], ",") {
+		v, err := strconv.ParseUint(x, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("snapshot xip %q: %w", b, err)
+			return s, fmt.Errorf("snapshot %q: %w", b, err)
 		}
-		out = append(out, x)
+		s.xip = append(s.xip, v)
 	}
-	return out, nil
+	return s, nil
 }
 
 // keyOf is the text form of a row's key columns.
@@ -328,3 +347,84 @@ func (t *table) keyOf(row []pgq.Value) []string {
 	}
 	return out
 }
+
+// settle waits until every transaction ingest may have seen commit
+// before the table's watch began is visible to new snapshots, so that the
+// watch (which tracks only later commits) covers every committed
+// transaction a chunk's read can still miss. A transaction writes and
+// flushes its commit record, marks itself committed in the commit log,
+// and only then leaves the proc array, waiting for a synchronous standby
+// in between if there is one: in that gap it is committed in the WAL, and
+// in the journal, yet invisible to a new snapshot. Such a transaction has
+// an xid below the one settle assigns now (b), so once b committed, every
+// snapshot lists it in xip until it is visible. PostgreSQL does not tell
+// such a transaction from a running one (pg_xact_status looks at the proc
+// array first), so settle waits while a transaction below b is in xip and
+// either waits for a synchronous standby (wait event SyncRep in
+// pg_stat_activity, which needs the pg_read_all_stats role to see other
+// users' sessions) or was first seen there less than settleGrace ago (a
+// committing backend descheduled in that gap; short transactions leave
+// xip at once, so this costs a few milliseconds). Transactions below b that
+// are still in xip after that are running ones: their commits come after
+// the watch began. The wait is short, unless a synchronous standby is
+// down; then it waits for it (or for the transactions to be cancelled)
+// and says so in the log.
+func (m *Manager) settle(ctx context.Context, conn *pgx.Conn, j *job, t *table) error {
+	var b string
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = local"); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&b)
+	})
+	if err != nil {
+		return fmt.Errorf("backfill: %s: assign a transaction id: %w", t.qualified(), err)
+	}
+	start, warned := time.Now(), false
+	firstSeen := map[uint64]time.Time{}
+	for {
+		rows, err := conn.Query(ctx, `SELECT x::text::bigint, bool_or(coalesce(a.wait_event = 'SyncRep', false))
+			FROM pg_snapshot_xip(pg_current_snapshot()) x
+			LEFT JOIN pg_stat_activity a ON a.backend_xid::text = (x::text::bigint % 4294967296)::text
+			WHERE x < $1::xid8 GROUP BY x`, b)
+		if err != nil {
+			return fmt.Errorf("backfill: %s: wait for committed transactions: %w", t.qualified(), err)
+		}
+		now := time.Now()
+		waiting, syncRep := 0, 0
+		var x uint64
+		var sr bool
+		_, err = pgx.ForEachRow(rows, []any{&x, &sr}, func() error {
+			if _, ok := firstSeen[x]; !ok {
+				firstSeen[x] = now
+			}
+			if sr {
+				syncRep++
+			}
+			if sr || now.Sub(firstSeen[x]) < settleGrace {
+				waiting++
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("backfill: %s: wait for committed transactions: %w", t.qualified(), err)
+		}
+		if waiting == 0 {
+			return nil
+		}
+		if !warned && syncRep > 0 && now.Sub(start) > 5*time.Second {
+			m.o.Logger.Warn("backfill waits for transactions waiting for a synchronous standby",
+				"id", j.st.ID, "table", t.qualified(), "transactions", syncRep)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// settleGrace is how long settle waits for each older transaction in a
+// snapshot's xip that waits for nothing it can see.
+const settleGrace = 100 * time.Millisecond

@@ -20,12 +20,47 @@ type Watermark struct {
 	ID string `json:"id"`
 	// Kind is "low" or "high".
 	Kind string `json:"kind"`
-	// Xip, on a high watermark, lists the transactions in progress in the
-	// chunk's snapshot (pg_snapshot_xip): one of them that committed before
-	// the low watermark was still invisible to the chunk's read, so its
-	// keys are dropped from the chunk too.
-	Xip []uint64 `json:"xip,omitempty"`
+	// Xmin, Xmax and Xip, on a high watermark, are the chunk's read
+	// snapshot (pg_current_snapshot(), full transaction ids): a transaction
+	// that committed before the low watermark may still be invisible to
+	// the read (its commit record is written and flushed before it leaves
+	// the proc array; a synchronous standby can hold it there), so its
+	// keys are dropped from the chunk too. Such a transaction is in Xip,
+	// or at or above Xmax when no transaction that finished later than
+	// its start had finished before the snapshot.
+	Xmin uint64   `json:"xmin,omitempty"`
+	Xmax uint64   `json:"xmax,omitempty"`
+	Xip  []uint64 `json:"xip,omitempty"`
 }
+
+// visible reports whether the committed transaction xid (the 32 bits
+// pgoutput carries) is visible to the snapshot of wm, with PostgreSQL's
+// rules: below xmin visible, at or above xmax invisible, in between
+// invisible when in xip. Comparisons are modulo 2^32, as PostgreSQL's
+// TransactionIdPrecedes.
+func (wm *Watermark) visible(xid uint32) bool {
+	if xidPrecedes(xid, uint32(wm.Xmin)) {
+		return true
+	}
+	if !xidPrecedes(xid, uint32(wm.Xmax)) {
+		return false
+	}
+	for _, x := range wm.Xip {
+		if uint32(x) == xid {
+			return false
+		}
+	}
+	return true
+}
+
+func xidPrecedes(a, b uint32) bool { return int32(a-b) < 0 }
+
+// Markers in Watch.byXid besides row keys (a row key never starts with a
+// zero byte: see rowKey).
+const (
+	keyAll     = "\x00all"     // a truncate of the table: every key
+	keyUnknown = "\x00unknown" // changes that could not be inspected
+)
 
 // ChunkResult is what ingest did with a chunk at its high watermark.
 type ChunkResult struct {
@@ -40,25 +75,39 @@ type ChunkResult struct {
 	EndLSN pgq.LSN
 }
 
-// Chunk is one chunk of a backfill between its watermarks: Open registers
-// it before the low watermark is emitted, SetRows hands ingest its rows
-// before the high watermark is emitted, and Result delivers what ingest
-// did at the high watermark.
+// Watch follows one table of a running backfill, from before its first
+// chunk to after its last: it keeps the keys changed by each committed
+// transaction, by xid, until a chunk's read snapshot shows that
+// transaction visible (visibility only ever grows, so it stays visible to
+// every later read). At a chunk's high watermark, the keys of every kept
+// transaction the chunk's read could not see are dropped from the chunk:
+// the chunk read their rows as they were before it, while the journal
+// already holds the change, ahead of the chunk's record. Watch.Open
+// registers the table's chunks.
+type Watch struct {
+	b             *Backfills
+	schema, table string
+	keyCols       []string
+	// byXid: keys (or keyAll, keyUnknown) changed by committed
+	// transactions not yet known visible to a read; guarded by b.mu.
+	byXid map[uint32][]string
+}
+
+// Chunk is one chunk of a backfill between its watermarks: Watch.Open
+// registers it before the low watermark is emitted, SetRows hands ingest
+// its rows before the high watermark is emitted, and Result delivers what
+// ingest did at the high watermark.
 type Chunk struct {
 	b                       *Backfills
+	w                       *Watch
 	id, backfill            string
-	schema, table           string
-	keyCols                 []string
 	result                  chan ChunkResult
 	lowSeen, dirty, dropAll bool
 	reason                  string
-	changed                 map[string]struct{}
-	// pre holds keys changed before the low watermark (since Open), by
-	// xid, for the high watermark's Xip.
-	pre     map[uint32][]string
-	columns []pgq.Column
-	rows    [][]pgq.Value
-	hasRows bool
+	changed                 map[string]struct{} // keys changed between the watermarks
+	columns                 []pgq.Column
+	rows                    [][]pgq.Value
+	hasRows                 bool
 }
 
 // Backfills is the registry between backfill runners (any goroutine) and
@@ -66,9 +115,12 @@ type Chunk struct {
 // chunk and journals the chunk's rows at its high watermark, right in the
 // high watermark transaction's place in commit order.
 type Backfills struct {
+	// mu guards everything below and the watches' and chunks' fields.
 	mu      sync.Mutex
 	chunks  map[string]*Chunk
 	byTable map[string][]*Chunk // schema.table → open chunks
+	watches map[string][]*Watch // schema.table → watches
+	nwatch  int                 // watches in total
 	// expect is lastSubmitted as ingest left it after the previous commit
 	// it saw: a different value at the next commit means a record was
 	// journaled without passing the hook (a streamed or spilled
@@ -78,18 +130,57 @@ type Backfills struct {
 
 // NewBackfills returns an empty registry.
 func NewBackfills() *Backfills {
-	return &Backfills{chunks: map[string]*Chunk{}, byTable: map[string][]*Chunk{}}
+	return &Backfills{chunks: map[string]*Chunk{}, byTable: map[string][]*Chunk{}, watches: map[string][]*Watch{}}
 }
 
-// Open registers a chunk window for schema.table keyed by keyCols; call it
-// before emitting the low watermark of id.
-func (b *Backfills) Open(id, backfill, schema, table string, keyCols []string) *Chunk {
-	c := &Chunk{b: b, id: id, backfill: backfill, schema: schema, table: table, keyCols: keyCols,
-		result: make(chan ChunkResult, 1), changed: map[string]struct{}{}, pre: map[uint32][]string{}}
+// Watch starts following schema.table, keyed by keyCols. Every
+// transaction ingest sees commit from now on is tracked; the caller must
+// make sure that every transaction whose commit ingest may have seen
+// before is visible to the first chunk's read (package backfill waits for
+// committed transactions still in the proc array to leave it).
+func (b *Backfills) Watch(schema, table string, keyCols []string) *Watch {
+	w := &Watch{b: b, schema: schema, table: table, keyCols: keyCols, byXid: map[uint32][]string{}}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	qt := schema + "." + table
+	b.watches[qt] = append(b.watches[qt], w)
+	b.nwatch++
+	return w
+}
+
+// Close stops following the table; open chunks of the watch are closed.
+func (w *Watch) Close() {
+	b := w.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	qt := w.schema + "." + w.table
+	l := b.watches[qt]
+	if !slices.Contains(l, w) {
+		return
+	}
+	for _, c := range b.byTable[qt] {
+		if c.w == w {
+			b.remove(c)
+		}
+	}
+	if l = slices.DeleteFunc(l, func(x *Watch) bool { return x == w }); len(l) == 0 {
+		delete(b.watches, qt)
+	} else {
+		b.watches[qt] = l
+	}
+	b.nwatch--
+	w.byXid = nil
+}
+
+// Open registers a chunk window of the watched table; call it before
+// emitting the low watermark of id.
+func (w *Watch) Open(id, backfill string) *Chunk {
+	c := &Chunk{b: w.b, w: w, id: id, backfill: backfill, result: make(chan ChunkResult, 1), changed: map[string]struct{}{}}
+	b := w.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.chunks[id] = c
-	qt := schema + "." + table
+	qt := w.schema + "." + w.table
 	b.byTable[qt] = append(b.byTable[qt], c)
 	return c
 }
@@ -118,7 +209,7 @@ func (b *Backfills) remove(c *Chunk) bool {
 		return false
 	}
 	delete(b.chunks, c.id)
-	qt := c.schema + "." + c.table
+	qt := c.w.schema + "." + c.w.table
 	l := slices.DeleteFunc(b.byTable[qt], func(x *Chunk) bool { return x == c })
 	if len(l) == 0 {
 		delete(b.byTable, qt)
@@ -142,11 +233,11 @@ func isWatermark(c *pgq.Change) bool {
 
 // backfillCommit is ingest's hook for a committed transaction, called in
 // commit order before it is journaled. It removes watermark messages,
-// records the keys the transaction changed in open chunk windows, and at
-// a high watermark replaces the transaction's changes by the chunk's
-// surviving rows (read changes, Transaction.Backfill set). spilled means
-// the transaction's changes are in a spill and cannot be inspected. It
-// returns the size estimate of what is to be journaled.
+// records the keys the transaction changed in the watches and the open
+// chunk windows, and at a high watermark replaces the transaction's
+// changes by the chunk's surviving rows (read changes, Transaction.Backfill
+// set). spilled means the transaction's changes are in a spill and cannot
+// be inspected. It returns the size estimate of what is to be journaled.
 func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) int {
 	b := s.in.o.Backfills
 	hasWM := false
@@ -159,23 +250,22 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) in
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	unseen := b.expect != s.in.lastSubmitted
-	if len(b.chunks) == 0 && !hasWM {
+	if len(b.chunks) == 0 && b.nwatch == 0 && !hasWM {
 		b.expect = s.in.lastSubmitted
 		if !spilled && len(tx.Changes) > 0 && tx.EndLSN > s.in.lastSubmitted {
 			b.expect = tx.EndLSN
 		}
 		return size
 	}
-	if unseen || spilled {
-		for _, c := range b.chunks {
-			if c.lowSeen && !c.dirty {
-				c.dirty, c.reason = true, "a large (spilled or streamed) transaction committed inside the chunk's window"
-			}
-		}
+	if unseen {
+		b.uninspected(0, false)
+	}
+	if spilled {
+		b.uninspected(tx.Xid, true)
 	}
 	var highs []*Chunk
-	var xips [][]uint64
-	if hasWM || len(b.byTable) > 0 {
+	var wms []Watermark
+	if hasWM || len(b.watches) > 0 {
 		kept := tx.Changes[:0]
 		for i := range tx.Changes {
 			c := &tx.Changes[i]
@@ -192,7 +282,7 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) in
 					ch.lowSeen = true
 				case wm.Kind == "high" && ch.lowSeen:
 					highs = append(highs, ch)
-					xips = append(xips, wm.Xip)
+					wms = append(wms, wm)
 				}
 				continue
 			}
@@ -204,7 +294,7 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) in
 	}
 	for i, ch := range highs {
 		b.remove(ch)
-		res := ch.finish(tx, xips[i], tx.EndLSN <= s.in.lastSubmitted, s.in.o.MaxRecordBytes)
+		res := ch.finish(tx, &wms[i], tx.EndLSN <= s.in.lastSubmitted)
 		if !res.Redo {
 			size = 0
 			for _, c := range tx.Changes {
@@ -223,16 +313,48 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) in
 	return size
 }
 
-// track records the key(s) change c touches in every open window of its
-// table.
+// backfillStreamed is ingest's hook for a streamed transaction journaled
+// from its spill at its commit: its changes were not inspected.
+func (s *session) backfillStreamed(xid uint32) {
+	b := s.in.o.Backfills
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.chunks) > 0 || b.nwatch > 0 {
+		b.uninspected(xid, true)
+	}
+}
+
+// uninspected marks a committed transaction whose changes were not
+// inspected: every open window is dirty (its chunk is read again), and
+// when its xid is known every watch keeps it as keyUnknown, so a chunk
+// whose read could not see it is read again too. b.mu is held.
+func (b *Backfills) uninspected(xid uint32, known bool) {
+	for _, c := range b.chunks {
+		if c.lowSeen && !c.dirty {
+			c.dirty, c.reason = true, "a large (spilled or streamed) transaction committed inside the chunk's window"
+		}
+	}
+	if !known {
+		return
+	}
+	for _, l := range b.watches {
+		for _, w := range l {
+			w.byXid[xid] = append(w.byXid[xid], keyUnknown)
+		}
+	}
+}
+
+// track records the key(s) change c of transaction xid touches in every
+// watch and open window of its table. b.mu is held.
 func (b *Backfills) track(xid uint32, c *pgq.Change) {
 	if c.Op == pgq.OpTruncate {
 		for _, t := range c.Tables {
+			for _, w := range b.watches[t] {
+				w.byXid[xid] = append(w.byXid[xid], keyAll)
+			}
 			for _, ch := range b.byTable[t] {
 				if ch.lowSeen {
 					ch.dropAll = true
-				} else {
-					ch.pre[xid] = append(ch.pre[xid], "") // "": every key
 				}
 			}
 		}
@@ -241,55 +363,74 @@ func (b *Backfills) track(xid uint32, c *pgq.Change) {
 	if c.Op != pgq.OpInsert && c.Op != pgq.OpUpdate && c.Op != pgq.OpDelete {
 		return
 	}
-	chunks := b.byTable[c.Schema+"."+c.Table]
-	for _, ch := range chunks {
-		var keys []string
+	qt := c.Schema + "." + c.Table
+	for _, w := range b.watches[qt] {
+		var keys [2]string
+		n := 0
 		ok := true
 		if c.New != nil {
-			k, kok := rowKey(c.Columns, c.New, ch.keyCols, false)
-			keys, ok = append(keys, k), ok && kok
+			k, kok := rowKey(c.Columns, c.New, w.keyCols, false)
+			keys[n], n, ok = k, n+1, ok && kok
 		}
 		if c.Old != nil {
-			k, kok := rowKey(c.Columns, c.Old, ch.keyCols, c.OldKind == pgq.OldKey)
-			keys, ok = append(keys, k), ok && kok
+			k, kok := rowKey(c.Columns, c.Old, w.keyCols, c.OldKind == pgq.OldKey)
+			keys[n], n, ok = k, n+1, ok && kok
 		}
-		if !ok || len(keys) == 0 {
-			if ch.lowSeen {
-				ch.dirty, ch.reason = true, "a change inside the chunk's window lacks the key columns"
-			} else {
-				ch.pre[xid] = append(ch.pre[xid], "")
+		if !ok || n == 0 {
+			w.byXid[xid] = append(w.byXid[xid], keyUnknown)
+		} else {
+			w.byXid[xid] = append(w.byXid[xid], keys[:n]...)
+		}
+		for _, ch := range b.byTable[qt] {
+			if ch.w != w || !ch.lowSeen {
+				continue
 			}
-			continue
-		}
-		if ch.lowSeen {
-			for _, k := range keys {
+			if !ok || n == 0 {
+				ch.dirty, ch.reason = true, "a change inside the chunk's window lacks the key columns"
+				continue
+			}
+			for _, k := range keys[:n] {
 				ch.changed[k] = struct{}{}
 			}
-		} else {
-			ch.pre[xid] = append(ch.pre[xid], keys...)
 		}
 	}
 }
 
-// finish builds the chunk's record in tx's place at its high watermark.
-func (ch *Chunk) finish(tx *pgq.Transaction, xip []uint64, resend bool, maxBytes int) ChunkResult {
+// finish builds the chunk's record in tx's place at its high watermark
+// wm, and forgets the watch's transactions wm's snapshot shows visible.
+func (ch *Chunk) finish(tx *pgq.Transaction, wm *Watermark, resend bool) ChunkResult {
+	w := ch.w
+	// Keys of transactions the read could not see, though they committed
+	// before the high watermark (before the low one, or inside the window,
+	// where ch.changed has them too).
+	unknown := false
+	for xid, keys := range w.byXid {
+		if wm.visible(xid) {
+			delete(w.byXid, xid) // visible to every later read too
+			continue
+		}
+		for _, k := range keys {
+			switch k {
+			case keyAll:
+				ch.dropAll = true
+			case keyUnknown:
+				unknown = true
+			default:
+				ch.changed[k] = struct{}{}
+			}
+		}
+	}
 	switch {
 	case resend:
 		return ChunkResult{Redo: true, Reason: "the high watermark was re-sent after a reconnect"}
 	case ch.dirty:
 		return ChunkResult{Redo: true, Reason: ch.reason}
+	case unknown:
+		return ChunkResult{Redo: true, Reason: "a transaction the chunk's read could not see yet changed rows that could not be inspected"}
 	case !ch.hasRows:
 		return ChunkResult{Redo: true, Reason: "the chunk's rows were not handed over before its high watermark"}
 	case len(tx.Changes) > 0:
 		return ChunkResult{Redo: true, Reason: "the high watermark's transaction has other changes"}
-	}
-	for _, x := range xip {
-		for _, k := range ch.pre[uint32(x)] { // xip holds full xids; records hold 32 bits
-			if k == "" {
-				ch.dropAll = true
-			}
-			ch.changed[k] = struct{}{}
-		}
 	}
 	var res ChunkResult
 	if ch.dropAll {
@@ -299,14 +440,14 @@ func (ch *Chunk) finish(tx *pgq.Transaction, xip []uint64, resend bool, maxBytes
 	changes := make([]pgq.Change, 0, len(ch.rows))
 	for _, row := range ch.rows {
 		if len(ch.changed) > 0 { // most windows see no change of the table
-			if k, ok := rowKey(ch.columns, row, ch.keyCols, false); ok {
+			if k, ok := rowKey(ch.columns, row, w.keyCols, false); ok {
 				if _, hit := ch.changed[k]; hit {
 					res.Dropped++
 					continue
 				}
 			}
 		}
-		changes = append(changes, pgq.Change{Op: pgq.OpRead, Schema: ch.schema, Table: ch.table, Columns: ch.columns, New: row})
+		changes = append(changes, pgq.Change{Op: pgq.OpRead, Schema: w.schema, Table: w.table, Columns: ch.columns, New: row})
 	}
 	res.Rows = len(changes)
 	if len(changes) > 0 { // nothing to journal, nothing to wait for

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -496,6 +497,131 @@ func TestBackfillKeysWhereTablesEmpty(t *testing.T) {
 	if code, b := bfCall(t, r, "GET", "/v1/backfills/nope", nil); code != 404 || !strings.Contains(string(b), "not_found") {
 		t.Fatalf("unknown id: %d %s", code, b)
 	}
+}
+
+// TestBackfillInvisibleCommits: a transaction whose commit is in the WAL,
+// and so in the journal, but which new snapshots do not see yet (held
+// between its commit record and leaving the proc array by a synchronous
+// standby that never answers) must not let a chunk's read put its row's
+// older value after its change in the journal. Held before the backfill
+// starts, the backfill waits for it; held in the middle (committed after
+// the table's watch began, before the read of its chunk's window), the
+// chunk drops its key. Without either, the replica ends with 'old'.
+func TestBackfillInvisibleCommits(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text, n int)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
+		`INSERT INTO bf SELECT g, 'old', g FROM generate_series(1, 2000) g`)
+	dir := t.TempDir()
+	r := startSidecar(t, db, dir, nil)
+	r.waitStreaming(t)
+
+	// ghost makes commits with synchronous_commit on wait for a standby
+	// that does not exist (the cluster's default is off, so nothing else
+	// waits); turning it off releases them.
+	ghost := func(on bool) {
+		set := `ALTER SYSTEM RESET synchronous_standby_names`
+		want := ""
+		if on {
+			set, want = `ALTER SYSTEM SET synchronous_standby_names = 'pgq_ghost'`, "pgq_ghost"
+		}
+		db.Exec(t, set, `SELECT pg_reload_conf()`)
+		waitFor(t, 10*time.Second, "synchronous_standby_names reloaded", func() bool {
+			var v string
+			db.QueryRow(t, `SHOW synchronous_standby_names`, &v)
+			return v == want
+		})
+		time.Sleep(200 * time.Millisecond) // the checkpointer publishes it to the walsenders' shared state
+	}
+	ghost(true)
+	t.Cleanup(func() { ghost(false) })
+
+	// hold commits UPDATE bf SET v = 'new' WHERE id = id with synchronous
+	// commit and returns once the update is journaled and still invisible.
+	hold := func(id int) (release func()) {
+		t.Helper()
+		conn, err := pgx.Connect(t.Context(), db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if err := conn.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(t.Context(), `SET synchronous_commit = on`); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = conn.Exec(context.Background(), `UPDATE bf SET v = 'new' WHERE id = $1`, id)
+		}()
+		waitFor(t, 30*time.Second, fmt.Sprintf("update of %d journaled", id), func() bool {
+			for _, tx := range records(t, dir) {
+				for _, ch := range tx.Changes {
+					if ch.Op == pgq.OpUpdate && ch.Table == "bf" && string(ch.New[0].Data) == fmt.Sprint(id) {
+						return true
+					}
+				}
+			}
+			return false
+		})
+		var v string
+		db.QueryRow(t, fmt.Sprintf(`SELECT v FROM bf WHERE id = %d`, id), &v)
+		if v != "old" {
+			t.Fatalf("the update of %d is visible already (v %q): the synchronous standby did not hold it", id, v)
+		}
+		return func() {
+			db.Exec(t, fmt.Sprintf(`SELECT pg_cancel_backend(%d)`, pid))
+			<-done
+			conn.Close(context.Background())
+		}
+	}
+
+	// Before the start: the backfill reads nothing until it is visible.
+	release := hold(3)
+	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50,
+		"where": "(SELECT true FROM pg_advisory_xact_lock_shared(4242))"})
+	time.Sleep(time.Second)
+	if s := getBackfill(t, r, st.ID); s.State != "running" || s.Rows != 0 {
+		t.Fatalf("the backfill read rows while a committed update was invisible: %+v", s)
+	}
+	release()
+	waitFor(t, 30*time.Second, "two chunks", func() bool { return getBackfill(t, r, st.ID).Chunks >= 2 })
+
+	// In the middle: stop the reads (the predicate takes a shared lock the
+	// test now holds exclusively), commit the held update, let reads go on.
+	lock, err := pgx.Connect(t.Context(), db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(context.Background())
+	if _, err := lock.Exec(t.Context(), `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	release = hold(1990)
+	if s := getBackfill(t, r, st.ID); s.State != "running" || atoi(s.LastKey["id"]) >= 1990 {
+		t.Fatalf("the backfill went past the held row: %+v", s)
+	}
+	if _, err := lock.Exec(t.Context(), `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	fin := waitBackfill(t, r, st.ID, "done", 60*time.Second)
+	release()
+	if fin.Rows != 2000 || fin.Dropped < 1 {
+		t.Fatalf("backfill %+v: want 2000 rows read, the held row dropped", fin)
+	}
+	rep := checkConverged(t, db, r.Dir, map[string][]string{"public.bf": {"id"}})
+	for _, id := range []string{"3", "1990"} {
+		if v := rep["public.bf"][id]["v"]; v != "new" {
+			t.Errorf("row %s: replica has v %q, want new", id, v)
+		}
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // TestBackfillResumeAndCancel: pgq stopped mid-backfill resumes from the

@@ -108,6 +108,7 @@ func (s *session) streamCommit(ctx context.Context, m *pgoutput.StreamCommit) er
 	}
 	defer s.in.tracker.StreamEnded()
 	hdr.Origin = t.origin
+	s.backfillStreamed(m.Xid)
 	err := s.journalSpill(ctx, t, hdr)
 	if derr := t.discard(); err == nil {
 		err = derr
