@@ -410,6 +410,7 @@ func (m *Manager) settle(ctx context.Context, conn *pgx.Conn, j *job, t *table) 
 			return fmt.Errorf("backfill: %s: wait for committed transactions: %w", t.qualified(), err)
 		}
 		if waiting == 0 {
+			m.o.Logger.Debug("backfill settled", "table", t.qualified(), "took", time.Since(start))
 			return nil
 		}
 		if !warned && syncRep > 0 && now.Sub(start) > 5*time.Second {
