@@ -268,9 +268,10 @@ func checkConverged(t *testing.T, db *pgtest.DB, dir string, keys map[string][]s
 	return rep
 }
 
-// workload runs random inserts, updates and deletes (and with truncate,
-// one TRUNCATE) on bf(id int, v text, n int) until stop is closed.
-func workload(t *testing.T, db *pgtest.DB, seed uint64, maxID int, truncate bool, stop <-chan struct{}) (ops *int, done <-chan struct{}) {
+// workload runs random inserts, updates and deletes on bf(id int, v text,
+// n int) until stop is closed; with a truncate channel, also one TRUNCATE
+// after 300 operations, once that channel is closed.
+func workload(t *testing.T, db *pgtest.DB, seed uint64, maxID int, truncate <-chan struct{}, stop <-chan struct{}) (ops *int, done <-chan struct{}) {
 	conn, err := pgx.Connect(t.Context(), db.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +287,7 @@ func workload(t *testing.T, db *pgtest.DB, seed uint64, maxID int, truncate bool
 			}
 		}()
 		ctx := context.Background()
-		truncated := !truncate
+		truncated := truncate == nil
 		for {
 			select {
 			case <-stop:
@@ -296,7 +297,7 @@ func workload(t *testing.T, db *pgtest.DB, seed uint64, maxID int, truncate bool
 			var err error
 			id := rng.IntN(maxID) + 1
 			switch p := rng.IntN(100); {
-			case !truncated && n > 300:
+			case !truncated && n > 300 && closed(truncate):
 				_, err = conn.Exec(ctx, `TRUNCATE bf`)
 				truncated = true
 			case p < 35:
@@ -342,6 +343,16 @@ func workload(t *testing.T, db *pgtest.DB, seed uint64, maxID int, truncate bool
 	return &n, ch
 }
 
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // reconnect connects to url, retrying for up to a minute while the
 // server restarts; nil, nil once stop is closed.
 func reconnect(ctx context.Context, url string, stop <-chan struct{}) (*pgx.Conn, error) {
@@ -379,9 +390,19 @@ func TestBackfillConvergesUnderDML(t *testing.T) {
 			r := startSidecar(t, db, dir, nil)
 			r.waitStreaming(t)
 			stop := make(chan struct{})
-			ops, done := workload(t, db, seed, maxID, seed == 2, stop)
+			// Seed 2 truncates the table once the backfill read a few
+			// chunks: in the middle of it, whatever the machine's load.
+			var truncate chan struct{}
+			if seed == 2 {
+				truncate = make(chan struct{})
+			}
+			ops, done := workload(t, db, seed, maxID, truncate, stop)
 			time.Sleep(100 * time.Millisecond)
 			st := startBackfill(t, r, map[string]any{"tables": []string{"public.bf"}, "chunk_size": 97})
+			if truncate != nil {
+				waitFor(t, 60*time.Second, "three chunks", func() bool { return getBackfill(t, r, st.ID).Chunks >= 3 })
+				close(truncate)
+			}
 			// Seed 2's workload truncates the table early, which resets
 			// pg_class.reltuples: its estimate is whatever it is by then.
 			if st.State != "running" || (seed != 2 && st.RowsEstimate != 4000) {
@@ -636,7 +657,7 @@ func TestBackfillResumeAndCancel(t *testing.T) {
 	r := startSidecar(t, db, dir, nil)
 	r.waitStreaming(t)
 	stop := make(chan struct{})
-	_, done := workload(t, db, 9, 25000, false, stop)
+	_, done := workload(t, db, 9, 25000, nil, stop)
 	defer func() {
 		select {
 		case <-stop:
@@ -728,7 +749,7 @@ func TestBackfillSIGKILLResume(t *testing.T) {
 	dir := t.TempDir()
 	cmd, addr := pgqRun(t, db, dir)
 	stop := make(chan struct{})
-	_, done := workload(t, db, 11, 25000, false, stop)
+	_, done := workload(t, db, 11, 25000, nil, stop)
 	defer func() {
 		select {
 		case <-stop:
@@ -777,7 +798,7 @@ func TestBackfillServerRestart(t *testing.T) {
 	r := startSidecar(t, db, dir, nil)
 	r.waitStreaming(t)
 	stop := make(chan struct{})
-	ops, done := workload(t, db, 12, 25000, false, stop)
+	ops, done := workload(t, db, 12, 25000, nil, stop)
 	defer func() {
 		select {
 		case <-stop:
