@@ -50,6 +50,7 @@ type BridgeJetStreamCmd struct {
 	Duplicates   time.Duration `default:"2m" env:"PGQ_BRIDGE_DUPLICATES" help:"Duplicate window of a created stream: a bridge down longer than this may store a re-published batch twice."`
 	Replicas     int           `default:"1" env:"PGQ_BRIDGE_REPLICAS" help:"Replicas of a created stream."`
 	Window       int           `default:"4096" env:"PGQ_BRIDGE_WINDOW" help:"Messages in flight (published, not acknowledged)."`
+	AckTimeout   time.Duration `name:"ack-timeout" default:"10s" env:"PGQ_BRIDGE_ACK_TIMEOUT" help:"A message the stream has not acknowledged within it fails; the bridge retries the batch's unacknowledged messages."`
 	Creds        string        `type:"existingfile" env:"NATS_CREDS" help:"NATS credentials file."`
 	NKey         string        `name:"nkey" type:"existingfile" env:"NATS_NKEY" help:"NATS nkey seed file."`
 	User         string        `env:"NATS_USER" help:"NATS user."`
@@ -60,14 +61,16 @@ type BridgeJetStreamCmd struct {
 // BridgeKafkaCmd is `pgq bridge kafka`.
 type BridgeKafkaCmd struct {
 	BridgeFlags
-	Brokers           []string `required:"" env:"KAFKA_BROKERS" help:"Seed brokers host:port, comma-separated."`
-	Topic             string   `default:"pgq.{schema}.{table}" env:"PGQ_BRIDGE_TOPIC" help:"Topic template: {schema}, {table}, {op}."`
-	CreateTopics      bool     `name:"create-topics" env:"PGQ_BRIDGE_CREATE_TOPICS" help:"Create missing topics on first use."`
-	Partitions        int32    `default:"0" env:"PGQ_BRIDGE_PARTITIONS" help:"Partitions of created topics (0: the broker's default)."`
-	ReplicationFactor int16    `name:"replication-factor" default:"0" env:"PGQ_BRIDGE_REPLICATION_FACTOR" help:"Replication factor of created topics (0: the broker's default)."`
-	SASLMechanism     string   `name:"sasl-mechanism" enum:",PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" default:"" env:"KAFKA_SASL_MECHANISM" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."`
-	SASLUser          string   `name:"sasl-user" env:"KAFKA_SASL_USER" help:"SASL user."`
-	SASLPassword      string   `name:"sasl-password" env:"KAFKA_SASL_PASSWORD" help:"SASL password."`
+	Brokers           []string      `required:"" env:"KAFKA_BROKERS" help:"Seed brokers host:port, comma-separated."`
+	Topic             string        `default:"pgq.{schema}.{table}" env:"PGQ_BRIDGE_TOPIC" help:"Topic template: {schema}, {table}, {op}."`
+	CreateTopics      bool          `name:"create-topics" env:"PGQ_BRIDGE_CREATE_TOPICS" help:"Create missing topics on first use."`
+	Partitions        int32         `default:"0" env:"PGQ_BRIDGE_PARTITIONS" help:"Partitions of created topics (0: the broker's default)."`
+	ReplicationFactor int16         `name:"replication-factor" default:"0" env:"PGQ_BRIDGE_REPLICATION_FACTOR" help:"Replication factor of created topics (0: the broker's default)."`
+	DeliveryTimeout   time.Duration `name:"delivery-timeout" default:"30s" env:"PGQ_BRIDGE_DELIVERY_TIMEOUT" help:"The producer's own retries of a record end after it; the bridge then produces the batch's unacknowledged records again (a duplicate if the broker had stored one)."`
+	Linger            time.Duration `default:"5ms" env:"PGQ_BRIDGE_LINGER" help:"How long the producer waits to fill a batch."`
+	SASLMechanism     string        `name:"sasl-mechanism" enum:",PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" default:"" env:"KAFKA_SASL_MECHANISM" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."`
+	SASLUser          string        `name:"sasl-user" env:"KAFKA_SASL_USER" help:"SASL user."`
+	SASLPassword      string        `name:"sasl-password" env:"KAFKA_SASL_PASSWORD" help:"SASL password."`
 }
 
 func (f *BridgeFlags) tlsConfig() (*tls.Config, error) {
@@ -100,13 +103,8 @@ func (f *BridgeFlags) tlsConfig() (*tls.Config, error) {
 
 // Run bridges until interrupted.
 func (c *BridgeJetStreamCmd) Run(ctx context.Context, log *slog.Logger) error {
-	tc, err := c.tlsConfig()
+	o, err := c.options()
 	if err != nil {
-		return err
-	}
-	o := jetstream.Options{URL: c.NatsURL, Stream: c.Stream, Subject: c.Subject, CreateStream: c.CreateStream, Duplicates: c.Duplicates,
-		Replicas: c.Replicas, Window: c.Window, CredsFile: c.Creds, NKeyFile: c.NKey, User: c.User, Password: c.Password, Token: c.Token, TLS: tc}
-	if err := o.Validate(); err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -119,11 +117,36 @@ func (c *BridgeJetStreamCmd) Run(ctx context.Context, log *slog.Logger) error {
 	return c.run(ctx, log, p)
 }
 
-// Run bridges until interrupted.
-func (c *BridgeKafkaCmd) Run(ctx context.Context, log *slog.Logger) error {
+// options are the publisher's options the flags give.
+func (c *BridgeJetStreamCmd) options() (jetstream.Options, error) {
 	tc, err := c.tlsConfig()
 	if err != nil {
+		return jetstream.Options{}, err
+	}
+	o := jetstream.Options{URL: c.NatsURL, Stream: c.Stream, Subject: c.Subject, CreateStream: c.CreateStream, Duplicates: c.Duplicates,
+		Replicas: c.Replicas, Window: c.Window, AckTimeout: c.AckTimeout, CredsFile: c.Creds, NKeyFile: c.NKey, User: c.User, Password: c.Password, Token: c.Token, TLS: tc}
+	return o, o.Validate()
+}
+
+// Run bridges until interrupted.
+func (c *BridgeKafkaCmd) Run(ctx context.Context, log *slog.Logger) error {
+	o, err := c.options()
+	if err != nil {
 		return err
+	}
+	p, err := kafka.New(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return c.run(ctx, log, p)
+}
+
+// options are the producer's options the flags give.
+func (c *BridgeKafkaCmd) options() (kafka.Options, error) {
+	tc, err := c.tlsConfig()
+	if err != nil {
+		return kafka.Options{}, err
 	}
 	var brokers []string
 	for _, b := range c.Brokers {
@@ -134,16 +157,8 @@ func (c *BridgeKafkaCmd) Run(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 	o := kafka.Options{Brokers: brokers, Topic: c.Topic, CreateTopics: c.CreateTopics, Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
-		Mechanism: c.SASLMechanism, User: c.SASLUser, Password: c.SASLPassword, TLS: tc}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	p, err := kafka.New(ctx, o)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	return c.run(ctx, log, p)
+		DeliveryTimeout: c.DeliveryTimeout, Linger: c.Linger, Mechanism: c.SASLMechanism, User: c.SASLUser, Password: c.SASLPassword, TLS: tc}
+	return o, o.Validate()
 }
 
 func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publisher) error {

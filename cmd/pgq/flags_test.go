@@ -165,3 +165,48 @@ func TestEveryRunFlagHasAnEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeFlags parses `pgq bridge kafka|jetstream` command lines with
+// kong: the broker timeouts reach the publishers' options (defaults
+// included), and a negative one is refused.
+func TestBridgeFlags(t *testing.T) {
+	parse := func(args ...string) (*CLI, error) {
+		var cli CLI
+		p, err := kong.New(&cli, kong.Vars{"version": "test"}, kong.Exit(func(int) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Parse(args)
+		return &cli, err
+	}
+	cli, err := parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092,k2:9092", "--delivery-timeout", "2m", "--linger", "20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ko, err := cli.Bridge.Kafka.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ko.DeliveryTimeout != 2*time.Minute || ko.Linger != 20*time.Millisecond || len(ko.Brokers) != 2 || ko.Brokers[1] != "k2:9092" {
+		t.Fatalf("kafka options: %+v", ko)
+	}
+	if cli, err = parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092"); err != nil {
+		t.Fatal(err)
+	}
+	if ko, err = cli.Bridge.Kafka.options(); err != nil || ko.DeliveryTimeout != 30*time.Second || ko.Linger != 5*time.Millisecond {
+		t.Fatalf("kafka defaults: %+v, %v", ko, err)
+	}
+	if cli, err = parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092", "--delivery-timeout=-1s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = cli.Bridge.Kafka.options(); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Fatalf("negative delivery timeout: %v", err)
+	}
+	if cli, err = parse("bridge", "jetstream", "--group", "g", "--nats-url", "nats://127.0.0.1:4222", "--ack-timeout", "45s", "--window", "64"); err != nil {
+		t.Fatal(err)
+	}
+	jo, err := cli.Bridge.Jetstream.options()
+	if err != nil || jo.AckTimeout != 45*time.Second || jo.Window != 64 {
+		t.Fatalf("jetstream options: %+v, %v", jo, err)
+	}
+}
