@@ -14,10 +14,10 @@ import (
 	"github.com/pgq-dev/pgq/client"
 )
 
-// backfillTable is the table of rows that predate the slot.
+// backfillTable is the table of rows that predate the backfill.
 const backfillTable = "public.bench_backfill"
 
-// backfillRows (issue 12) creates a table of rows that predate the slot
+// backfillRows (issue 12) creates a table of rows that predate the backfill
 // and measures the load pgq's backfill of it: its rate against
 // PostgreSQL's own COPY of the same table (backfillRow), and what a
 // running backfill costs streaming ingest (backfillLoadRows).
@@ -43,6 +43,21 @@ func (e *env) backfillRows(ctx context.Context, p *pgqProc) []Row {
 	// Hint bits and statistics set before either side reads the table.
 	if _, err := e.conn.Exec(ctx, `VACUUM ANALYZE bench_backfill`); err != nil {
 		return fail("vacuum the table: " + trimErr(err))
+	}
+	// The slot exists already, so the table's filling is WAL the
+	// walsender decodes (a 1M-row transaction takes it seconds): a
+	// backfill's first watermark would wait behind it. The rows are to
+	// predate the backfill, so it starts once pgq confirmed them.
+	var at string
+	if err := e.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&at); err != nil {
+		return fail("WAL position: " + trimErr(err))
+	}
+	filled, err := pgq.ParseLSN(at)
+	if err != nil {
+		return fail("WAL position: " + trimErr(err))
+	}
+	if err := e.waitConfirmed(ctx, loadSlot, filled, 5*time.Minute); err != nil {
+		return fail("pgq catching up with the table's filling: " + trimErr(err))
 	}
 	cl, err := client.Dial(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
