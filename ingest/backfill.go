@@ -158,7 +158,8 @@ func (w *Watch) Close() {
 	if !slices.Contains(l, w) {
 		return
 	}
-	for _, c := range b.byTable[qt] {
+	// remove edits byTable[qt]: iterate over a copy.
+	for _, c := range slices.Clone(b.byTable[qt]) {
 		if c.w == w {
 			b.remove(c)
 		}
