@@ -125,6 +125,10 @@ type Log struct {
 	sfile      vfs.File    // tail segment file handle, nil once closed
 	wbatch     Batch       // reusable write batch
 	scache     tinylru.LRU // segment entries cache
+	// spare is the buffer of a segment evicted from scache, for the next
+	// tail segment (set with mu exclusive, or shared with cmu; taken with
+	// mu exclusive).
+	spare []byte
 }
 
 // segment represents a single segment file.
@@ -185,6 +189,11 @@ func (l *Log) pushCache(segIdx int) {
 		l.scache.SetEvicted(segIdx, l.segments[segIdx])
 	if evicted {
 		s := v.(*segment)
+		if cap(s.ebuf) >= l.opts.SegmentSize && cap(s.ebuf) <= 2*l.opts.SegmentSize {
+			// Nothing refers into it any more (reads copy out): the next
+			// tail segment takes it instead of a fresh, zeroed one.
+			l.spare = s.ebuf[:0]
+		}
 		s.ebuf = nil
 		s.epos = nil
 	}
@@ -459,15 +468,22 @@ func (l *Log) cycle() error {
 	return l.syncDir()
 }
 
-// growTail returns buf with room for n more bytes. A segment of up to 64
-// MiB gets its whole size at once; a larger one doubles from 1 MiB. (append
+// growTail returns buf with room for n more bytes. An empty tail takes
+// the spare buffer of an evicted segment when there is one. A segment of
+// up to 64 MiB gets its whole size at once, and a quarter more for the
+// entry that overshoots it; a larger one doubles from 1 MiB. (append
 // grows a large slice by 1.25× only, which copied the tail segment's buffer
 // about 20 times on the way to 16 MiB: with megabyte entries, backfill
 // chunks and big transactions, those copies were a fifth of pgq's CPU.)
 // An entry that overshoots the segment gets what it needs.
 func (l *Log) growTail(buf []byte, n int) []byte {
-	c := l.opts.SegmentSize
-	if c > 64<<20 {
+	if len(buf) == 0 && cap(l.spare) >= max(l.opts.SegmentSize, n) {
+		nb := l.spare
+		l.spare = nil
+		return nb
+	}
+	c := l.opts.SegmentSize + l.opts.SegmentSize/4 // the last entry overshoots
+	if l.opts.SegmentSize > 64<<20 {
 		c = min(max(2*cap(buf), 1<<20), c)
 	}
 	nb := make([]byte, len(buf), max(c, len(buf)+n))
