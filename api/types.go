@@ -86,6 +86,10 @@ type (
 		Delay Duration `json:"delay,omitempty"`
 		// All (requeue and drop only) acts on every parked message.
 		All bool `json:"all,omitempty"`
+		// Unhandled (nak only) gives back messages no handler saw (fetched
+		// ahead by a member that stops): visible again at once, never
+		// parked by this nak, Delay not allowed.
+		Unhandled bool `json:"unhandled,omitempty"`
 	}
 	// ResetBody is the body of POST /v1/groups/{name}/reset.
 	ResetBody struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,6 +66,12 @@ func (c *Client) Nak(ctx context.Context, group string, delay time.Duration, ack
 	return c.settle(ctx, group, "nak", api.AckBody{AckIDs: ackIDs, Delay: api.Duration(delay)})
 }
 
+// NakUnhandled gives back messages that no handler saw (fetched ahead by
+// a member that stops): delivered again at once, never parked by it.
+func (c *Client) NakUnhandled(ctx context.Context, group string, ackIDs ...string) (int, error) {
+	return c.settle(ctx, group, "nak", api.AckBody{AckIDs: ackIDs, Unhandled: true})
+}
+
 // Term parks messages at once.
 func (c *Client) Term(ctx context.Context, group string, ackIDs ...string) (int, error) {
 	return c.settle(ctx, group, "term", api.AckBody{AckIDs: ackIDs})
@@ -103,9 +110,11 @@ type SharedConsumerOptions struct {
 	// Prefetch is how many messages Consume fetches ahead of its running
 	// handlers, so that the next fetch overlaps their work, and how many
 	// one fetch of Messages asks for; zero → Concurrency. Messages
-	// fetched ahead are in flight on the server (their ack wait runs);
-	// those not handled when Consume or a Messages loop ends go to a
-	// member again when their ack wait ends.
+	// fetched ahead are in flight on the server (their ack wait runs).
+	// Those not handled when Consume ends it gives back (Release): they
+	// go to another member at once. A Messages loop's caller releases
+	// what it does not handle; otherwise it goes to a member again when
+	// its ack wait ends.
 	Prefetch int
 	// Wait is a fetch's long-poll; zero → 30s.
 	Wait time.Duration
@@ -158,6 +167,13 @@ func (sc *SharedConsumer) Ack(ctx context.Context, msgs ...api.Message) error {
 // Nak asks for redelivery after delay (zero: the group's backoff).
 func (sc *SharedConsumer) Nak(ctx context.Context, delay time.Duration, msgs ...api.Message) error {
 	_, err := sc.c.Nak(ctx, sc.group, delay, ackIDs(msgs)...)
+	return err
+}
+
+// Release gives back messages fetched and not handled, for another
+// member at once (see Client.NakUnhandled).
+func (sc *SharedConsumer) Release(ctx context.Context, msgs ...api.Message) error {
+	_, err := sc.c.NakUnhandled(ctx, sc.group, ackIDs(msgs)...)
 	return err
 }
 
@@ -266,14 +282,21 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 		results = make(chan settlement, capacity+maxSettleBatch)
 		hwg     sync.WaitGroup
 		settled = make(chan struct{})
+		umu     sync.Mutex // guards unhandled
+		// unhandled are the messages fetched ahead that no handler ran
+		// because Consume is ending: given back at the end.
+		unhandled []api.Message
 	)
 	for range sc.o.Concurrency {
 		hwg.Add(1)
 		go func() {
 			defer hwg.Done()
 			for msg := range work {
-				if fctx.Err() != nil { // ending: leave it to its ack wait
+				if fctx.Err() != nil { // ending: give it back below
 					<-slots
+					umu.Lock()
+					unhandled = append(unhandled, msg)
+					umu.Unlock()
 					continue
 				}
 				herr := handler(ctx, msg)
@@ -291,6 +314,16 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 	hwg.Wait()
 	close(results)
 	<-settled
+	if len(unhandled) > 0 {
+		// Another member gets them at once instead of after their ack
+		// wait. A failure leaves them to it.
+		rctx := context.WithoutCancel(ctx)
+		for batch := range slices.Chunk(unhandled, maxSettleBatch) {
+			if sc.settleBatch(rctx, actionRelease, batch) != nil {
+				break
+			}
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if first != nil {
@@ -404,14 +437,22 @@ func (sc *SharedConsumer) settleLoop(ctx context.Context, results <-chan settlem
 	}
 }
 
-// settleBatch acks, naks or terms msgs in one request. A conflict (one
-// message's ack wait ended and it went to another member: the server
-// changes nothing) makes it settle them one by one, skipping conflicts.
+// actionRelease is settleBatch's action for a nak of unhandled messages.
+const actionRelease = "release"
+
+// settleBatch acks, naks, terms or releases (actionRelease) msgs in one
+// request. A conflict (one message's ack wait ended and it went to
+// another member: the server changes nothing) makes it settle them one by
+// one, skipping conflicts.
 func (sc *SharedConsumer) settleBatch(ctx context.Context, action string, msgs []api.Message) error {
 	send := func(msgs []api.Message) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		_, err := sc.c.settle(ctx, sc.group, action, api.AckBody{AckIDs: ackIDs(msgs)})
+		body := api.AckBody{AckIDs: ackIDs(msgs)}
+		if action == actionRelease {
+			action, body.Unhandled = "nak", true
+		}
+		_, err := sc.c.settle(ctx, sc.group, action, body)
 		return err
 	}
 	conflict := func(err error) bool {

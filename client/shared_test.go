@@ -393,3 +393,108 @@ func TestSharedMessages(t *testing.T) {
 		t.Fatalf("info: %+v, %v", gi, err)
 	}
 }
+
+// A member that stops gives back what it fetched ahead and never handled:
+// another member gets those messages at once (the ack wait is a minute),
+// with the next delivery count, and not parked although max_deliver is 1.
+// A released delivery's ack id is over (conflict).
+func TestSharedConsumeReleasesUnhandled(t *testing.T) {
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
+	defer s.stop()
+	s.append(60)
+	c, err := client.Dial(s.addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "rel", Mode: "shared", From: "earliest",
+		AckWait: api.Duration(time.Minute), MaxDeliver: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.SharedConsumer("rel", client.SharedConsumerOptions{Member: "a", Prefetch: 50, Wait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex // guards handled
+		handled = map[pgq.Offset]bool{}
+	)
+	err = consumeUntil(a, func(ctx context.Context, m api.Message) error {
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		handled[m.Offset] = true
+		return nil
+	}, func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) >= 3 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n := len(handled)
+	mu.Unlock()
+	gi, err := c.Group(ctx, "rel")
+	if err != nil || gi.Shared.InFlight != 0 || gi.Shared.Parked != 0 {
+		t.Fatalf("after a stopped: %+v, %v (want nothing in flight, nothing parked)", gi.Shared, err)
+	}
+	start := time.Now()
+	var got []api.Message
+	for len(got) < 60-n && time.Since(start) < 5*time.Second {
+		msgs, err := c.FetchMessages(ctx, "rel", client.FetchRequest{Member: "b", Max: 100, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msgs...)
+	}
+	if len(got) != 60-n {
+		t.Fatalf("b got %d messages within %s, want the %d a did not handle", len(got), time.Since(start), 60-n)
+	}
+	redelivered := 0
+	for _, m := range got {
+		if handled[m.Offset] {
+			t.Fatalf("offset %d was handled and acked by a, and delivered again", m.Offset)
+		}
+		switch m.Delivery {
+		case 1:
+		case 2:
+			redelivered++
+		default:
+			t.Fatalf("offset %d: delivery %d", m.Offset, m.Delivery)
+		}
+	}
+	if redelivered == 0 {
+		t.Fatal("no message came back from a's prefetch: nothing was released")
+	}
+	// By hand: a released delivery is over; the next one is acked.
+	if _, err := c.NakUnhandled(ctx, "rel", got[0].AckID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ack(ctx, "rel", got[0].AckID); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("ack of a released delivery: %v, want conflict", err)
+	}
+	again, err := c.FetchMessages(ctx, "rel", client.FetchRequest{Member: "c", Max: 1, Wait: time.Second})
+	if err != nil || len(again) != 1 || again[0].Offset != got[0].Offset || again[0].Delivery != got[0].Delivery+1 {
+		t.Fatalf("after a release: %+v, %v", again, err)
+	}
+	if _, err := c.Nak(ctx, "rel", 0, again[0].AckID); err != nil {
+		t.Fatal(err)
+	}
+	if gi, err := c.Group(ctx, "rel"); err != nil || gi.Shared.Parked != 1 {
+		t.Fatalf("a nak past max_deliver parks (a release did not): %+v, %v", gi.Shared, err)
+	}
+	// Malformed: unhandled with a delay, or on another call.
+	for path, body := range map[string]string{
+		"nak":  `{"ack_ids":["` + got[1].AckID + `"],"unhandled":true,"delay":"5s"}`,
+		"ack":  `{"ack_ids":["` + got[1].AckID + `"],"unhandled":true}`,
+		"term": `{"ack_ids":["` + got[1].AckID + `"],"unhandled":true}`,
+	} {
+		resp, err := http.Post("http://"+s.addr+"/v1/groups/rel/"+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "bad_request") {
+			t.Fatalf("%s %s: %d %s", path, body, resp.StatusCode, b)
+		}
+	}
+}

@@ -731,6 +731,9 @@ const (
 	ackNak
 	ackTerm
 	ackProgress
+	// ackRelease is a nak of messages no handler saw (a member that
+	// fetched ahead stops): visible again at once, never parked by it.
+	ackRelease
 )
 
 // Ack acknowledges messages of a shared group: they are done, and written
@@ -748,6 +751,14 @@ func (m *Manager) Nak(ctx context.Context, name string, ackIDs []string, delay t
 		return 0, errf(ErrBadRequest, "delay must not be negative")
 	}
 	return m.settle(name, ackIDs, ackNak, delay)
+}
+
+// ReleaseUnhandled gives back messages in flight that no handler saw (a member
+// fetched them ahead and stops): they are delivered again at once, with
+// the next delivery count (ack ids stay unique), and are not parked by
+// it even at max_deliver.
+func (m *Manager) ReleaseUnhandled(ctx context.Context, name string, ackIDs []string) (int, error) {
+	return m.settle(name, ackIDs, ackRelease, 0)
 }
 
 // InProgress restarts the ack wait of messages in flight (a slow handler
@@ -836,6 +847,11 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 			seq = g.parkLocked(msg, now, "term")
 		case ackProgress:
 			msg.deadline = now.Add(time.Duration(cfg.AckWait) * time.Microsecond)
+		case ackRelease:
+			sh.inFlight--
+			msg.inFlight = false
+			msg.visible = now
+			seq = sh.queueDelivery(msg, 0)
 		case ackNak:
 			sh.inFlight--
 			msg.inFlight = false

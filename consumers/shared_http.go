@@ -91,11 +91,19 @@ func (h *Handler) settle(kind int) http.HandlerFunc {
 			WriteError(w, err)
 			return
 		}
-		if req.All || (kind != ackNak && req.Delay != 0) {
-			WriteError(w, errf(ErrBadRequest, "all is for parked requeue and drop; delay for nak"))
+		if req.All || (kind != ackNak && (req.Delay != 0 || req.Unhandled)) {
+			WriteError(w, errf(ErrBadRequest, "all is for parked requeue and drop; delay and unhandled for nak"))
 			return
 		}
-		n, err := h.m.settle(r.PathValue("name"), req.AckIDs, kind, time.Duration(req.Delay))
+		k := kind
+		if req.Unhandled {
+			if req.Delay != 0 {
+				WriteError(w, errf(ErrBadRequest, "unhandled messages are delivered again at once: no delay"))
+				return
+			}
+			k = ackRelease
+		}
+		n, err := h.m.settle(r.PathValue("name"), req.AckIDs, k, time.Duration(req.Delay))
 		if err != nil {
 			WriteError(w, err)
 			return
@@ -120,8 +128,8 @@ func (h *Handler) parkedAction(requeue bool) http.HandlerFunc {
 			WriteError(w, err)
 			return
 		}
-		if req.Delay != 0 {
-			WriteError(w, errf(ErrBadRequest, "delay is for nak"))
+		if req.Delay != 0 || req.Unhandled {
+			WriteError(w, errf(ErrBadRequest, "delay and unhandled are for nak"))
 			return
 		}
 		n, err := h.m.parkedAction(r.PathValue("name"), req.AckIDs, req.All, requeue)

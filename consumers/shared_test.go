@@ -908,3 +908,37 @@ func TestSharedLegacyParkedList(t *testing.T) {
 		t.Fatalf("parked: %+v, %v; value %s", parked, err, raw)
 	}
 }
+
+// A release (a nak of unhandled messages) makes them visible at once,
+// whatever the backoff, never parks them (max_deliver 1 here), spends
+// their delivery number (the old ack id conflicts) and is durable.
+func TestSharedReleaseUnhandled(t *testing.T) {
+	e := newSharedEnv(t, 0)
+	e.add([]pgq.Change{row("t", 1)}, []pgq.Change{row("t", 2)})
+	e.create(CreateRequest{MaxDeliver: 1, Backoff: []api.Duration{api.Duration(time.Hour)}})
+	ctx := context.Background()
+	msgs := e.fetch(10)
+	if fmt.Sprint(ids(msgs)) != "[1.0.1 2.0.1]" {
+		t.Fatalf("first fetch: %v", ids(msgs))
+	}
+	n, err := e.m.ReleaseUnhandled(ctx, "jobs", full(msgs))
+	mustCount(t, n, err, 2)
+	if si := e.info(); si.InFlight != 0 || si.Parked != 0 {
+		t.Fatalf("after the release: %+v", si)
+	}
+	if _, err := e.m.Ack(ctx, "jobs", full(msgs[:1])); !errors.Is(err, ErrConflict) {
+		t.Fatalf("ack of a released delivery: %v", err)
+	}
+	again := e.fetch(10)
+	if fmt.Sprint(ids(again)) != "[1.0.2 2.0.2]" {
+		t.Fatalf("after the release: %v", ids(again))
+	}
+	n, err = e.m.ReleaseUnhandled(ctx, "jobs", full(again[1:]))
+	mustCount(t, n, err, 1)
+	e.restart()
+	// 1 was in flight (delivery 2), 2 released after its delivery 2: both
+	// come back as delivery 3.
+	if got := ids(e.fetch(10)); fmt.Sprint(got) != "[1.0.3 2.0.3]" {
+		t.Fatalf("after restart: %v", got)
+	}
+}
