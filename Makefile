@@ -29,6 +29,7 @@ demo: build
 
 bench: build
 	$(GO) run ./benchmarks/cmd/pgqbench
+	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency' -benchtime=1x ./client ./bridge
 
 fuzz:
 	$(GO) test ./pgoutput -run '^$$' -fuzz FuzzDecode -fuzztime 30s
