@@ -293,6 +293,13 @@ func TestSharedCrashAndRestart(t *testing.T) {
 	if count() != 25 {
 		t.Fatalf("handled %d before the ack wait ended, want 25", count())
 	}
+	// Acks go out in batches after the handlers: the clock moves only
+	// once all 25 are acked, or their ack wait would end too (under -race
+	// the acks can lag behind the handlers).
+	waitUntil(t, "the live member's acks", func() bool {
+		gi, err := c.Group(ctx, "jobs")
+		return err == nil && gi.Shared.InFlight == 5
+	})
 	clk.Advance(10 * time.Second) // the dead member's ack wait ends
 	waitUntil(t, "the dead member's share", func() bool { return count() >= 30 })
 
