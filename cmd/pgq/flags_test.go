@@ -43,17 +43,23 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
+// parseCLI parses a command line with kong as main does.
+func parseCLI(t *testing.T, args ...string) (*CLI, error) {
+	t.Helper()
+	var cli CLI
+	p, err := kong.New(&cli, kong.Vars{"version": "test"}, kong.Exit(func(int) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Parse(args)
+	return &cli, err
+}
+
 // TestRunFlagsUnits parses a `pgq run` command line with kong: sizes and
 // days are accepted, defaults apply, and a bad size is one clear error.
 func TestRunFlagsUnits(t *testing.T) {
 	parse := func(args ...string) (*CLI, error) {
-		var cli CLI
-		p, err := kong.New(&cli, kong.Vars{"version": "test"}, kong.Exit(func(int) {}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = p.Parse(append([]string{"run", "--pg-url", "postgres://x", "--slot", "s", "--publication", "p", "--data-dir", t.TempDir()}, args...))
-		return &cli, err
+		return parseCLI(t, append([]string{"run", "--pg-url", "postgres://x", "--slot", "s", "--publication", "p", "--data-dir", t.TempDir()}, args...)...)
 	}
 	cli, err := parse("--segment-size", "4MiB", "--retain-max-age", "7d", "--retain-max-bytes", "50GiB")
 	if err != nil {
@@ -170,15 +176,7 @@ func TestEveryRunFlagHasAnEnv(t *testing.T) {
 // kong: the broker timeouts reach the publishers' options (defaults
 // included), and a negative one is refused.
 func TestBridgeFlags(t *testing.T) {
-	parse := func(args ...string) (*CLI, error) {
-		var cli CLI
-		p, err := kong.New(&cli, kong.Vars{"version": "test"}, kong.Exit(func(int) {}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = p.Parse(args)
-		return &cli, err
-	}
+	parse := func(args ...string) (*CLI, error) { return parseCLI(t, args...) }
 	cli, err := parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092,k2:9092", "--delivery-timeout", "2m", "--linger", "20ms")
 	if err != nil {
 		t.Fatal(err)
