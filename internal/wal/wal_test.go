@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -250,6 +251,56 @@ func TestConcurrentReads(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestReadsWhileTailBuffersRecycle reads old entries from many goroutines
+// while a writer appends and cycles segments, with a one-segment cache:
+// the buffer of each segment the cache evicts becomes a later tail's, so
+// a reader still reading from it would see new entries (and -race would
+// see the writer). Every read must return its own entry.
+func TestReadsWhileTailBuffersRecycle(t *testing.T) {
+	l, err := Open(t.TempDir(), &Options{SegmentSize: 512, SegmentCacheSize: 1, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const total = 3000
+	var written atomic.Uint64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var b Batch
+		for i := uint64(1); i <= total; i++ {
+			b.Write(i, entry(i))
+			if i%7 == 0 || i == total {
+				if err := l.WriteBatch(&b); err != nil {
+					t.Error(err)
+					return
+				}
+				written.Store(i)
+			}
+		}
+	})
+	for g := range 4 {
+		wg.Go(func() {
+			for k := 0; written.Load() < total; k++ {
+				last := written.Load()
+				if last == 0 {
+					continue
+				}
+				i := uint64((k*131+g*17))%last + 1
+				got, err := l.Read(i)
+				if err != nil || !bytes.Equal(got, entry(i)) {
+					t.Errorf("read %d (of %d written): %q, %v", i, last, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if l.spare == nil && len(l.segments) < 3 {
+		t.Fatalf("only %d segments: nothing was evicted and recycled", len(l.segments))
+	}
+	checkRead(t, l, 1, total)
 }
 
 // TestFailStop: after a failed fsync every write is refused with
