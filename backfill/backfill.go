@@ -519,6 +519,11 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		go func(lastKey []string) {
 			var r stepResult
 			r.rows, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit)
+			if r.err == nil && next != nil && len(r.rows) > 0 {
+				// Here, while prev is awaited: SetRows builds the chunk's
+				// changes. Its high watermark goes out next round trip.
+				next.ch.SetRows(t.columns, r.rows)
+			}
 			out <- r
 		}(lastKey)
 		var res ingest.ChunkResult
@@ -558,7 +563,6 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 				next.ch.Close()
 				next, end = nil, true
 			} else {
-				next.ch.SetRows(t.columns, r.rows)
 				next.snap, next.rows, next.end = r.snap, len(r.rows), t.keyOf(r.rows[len(r.rows)-1])
 				lastKey, end = next.end, len(r.rows) < limit
 			}
