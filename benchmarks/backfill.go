@@ -48,11 +48,7 @@ func (e *env) backfillRows(ctx context.Context, p *pgqProc) []Row {
 	// walsender decodes (a 1M-row transaction takes it seconds): a
 	// backfill's first watermark would wait behind it. The rows are to
 	// predate the backfill, so it starts once pgq confirmed them.
-	var at string
-	if err := e.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&at); err != nil {
-		return fail("WAL position: " + trimErr(err))
-	}
-	filled, err := pgq.ParseLSN(at)
+	filled, err := e.currentLSN(ctx)
 	if err != nil {
 		return fail("WAL position: " + trimErr(err))
 	}

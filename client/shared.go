@@ -319,7 +319,7 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 		// wait. A failure leaves them to it.
 		rctx := context.WithoutCancel(ctx)
 		for batch := range slices.Chunk(unhandled, maxSettleBatch) {
-			if sc.settleBatch(rctx, actionRelease, batch) != nil {
+			if sc.settleBatch(rctx, "nak", api.AckBody{Unhandled: true}, batch) != nil {
 				break
 			}
 		}
@@ -429,7 +429,7 @@ func (sc *SharedConsumer) settleLoop(ctx context.Context, results <-chan settlem
 			msgs   []api.Message
 		}{{"ack", acks}, {"nak", naks}, {"term", terms}} {
 			if len(s.msgs) > 0 {
-				if err := sc.settleBatch(sctx, s.action, s.msgs); err != nil {
+				if err := sc.settleBatch(sctx, s.action, api.AckBody{}, s.msgs); err != nil {
 					fail(err)
 				}
 			}
@@ -437,21 +437,15 @@ func (sc *SharedConsumer) settleLoop(ctx context.Context, results <-chan settlem
 	}
 }
 
-// actionRelease is settleBatch's action for a nak of unhandled messages.
-const actionRelease = "release"
-
-// settleBatch acks, naks, terms or releases (actionRelease) msgs in one
-// request. A conflict (one message's ack wait ended and it went to
-// another member: the server changes nothing) makes it settle them one by
-// one, skipping conflicts.
-func (sc *SharedConsumer) settleBatch(ctx context.Context, action string, msgs []api.Message) error {
+// settleBatch acks, naks or terms msgs in one request (body: the fields
+// besides the ack ids, e.g. Unhandled). A conflict (one message's ack wait
+// ended and it went to another member: the server changes nothing) makes
+// it settle them one by one, skipping conflicts.
+func (sc *SharedConsumer) settleBatch(ctx context.Context, action string, body api.AckBody, msgs []api.Message) error {
 	send := func(msgs []api.Message) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		body := api.AckBody{AckIDs: ackIDs(msgs)}
-		if action == actionRelease {
-			action, body.Unhandled = "nak", true
-		}
+		body.AckIDs = ackIDs(msgs)
 		_, err := sc.c.settle(ctx, sc.group, action, body)
 		return err
 	}

@@ -847,20 +847,15 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 			seq = g.parkLocked(msg, now, "term")
 		case ackProgress:
 			msg.deadline = now.Add(time.Duration(cfg.AckWait) * time.Microsecond)
-		case ackRelease:
+		case ackNak, ackRelease: // a release: at once, never parked
 			sh.inFlight--
 			msg.inFlight = false
-			msg.visible = now
-			seq = sh.queueDelivery(msg, 0)
-		case ackNak:
-			sh.inFlight--
-			msg.inFlight = false
-			if msg.delivery >= cfg.MaxDeliver {
+			if kind == ackNak && msg.delivery >= cfg.MaxDeliver {
 				seq = g.parkLocked(msg, now, fmt.Sprintf("naked after %d deliveries", msg.delivery))
 				continue
 			}
 			d := delay
-			if d == 0 && len(cfg.Backoff) > 0 {
+			if kind == ackNak && d == 0 && len(cfg.Backoff) > 0 {
 				d = time.Duration(cfg.Backoff[min(msg.delivery-1, len(cfg.Backoff)-1)]) * time.Microsecond
 			}
 			msg.visible = now.Add(d)

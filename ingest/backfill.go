@@ -106,7 +106,6 @@ type Chunk struct {
 	reason                  string
 	changed                 map[string]struct{} // keys changed between the watermarks
 	columns                 []pgq.Column
-	rows                    [][]pgq.Value
 	changes                 []pgq.Change // one read change per row, built by SetRows
 	hasRows                 bool
 }
@@ -199,7 +198,7 @@ func (c *Chunk) SetRows(columns []pgq.Column, rows [][]pgq.Value) {
 		changes[i] = pgq.Change{Op: pgq.OpRead, Schema: c.w.schema, Table: c.w.table, Columns: columns, New: row}
 	}
 	c.b.mu.Lock()
-	c.columns, c.rows, c.changes, c.hasRows = columns, rows, changes, true
+	c.columns, c.changes, c.hasRows = columns, changes, true
 	c.b.mu.Unlock()
 }
 
@@ -444,7 +443,7 @@ func (ch *Chunk) finish(tx *pgq.Transaction, wm *Watermark, resend bool) ChunkRe
 	}
 	var res ChunkResult
 	if ch.dropAll {
-		res.Dropped = len(ch.rows)
+		res.Dropped = len(ch.changes)
 		return res
 	}
 	changes := ch.changes
