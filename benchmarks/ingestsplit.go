@@ -12,7 +12,7 @@ import (
 // splitReps is how many times each split row drains its range with each
 // tool (alternately); the row compares the medians, so one drain slowed
 // by the shared machine does not decide it.
-const splitReps = 3
+const splitReps = 5
 
 // splitRow measures one half of the ingest workload on its own against
 // pg_recvlogical with proto_version 2 and streaming on: the many small

@@ -375,7 +375,8 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 
 // newSession prepares the state of one replication connection.
 func newSession(in *Ingester, conn *pgconn.PgConn) *session {
-	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder()}
+	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder(),
+		coal: newCoalescer(conn.Conn(), max(in.o.ReceiveCoalesce, 0), in.o.Metrics.CoalesceWindows.Inc)}
 	// Every message is copied out of the decoder's reused ones at once.
 	s.dec.Reuse = true
 	return s
@@ -434,6 +435,8 @@ type session struct {
 	rcvAt  time.Time
 	// payload is the current payload block (see copyPayload).
 	payload []byte
+	// coal lets messages gather in the socket at full speed (coalesce.go).
+	coal *coalescer
 }
 
 // statusMinGap spaces status updates that only report progress. Each one
@@ -460,7 +463,8 @@ func (s *session) loop(ctx context.Context) error {
 		// happens here or right below (both before the next receive), so
 		// an unchanged deadline is not set again: one fewer runtime timer
 		// update per message.
-		if want := earliest(s.nextSend, s.wakeAt); !want.Equal(s.armed) {
+		want := earliest(earliest(s.nextSend, s.wakeAt), s.coal.deadline(time.Now()))
+		if !want.Equal(s.armed) {
 			_ = netConn.SetReadDeadline(want)
 			s.armed = want
 		}
@@ -484,6 +488,7 @@ func (s *session) loop(ctx context.Context) error {
 			return fmt.Errorf("ingest: receive: %w", err)
 		}
 		s.rcvAt = time.Now()
+		s.coal.received(s.rcvAt)
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if err := s.handleCopyData(ctx, msg.Data); err != nil {

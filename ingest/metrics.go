@@ -29,6 +29,9 @@ type Metrics struct {
 	CoverageSync prometheus.Histogram
 	// Gaps counts gap changes journaled with --accept-gap.
 	Gaps prometheus.Counter
+	// CoalesceWindows counts the windows in which the receive loop let
+	// messages gather in the socket (see Options.ReceiveCoalesce).
+	CoalesceWindows prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -51,10 +54,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		SpilledBytes:    prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_spilled_bytes_total", Help: "Spill file bytes of journaled transactions."}),
 		CoverageSync:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pgq_coverage_sync_seconds", Help: "Time to store the coverage file (write, fsync, rename, directory fsync).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		Gaps:            prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_gaps_total", Help: "Gap changes journaled because the operator accepted a hole (--accept-gap)."}),
+		CoalesceWindows: prometheus.NewCounter(prometheus.CounterOpts{Name: "pgq_receive_coalesce_windows_total", Help: "Windows in which the receive loop let messages gather in the socket because the server sent at full speed (--receive-coalesce)."}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.RecordsWritten, m.ChangesWritten, m.BytesReceived, m.TxSkipped, m.Reconnects,
-			m.BatchSize, m.CommitToDurable, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff, m.StreamsStarted, m.SpilledBytes, m.CoverageSync, m.Gaps} {
+			m.BatchSize, m.CommitToDurable, m.ConfirmedLSN, m.ServerWALEnd, m.ReceivedLSN, m.JournalLastOff, m.JournalFirstOff, m.StreamsStarted, m.SpilledBytes, m.CoverageSync, m.Gaps, m.CoalesceWindows} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("ingest: register metrics: %w", err)
 			}

@@ -38,6 +38,14 @@ type Options struct {
 	// StatusInterval is the longest time between standby status updates.
 	// Zero → 10s (as pg_recvlogical).
 	StatusInterval time.Duration
+	// ReceiveCoalesce is the longest a received message may wait in the
+	// socket while the server streams at full speed (more than 32
+	// messages within a millisecond): the receive loop then wakes once
+	// per window or per 64 KiB instead of once per message, which frees
+	// the CPU the walsender needs. A slower stream is read as it comes.
+	// Zero → DefaultReceiveCoalesce (500µs); negative → never; at most
+	// MaxReceiveCoalesce. Only on Unix sockets (SO_RCVLOWAT).
+	ReceiveCoalesce time.Duration
 	// Journal receives the records (required); Committer group-commits
 	// into it (required, and its Run must be running).
 	Journal   *journal.Journal
@@ -175,6 +183,12 @@ func (o *Options) Validate() error {
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = 10 * time.Second
+	}
+	switch {
+	case o.ReceiveCoalesce > MaxReceiveCoalesce:
+		return fmt.Errorf("%w: --receive-coalesce %s is above %s", ErrConfig, o.ReceiveCoalesce, MaxReceiveCoalesce)
+	case o.ReceiveCoalesce == 0:
+		o.ReceiveCoalesce = DefaultReceiveCoalesce
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

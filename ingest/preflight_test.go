@@ -63,6 +63,8 @@ func TestPreflightErrors(t *testing.T) {
 		{"bad create-publication list", "invalid table", base(db.URL, ok, created, "--create-publication", "a.b.c")},
 		{"missing flag", "--slot", []string{"run", "--pg-url", db.URL, "--publication", "p", "--data-dir", t.TempDir()}},
 		{"bad duration", "reconnect-min", base(db.URL, ok, "pf_pub", "--reconnect-min", "soon")},
+		{"negative receive-coalesce", "--receive-coalesce is negative", base(db.URL, ok, "pf_pub", "--receive-coalesce=-1ms")},
+		{"receive-coalesce too long", "--receive-coalesce 1s is above 10ms", base(db.URL, ok, "pf_pub", "--receive-coalesce", "1s")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { runExpectFailure(t, tc.want, tc.args...) })

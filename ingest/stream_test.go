@@ -39,19 +39,22 @@ type stSidecar struct {
 
 func stStart(t *testing.T, db *pgtest.DB, maxRecord int) *stSidecar {
 	t.Helper()
+	return stStartWith(t, db, func(o *ingest.Options) { o.MaxRecordBytes = maxRecord })
+}
+
+// stStartWith is stStart with ingest options changed by mod.
+func stStartWith(t *testing.T, db *pgtest.DB, mod func(*ingest.Options)) *stSidecar {
+	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := sidecar.Open(ctx, sidecar.Options{
-		DataDir: dir,
-		Listen:  "127.0.0.1:0",
-		Ingest: ingest.Options{
-			PGURL: db.URL, Slot: stSlot(db), Publication: "pgq",
-			CreateSlot: true, CreatePublication: "all",
-			ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
-			StatusInterval: 500 * time.Millisecond,
-			MaxRecordBytes: maxRecord,
-		},
-	})
+	o := ingest.Options{
+		PGURL: db.URL, Slot: stSlot(db), Publication: "pgq",
+		CreateSlot: true, CreatePublication: "all",
+		ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
+		StatusInterval: 500 * time.Millisecond,
+	}
+	mod(&o)
+	s, err := sidecar.Open(ctx, sidecar.Options{DataDir: dir, Listen: "127.0.0.1:0", Ingest: o})
 	if err != nil {
 		cancel()
 		t.Fatalf("sidecar.Open: %v", err)
@@ -82,16 +85,22 @@ func stStart(t *testing.T, db *pgtest.DB, maxRecord int) *stSidecar {
 // streamed returns how many transactions the server streamed in progress.
 func (r *stSidecar) streamed(t *testing.T) float64 {
 	t.Helper()
+	return r.counter(t, "pgq_streamed_transactions_total")
+}
+
+// counter returns the value of one of the sidecar's counters.
+func (r *stSidecar) counter(t *testing.T, name string) float64 {
+	t.Helper()
 	mfs, err := r.s.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "pgq_streamed_transactions_total" {
+		if mf.GetName() == name {
 			return mf.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	t.Fatal("no pgq_streamed_transactions_total metric")
+	t.Fatalf("no %s metric", name)
 	return 0
 }
 
@@ -232,6 +241,35 @@ func TestStreamedCommit(t *testing.T) {
 	// Confirmation reaches the transaction once its final part is durable.
 	end := txs[0].parts[0].EndLSN
 	waitFor(t, 30*time.Second, "confirmation", func() bool { return r.s.Ingester.Status().ConfirmedLSN >= end })
+}
+
+// A transaction streamed at full speed is read with coalescing on (the
+// socket's low-water mark raised, messages gathered per window), a lone
+// transaction after it is read as it comes, and both are journaled exactly;
+// with coalescing off no window is counted and the journal is the same.
+func TestReceiveCoalesce(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		coalesce time.Duration
+	}{{"default", 0}, {"off", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := stSetup(t)
+			r := stStartWith(t, db, func(o *ingest.Options) { o.ReceiveCoalesce = tc.coalesce })
+			db.Exec(t, "BEGIN", stInsert("t", 1, 20000), "COMMIT")
+			db.Exec(t, stInsert("u", 20001, 20001))
+			txs := stWaitTxs(t, r.dir, 2)
+			stSameIDs(t, "burst", txs[0].ids, stIDs(1, 20000))
+			stSameIDs(t, "lone transaction", txs[1].ids, stIDs(20001, 20001))
+			windows := r.counter(t, "pgq_receive_coalesce_windows_total")
+			if tc.coalesce < 0 && windows != 0 {
+				t.Fatalf("coalescing off, yet %v gathering windows", windows)
+			}
+			if tc.coalesce == 0 && windows == 0 {
+				t.Fatal("20,000 rows streamed at full speed, yet no gathering window")
+			}
+			t.Logf("gathering windows: %v", windows)
+		})
+	}
 }
 
 func TestStreamAbort(t *testing.T) {

@@ -69,8 +69,11 @@ func TestRunFlagsUnits(t *testing.T) {
 	if r.SegmentSize != 4<<20 || r.RetainMaxAge.D() != 7*24*time.Hour || r.RetainMaxBytes != 50<<30 {
 		t.Fatalf("parsed %d %s %d", r.SegmentSize, r.RetainMaxAge.D(), r.RetainMaxBytes)
 	}
-	if r.MaxRecordBytes != 8<<20 || r.MemoryLimit != 192<<20 || r.ReconnectMax.D() != 30*time.Second {
-		t.Fatalf("defaults: %d %d %s", r.MaxRecordBytes, r.MemoryLimit, r.ReconnectMax.D())
+	if r.MaxRecordBytes != 8<<20 || r.MemoryLimit != 192<<20 || r.ReconnectMax.D() != 30*time.Second || r.ReceiveCoalesce.D() != 500*time.Microsecond {
+		t.Fatalf("defaults: %d %d %s %s", r.MaxRecordBytes, r.MemoryLimit, r.ReconnectMax.D(), r.ReceiveCoalesce.D())
+	}
+	if cli, err := parse("--receive-coalesce", "0"); err != nil || cli.Run.ReceiveCoalesce != 0 {
+		t.Fatalf("--receive-coalesce 0 (off): %v, %v", err, cli.Run.ReceiveCoalesce)
 	}
 	if _, err := parse("--segment-size", "16XB"); err == nil || !strings.Contains(err.Error(), "invalid size") {
 		t.Fatalf("bad size: %v", err)
