@@ -13,6 +13,8 @@ type Record struct {
 	// Encoded, when not nil, is the record already encoded (a spilled
 	// chunk restamped with record.Restamp): Append writes it as is and
 	// Tx.Changes may be nil. EncodedChanges is its number of changes.
+	// The buffer is handed over: Append compacts it in place (Encoded
+	// then holds the stored form) and writes it without a copy.
 	Encoded        []byte
 	EncodedChanges int
 	// Bytes is the record's encoded size; Append sets it.

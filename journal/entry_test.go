@@ -31,6 +31,10 @@ func TestAppendRecordsSizes(t *testing.T) {
 	if got := recs[1].Bytes; got <= 0 || got >= len(enc) {
 		t.Fatalf("encoded record: %d bytes stored, Version 1 is %d", got, len(enc))
 	}
+	// The encoded record was compacted in its own buffer, not copied.
+	if e := recs[1].Encoded; len(e) != recs[1].Bytes || e[0] != record.VersionCompact || &e[0] != &enc[0] {
+		t.Fatalf("encoded record not compacted in place: %d bytes, version %d, same buffer %v", len(e), e[0], &e[0] == &enc[0])
+	}
 	if recs[0].ChangeCount() != 3 || recs[1].ChangeCount() != 7 {
 		t.Fatalf("change counts %d, %d; want 3, 7", recs[0].ChangeCount(), recs[1].ChangeCount())
 	}

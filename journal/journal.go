@@ -313,18 +313,27 @@ func (j *Journal) AppendRecords(batch []*Record) error {
 	}
 	j.batch.Clear()
 	for i, r := range batch {
-		data := r.Encoded
-		if data == nil {
-			j.buf = record.Append(j.buf[:0], r.Tx)
-			data = j.buf
+		index := uint64(last) + uint64(i) + 1
+		if r.Encoded != nil {
+			// The record's own buffer (a spilled chunk, up to
+			// MaxRecordBytes): compacted where it is and written from
+			// there, not copied twice.
+			if c, scratch, err := record.CompactInPlace(r.Encoded, j.cbuf, j.cat.intern); err == nil {
+				r.Encoded, j.cbuf = c, scratch
+			}
+			r.Bytes = len(r.Encoded)
+			j.batch.WriteRef(index, r.Encoded)
+			continue
 		}
+		j.buf = record.Append(j.buf[:0], r.Tx)
+		data := j.buf
 		// Stored compact (relations by catalog id); a record Compact
 		// refuses (not in the shortest encoding) is stored as is.
 		if c, err := record.Compact(j.cbuf[:0], data, j.cat.intern); err == nil {
 			j.cbuf, data = c, c
 		}
 		r.Bytes = len(data)
-		j.batch.Write(uint64(last)+uint64(i)+1, data)
+		j.batch.Write(index, data)
 	}
 	if cap(j.buf) > 4<<20 {
 		j.buf = nil // don't pin one huge record's buffer

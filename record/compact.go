@@ -35,20 +35,70 @@ const VersionCompact = 2
 // Errors wrap ErrBadVersion, ErrChecksum or ErrCorruptRecord, or are
 // intern's.
 func Compact(dst, rec []byte, intern func(rel []byte) (uint64, error)) ([]byte, error) {
-	if err := Check(rec); err != nil {
+	var ids [8]uint64
+	l, err := parseForCompact(rec, ids[:0], intern)
+	if err != nil {
 		return dst, err
 	}
+	start := len(dst)
+	dst = l.appendPrefix(dst, rec)
+	dst = append(dst, rec[l.changesAt:]...)
+	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
+	return dst, nil
+}
+
+// CompactInPlace is Compact writing the compact form over rec itself
+// (never longer: relation ids replace whole relations), so that a large
+// record is not copied: it returns the compact record, a prefix of rec.
+// scratch holds the rewritten head (header to relation ids) meanwhile;
+// the grown scratch is returned for reuse. On error rec is unchanged.
+func CompactInPlace(rec, scratch []byte, intern func(rel []byte) (uint64, error)) (out, scratchOut []byte, err error) {
+	var ids [8]uint64
+	l, err := parseForCompact(rec, ids[:0], intern)
+	if err != nil {
+		return nil, scratch, err
+	}
+	head := l.appendPrefix(scratch[:0], rec)
+	if len(head) > l.changesAt {
+		// Cannot happen for a record in the shortest encoding; refuse
+		// rather than overwrite changes not yet moved.
+		return nil, head, fmt.Errorf("%w: compact head of %d bytes longer than the %d it replaces", ErrCorruptRecord, len(head), l.changesAt)
+	}
+	n := copy(rec[len(head):], rec[l.changesAt:])
+	copy(rec, head)
+	out = rec[:len(head)+n]
+	binary.LittleEndian.PutUint32(out[1:], crc32.Checksum(out[HeaderSize:], castagnoli))
+	return out, head, nil
+}
+
+// compactLayout is what Compact keeps of a Version 1 record: the header
+// fields it re-encodes, where the unchanged spans are, the relation ids.
+type compactLayout struct {
+	nbody            int
+	xid, commit, end uint64
+	restAt, tableAt  int // rec offsets: commit time..final, the relation table
+	changesAt        int // rec offset of the change array (and what follows)
+	ids              []uint64
+}
+
+// parseForCompact checks rec and interns its relations (ids are appended
+// to ids).
+func parseForCompact(rec []byte, ids []uint64, intern func(rel []byte) (uint64, error)) (compactLayout, error) {
+	var l compactLayout
+	if err := Check(rec); err != nil {
+		return l, err
+	}
 	d := newReader(rec[HeaderSize:])
-	nbody := d.bodyArray()
-	xid := d.Uint(math.MaxUint32, "xid")
-	commit := d.Uint(math.MaxUint64, "commit LSN")
-	end := d.Uint(math.MaxUint64, "end LSN")
+	l.nbody = d.bodyArray()
+	l.xid = d.Uint(math.MaxUint32, "xid")
+	l.commit = d.Uint(math.MaxUint64, "commit LSN")
+	l.end = d.Uint(math.MaxUint64, "end LSN")
 	rest := d.P // commit time, origin, part, final
 	if d.Err == nil {
 		// Expand re-encodes these three in the shortest form: only a
 		// record written so comes back byte for byte.
 		var canon [32]byte
-		c := appendUint(appendUint(appendUint(appendArrayHdr(canon[:0], nbody), xid), commit), end)
+		c := appendUint(appendUint(appendUint(appendArrayHdr(canon[:0], l.nbody), l.xid), l.commit), l.end)
 		if string(c) != string(d.B[:rest]) {
 			d.Fail("header not in the shortest encoding")
 		}
@@ -59,35 +109,44 @@ func Compact(dst, rec []byte, intern func(rel []byte) (uint64, error)) ([]byte, 
 	d.Bool()
 	tableAt := d.P
 	nrel := d.ArrayLen()
-	if d.Err == nil && end < commit {
-		d.Fail("end LSN %d before commit LSN %d", end, commit)
+	if d.Err == nil && l.end < l.commit {
+		d.Fail("end LSN %d before commit LSN %d", l.end, l.commit)
 	}
 	if d.Err != nil {
-		return dst, d.Err
+		return l, d.Err
 	}
-	start := len(dst)
-	dst = append(dst, VersionCompact, 0, 0, 0, 0)
-	dst = appendArrayHdr(dst, nbody)
-	dst = appendUint(dst, xid)
-	dst = appendUint(dst, commit)
-	dst = appendUint(dst, end-commit)
-	dst = append(dst, d.B[rest:tableAt]...)
-	dst = appendArrayHdr(dst, nrel)
 	for k := 0; k < nrel; k++ {
 		from := d.P
 		d.skipRelation()
 		if d.Err != nil {
-			return dst[:start], d.Err
+			return l, d.Err
 		}
 		id, err := intern(d.B[from:d.P])
 		if err != nil {
-			return dst[:start], err
+			return l, err
 		}
+		ids = append(ids, id)
+	}
+	l.restAt, l.tableAt, l.changesAt = HeaderSize+rest, HeaderSize+tableAt, HeaderSize+d.P
+	l.ids = ids
+	return l, nil
+}
+
+// appendPrefix appends the compact record's head: the framing with a zero
+// checksum, the re-encoded header fields, the unchanged span between them
+// and the relation ids.
+func (l *compactLayout) appendPrefix(dst, rec []byte) []byte {
+	dst = append(dst, VersionCompact, 0, 0, 0, 0)
+	dst = appendArrayHdr(dst, l.nbody)
+	dst = appendUint(dst, l.xid)
+	dst = appendUint(dst, l.commit)
+	dst = appendUint(dst, l.end-l.commit)
+	dst = append(dst, rec[l.restAt:l.tableAt]...)
+	dst = appendArrayHdr(dst, len(l.ids))
+	for _, id := range l.ids {
 		dst = appendUint(dst, id)
 	}
-	dst = append(dst, d.B[d.P:]...)
-	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
-	return dst, nil
+	return dst
 }
 
 // Expand appends to dst the Version 1 record a compact record was made

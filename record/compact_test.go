@@ -66,6 +66,10 @@ func TestCompactRoundTrip(t *testing.T) {
 		if !bytes.Equal(back, rec) {
 			t.Fatalf("%s: expanded record differs\n got %x\nwant %x", name, back, rec)
 		}
+		inPlace, scratch, err := CompactInPlace(bytes.Clone(rec), nil, c.intern)
+		if err != nil || !bytes.Equal(inPlace, comp) || len(scratch) == 0 {
+			t.Fatalf("%s: CompactInPlace = %v (scratch %d bytes)\n got %x\nwant %x", name, err, len(scratch), inPlace, comp)
+		}
 		same, err := Expand(nil, rec, c.lookup)
 		if err != nil || !bytes.Equal(same, rec) {
 			t.Fatalf("%s: Expand of Version 1 = %v", name, err)
@@ -108,6 +112,13 @@ func TestCompactErrors(t *testing.T) {
 	if out, err := Compact([]byte("x"), rec, failing); !errors.Is(err, errUnknownRel) || string(out) != "x" {
 		t.Fatalf("Compact with a failing catalog: %q, %v", out, err)
 	}
+	// CompactInPlace leaves a record it refuses untouched.
+	for name, in := range map[string][]byte{"failing catalog": rec, "compact already": comp} {
+		orig := bytes.Clone(in)
+		if out, _, err := CompactInPlace(in, nil, failing); err == nil || out != nil || !bytes.Equal(in, orig) {
+			t.Fatalf("CompactInPlace, %s: %v, %d bytes out, record changed: %v", name, err, len(out), !bytes.Equal(in, orig))
+		}
+	}
 }
 
 // FuzzCompact: Expand never panics on any input, and whatever Compact
@@ -133,6 +144,10 @@ func FuzzCompact(f *testing.F) {
 		back, err := Expand(nil, comp, c.lookup)
 		if err != nil || !bytes.Equal(back, data) {
 			t.Fatalf("round trip: %v\n got %x\nwant %x", err, back, data)
+		}
+		inPlace, _, err := CompactInPlace(bytes.Clone(data), nil, c.intern)
+		if err != nil || !bytes.Equal(inPlace, comp) {
+			t.Fatalf("CompactInPlace differs from Compact: %v\n got %x\nwant %x", err, inPlace, comp)
 		}
 	})
 }

@@ -508,16 +508,30 @@ type Batch struct {
 type batchEntry struct {
 	index uint64
 	size  int
+	// ref is WriteRef's data; nil: the entry's bytes are the next size
+	// bytes of datas.
+	ref []byte
 }
 
 // Write an entry to the batch
 func (b *Batch) Write(index uint64, data []byte) {
-	b.entries = append(b.entries, batchEntry{index, len(data)})
+	b.entries = append(b.entries, batchEntry{index: index, size: len(data)})
 	b.datas = append(b.datas, data...)
+}
+
+// WriteRef adds an entry to the batch without copying data: a large entry
+// is copied once, into the segment, instead of twice. data must not change
+// until the batch is written or cleared.
+func (b *Batch) WriteRef(index uint64, data []byte) {
+	if data == nil {
+		data = []byte{}
+	}
+	b.entries = append(b.entries, batchEntry{index: index, size: len(data), ref: data})
 }
 
 // Clear the batch for reuse.
 func (b *Batch) Clear() {
+	clear(b.entries) // drop WriteRef's references
 	b.entries = b.entries[:0]
 	b.datas = b.datas[:0]
 }
@@ -586,7 +600,10 @@ func (l *Log) writeBatch(b *Batch) error {
 	mark := len(s.ebuf)
 	datas := b.datas
 	for i := 0; i < len(b.entries); i++ {
-		data := datas[:b.entries[i].size]
+		data := b.entries[i].ref
+		if data == nil {
+			data, datas = datas[:b.entries[i].size], datas[b.entries[i].size:]
+		}
 		if need := len(data) + binary.MaxVarintLen64; cap(s.ebuf)-len(s.ebuf) < need {
 			s.ebuf = l.growTail(s.ebuf, need)
 		}
@@ -605,7 +622,6 @@ func (l *Log) writeBatch(b *Batch) error {
 			s = l.segments[len(l.segments)-1]
 			mark = 0
 		}
-		datas = datas[b.entries[i].size:]
 	}
 	if len(s.ebuf)-mark > 0 {
 		if err := l.write(s.ebuf[mark:]); err != nil {
