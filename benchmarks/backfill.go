@@ -221,6 +221,7 @@ func (e *env) backfillLoadRows(ctx context.Context, cl *client.Client, p *pgqPro
 func (e *env) loadPhase(ctx context.Context, p *pgqProc, d time.Duration, cl *client.Client) (loadPhase, error) {
 	var ph loadPhase
 	var before int64
+	e.settleDisk()
 	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM bench_events").Scan(&before); err != nil {
 		return ph, fmt.Errorf("count: %w", err)
 	}

@@ -408,3 +408,13 @@ func dirBytes(dir string, keep func(name string) bool) (int64, error) {
 	})
 	return n, err
 }
+
+// settleDisk writes back the dirty pages earlier phases left (sync(2))
+// before a phase that measures latency or lag: the kernel flushing
+// hundreds of MB of a previous load in the background would otherwise
+// stretch the fsyncs of pgq and PostgreSQL in the measured phase.
+func (e *env) settleDisk() {
+	start := time.Now()
+	syscall.Sync()
+	e.log.Info("dirty pages written back before the phase", "took", time.Since(start).Round(time.Millisecond))
+}

@@ -44,6 +44,7 @@ func (e *env) lagRows(ctx context.Context, p *pgqProc) ([]Row, error) {
 		groupNote = "no stalled group: " + trimErr(err)
 	}
 
+	e.settleDisk()
 	e.log.Info("lag: pgbench at full speed", "for", e.sz.loadFor)
 	lctx, cancel := context.WithTimeout(ctx, e.sz.loadFor+2*time.Minute)
 	defer cancel()

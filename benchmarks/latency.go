@@ -75,6 +75,7 @@ func (e *env) latencyRows(ctx context.Context, cl *client.Client, p *pgqProc) []
 			return nil
 		})
 	}()
+	e.settleDisk()
 	warmup := time.Now().Add(time.Second)
 	before := p.snapshot(ctx)
 	e.log.Info("latency: pgbench at 1,000 tx/s, pgq and pg_recvlogical reading live", "for", e.sz.latencyFor)
