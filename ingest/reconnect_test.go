@@ -124,4 +124,24 @@ func TestTLSVerifyFull(t *testing.T) {
 	if !ssl {
 		t.Fatal("replication connection is not using TLS")
 	}
+	// A burst read with coalescing on: the low-water mark is set on the
+	// socket under TLS, and every row arrives.
+	db.Exec(t, `INSERT INTO tls_t SELECT g FROM generate_series(1000, 20999) g`)
+	waitFor(t, 30*time.Second, "the burst over TLS", func() bool {
+		recs := records(t, r.Dir)
+		return len(recs) == 2 && len(recs[1].Changes) == 20000
+	})
+	mfs, err := r.S.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	windows := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "pgq_receive_coalesce_windows_total" {
+			windows = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if windows <= 0 {
+		t.Fatalf("20,000 rows sent at full speed over TLS, coalescing windows: %v", windows)
+	}
 }
