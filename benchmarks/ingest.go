@@ -205,6 +205,7 @@ type pgqDrain struct {
 	journalBytes  int64
 	journalDir    string
 	cpu           time.Duration // user + system time of pgq, start to stop
+	diskWait      float64       // s ingest waited for fsyncs (pgq_journal_submit_wait_seconds_total)
 }
 
 // drainPGQ copies the range's template into slot and runs bin/pgq on it
@@ -225,6 +226,10 @@ func (e *env) drainPGQ(ctx context.Context, name, slot string, r walRange) (pgqD
 	}
 	if werr == nil {
 		d.pgoutputBytes, werr = p.metric(ctx, "pgq_pgoutput_bytes_received_total")
+	}
+	if werr == nil {
+		// Absent from builds before it (-pgq-before): then zero.
+		d.diskWait, _ = p.metric(ctx, "pgq_journal_submit_wait_seconds_total")
 	}
 	serr := p.stop()
 	if ps := p.cmd.ProcessState; ps != nil {

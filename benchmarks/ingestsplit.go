@@ -30,6 +30,7 @@ func (e *env) splitRow(ctx context.Context, name, metric string, r walRange) (Ro
 		if err != nil {
 			return Row{}, err
 		}
+		e.settleDisk()
 		ref, err := e.drainRecvLogical(ctx, fmt.Sprintf("pgqbench_recv_%s_%d", name, i), true, r)
 		if w := ws.stop(); i == 0 {
 			refWS = w
@@ -40,6 +41,7 @@ func (e *env) splitRow(ctx context.Context, name, metric string, r walRange) (Ro
 		if ws, err = e.sampleWalsenders(ctx); err != nil {
 			return Row{}, err
 		}
+		e.settleDisk()
 		got, err := e.drainPGQ(ctx, fmt.Sprintf("pgq-ingest-%s-%d", name, i), fmt.Sprintf("pgqbench_pgq_%s_%d", name, i), r)
 		if w := ws.stop(); i == 0 {
 			pgqWS = w
@@ -61,11 +63,13 @@ func (e *env) splitRow(ctx context.Context, name, metric string, r walRange) (Ro
 	slices.SortFunc(refs, func(a, b recvDrain) int { return cmp.Compare(a.elapsed, b.elapsed) })
 	slices.SortFunc(gots, func(a, b pgqDrain) int { return cmp.Compare(a.elapsed, b.elapsed) })
 	row := throughputRow(metric, r, gots[len(gots)/2], refs[len(refs)/2])
-	var ts []string
+	var ts, waits []string
 	for i := range refs {
 		ts = append(ts, fmt.Sprintf("%.2f/%.2f", gots[i].elapsed.Seconds(), refs[i].elapsed.Seconds()))
+		waits = append(waits, fmt.Sprintf("%.2f", gots[i].diskWait))
 	}
-	row.Note = joinNotes(row.Note, fmt.Sprintf("medians of %d drains each; sorted pgq/ref s: %s", splitReps, strings.Join(ts, " ")))
+	row.Note = joinNotes(row.Note, fmt.Sprintf("medians of %d drains each; sorted pgq/ref s: %s; pgq waited for its fsyncs (s, same order): %s",
+		splitReps, strings.Join(ts, " "), strings.Join(waits, " ")))
 	row.Note = joinNotes(row.Note, "first drains: pgq: "+pgqWS, "pg_recvlogical: "+refWS)
 	if len(befores) > 0 {
 		slices.SortFunc(befores, func(a, b pgqDrain) int { return cmp.Compare(a.elapsed, b.elapsed) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/pgq-dev/pgq"
 )
@@ -39,6 +40,7 @@ type Committer struct {
 	durable    uint64        // transactions made durable by Run
 	durableOff pgq.Offset    // offset of the last durable transaction
 	durableLSN pgq.LSN       // its EndLSN
+	waited     time.Duration // time SubmitRecord blocked on MaxPendingBytes
 	durableCh  chan struct{} // closed and replaced after each durable batch, and on stop
 	spaceCh    chan struct{} // closed and replaced when pending bytes drop, and on stop
 	err        error         // Run's failure, or errCommitterStopped once it returned
@@ -262,12 +264,29 @@ func (c *Committer) SubmitRecord(ctx context.Context, r *Record, size int) error
 		}
 		space := c.spaceCh
 		c.mu.Unlock()
+		start := time.Now()
+		var err error
 		select {
 		case <-space:
 		case <-ctx.Done():
-			return fmt.Errorf("journal: submit: %w", ctx.Err())
+			err = fmt.Errorf("journal: submit: %w", ctx.Err())
+		}
+		c.mu.Lock()
+		c.waited += time.Since(start)
+		c.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// SubmitWaited is the total time SubmitRecord blocked because
+// MaxPendingBytes were submitted and not yet durable: the time producers
+// waited for the disk.
+func (c *Committer) SubmitWaited() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waited
 }
 
 // Durable returns the offset of the last fsynced transaction and its EndLSN.

@@ -588,10 +588,16 @@ func TestCommitterBackpressure(t *testing.T) {
 	if err := c.Submit(ctx, mkTx(1, 1), 600); err != nil {
 		t.Fatal(err)
 	}
+	if w := c.SubmitWaited(); w != 0 {
+		t.Fatalf("SubmitWaited = %s before any Submit blocked", w)
+	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if err := c.Submit(short, mkTx(2, 1), 600); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Submit over the bound: %v, want to block until the deadline", err)
+	}
+	if w := c.SubmitWaited(); w < 50*time.Millisecond {
+		t.Fatalf("SubmitWaited = %s after a Submit blocked until a 50ms deadline", w)
 	}
 	// A blocked Submit proceeds once Run makes room.
 	submitted := make(chan error, 1)

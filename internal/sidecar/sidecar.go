@@ -158,6 +158,8 @@ func Open(ctx context.Context, o Options) (*Sidecar, error) {
 			indexStat(func(st index.Stats) float64 { return float64(st.FailedAdds) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgq_index_heals_total", Help: "Times the index caught up with the journal after going stale."},
 			indexStat(func(st index.Stats) float64 { return float64(st.Heals) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgq_journal_submit_wait_seconds_total", Help: "Time ingest waited for the journal because the bytes it may hold unsynced were all pending: the disk's fsyncs were the bottleneck."},
+			func() float64 { return s.Committer.SubmitWaited().Seconds() }),
 	} {
 		if err := s.Registry.Register(c); err != nil {
 			s.closeStores()
