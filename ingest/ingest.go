@@ -299,22 +299,59 @@ func (e *streamErr) Unwrap() []error {
 	return []error{e.err, errStartedStreaming}
 }
 
+// tablesCheckTimeout bounds the table warnings' queries (a session's end
+// waits for them).
+const tablesCheckTimeout = 5 * time.Second
+
 // session runs one replication connection.
+//
+// Its start is what every restart and every reconnect waits for, so the
+// replication connection is opened while the preflight checks run on
+// their own connection (their errors, the clearer ones, take precedence),
+// and the table warnings are read while replication starts.
 func (in *Ingester) session(ctx context.Context, first bool) error {
-	info, err := preflight(ctx, &in.o, first)
-	if err != nil {
-		return err
-	}
-	in.warnTables(info)
 	cfg, err := pgconn.ParseConfig(in.o.PGURL)
 	if err != nil {
 		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("ingest: replication connect: %w", err)
+	type dialed struct {
+		conn *pgconn.PgConn
+		err  error
 	}
+	replication := make(chan dialed, 1)
+	go func() {
+		c, err := pgconn.ConnectConfig(ctx, cfg)
+		replication <- dialed{c, err}
+	}()
+	info, pre, err := preflight(ctx, &in.o, first)
+	if err != nil {
+		if d := <-replication; d.err == nil {
+			d.conn.Close(context.WithoutCancel(ctx))
+		}
+		return err
+	}
+	tablesChecked := make(chan struct{})
+	go func(tables ServerInfo) { // a copy: the session goes on with info
+		defer close(tablesChecked)
+		// Not cut short by a stop right after the start: the warnings
+		// are what an operator trying pgq out needs to see.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tablesCheckTimeout)
+		defer cancel()
+		defer pre.Close(cctx)
+		if err := publicationTables(cctx, pre, &in.o, &tables); err != nil {
+			in.o.Logger.Warn("cannot check the published tables' keys", "error", err)
+			return
+		}
+		in.warnTables(tables)
+	}(info)
+	// The warnings' goroutine is the only other user of in.warned.
+	defer func() { <-tablesChecked }()
+	d := <-replication
+	if d.err != nil {
+		return fmt.Errorf("ingest: replication connect: %w", d.err)
+	}
+	conn := d.conn
 	defer conn.Close(context.WithoutCancel(ctx))
 	if in.o.SlotLifecycle == LifecycleTemporary {
 		res, err := pglogrepl.CreateReplicationSlot(ctx, conn, in.o.Slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Temporary: true, Mode: pglogrepl.LogicalReplication})

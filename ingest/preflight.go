@@ -79,48 +79,59 @@ type ServerInfo struct {
 // preflight checks the server and the slot and publication before
 // streaming, creating them when asked. It returns a FatalError for every
 // configuration problem and a plain error for transient ones.
-func preflight(ctx context.Context, o *Options, firstStart bool) (ServerInfo, error) {
+//
+// On success the connection stays open for checkTables; the caller closes
+// it.
+func preflight(ctx context.Context, o *Options, firstStart bool) (_ ServerInfo, _ *pgx.Conn, err error) {
 	var info ServerInfo
-	conn, err := pgx.Connect(ctx, o.PGURL)
+	cfg, err := pgx.ParseConfig(o.PGURL)
+	if err != nil {
+		return info, nil, &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
+	}
+	// One round trip per query instead of two (parse, then execute): each
+	// costs a start.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000" || pgErr.Code == "3D000") {
-			return info, fatalf(ErrUnreachable, "cannot connect: %s", pgErr.Message)
+			return info, nil, fatalf(ErrUnreachable, "cannot connect: %s", pgErr.Message)
 		}
 		if firstStart {
-			return info, fatalf(ErrUnreachable, "cannot connect to PostgreSQL: %v", unwrapConnectErr(err))
+			return info, nil, fatalf(ErrUnreachable, "cannot connect to PostgreSQL: %v", unwrapConnectErr(err))
 		}
-		return info, fmt.Errorf("ingest: connect: %w", err)
+		return info, nil, fmt.Errorf("ingest: connect: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
 
 	var level, version, current string
 	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level'), current_setting('server_version_num'), current_database(), pg_current_wal_insert_lsn()::text").Scan(&level, &version, &info.Database, &current); err != nil {
-		return info, fmt.Errorf("ingest: read server settings: %w", err)
+		return info, nil, fmt.Errorf("ingest: read server settings: %w", err)
 	}
 	info.CurrentWAL, _ = pgq.ParseLSN(current)
 	info.VersionNum, _ = strconv.Atoi(version)
 	if level != "logical" {
-		return info, fatalf(ErrWALLevel, "wal_level is %q; set wal_level = logical and restart PostgreSQL", level)
+		return info, nil, fatalf(ErrWALLevel, "wal_level is %q; set wal_level = logical and restart PostgreSQL", level)
 	}
 	var canReplicate bool
 	if err := conn.QueryRow(ctx, "SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&canReplicate); err != nil {
-		return info, fmt.Errorf("ingest: read role: %w", err)
+		return info, nil, fmt.Errorf("ingest: read role: %w", err)
 	}
 	if !canReplicate {
-		return info, fatalf(ErrPrivilege, "role lacks REPLICATION (ALTER ROLE ... REPLICATION)")
+		return info, nil, fatalf(ErrPrivilege, "role lacks REPLICATION (ALTER ROLE ... REPLICATION)")
 	}
 
 	if err := checkPublication(ctx, conn, o, firstStart); err != nil {
-		return info, err
-	}
-	if err := publicationTables(ctx, conn, o, &info); err != nil {
-		return info, err
+		return info, nil, err
 	}
 	if err := checkSlot(ctx, conn, o, &info, firstStart); err != nil {
-		return info, err
+		return info, nil, err
 	}
-	return info, nil
+	return info, conn, nil
 }
 
 func unwrapConnectErr(err error) error {
@@ -236,7 +247,8 @@ func tablesWithKey(ctx context.Context, conn *pgx.Conn) ([]string, error) {
 // publicationTables fills info.Keyless (published tables whose updates
 // and deletes cannot replicate, when the publication publishes them) and
 // info.Unpublished (tables of CreatePublication missing from an existing
-// publication).
+// publication). Only warnings come of them, so the session runs it while
+// its replication connection starts.
 func publicationTables(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo) error {
 	rows, err := conn.Query(ctx, `SELECT pt.schemaname || '.' || pt.tablename FROM pg_publication p
 		JOIN pg_publication_tables pt ON pt.pubname = p.pubname
