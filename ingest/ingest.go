@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -310,21 +311,24 @@ const tablesCheckTimeout = 5 * time.Second
 // their own connection (their errors, the clearer ones, take precedence),
 // and the table warnings are read while replication starts.
 func (in *Ingester) session(ctx context.Context, first bool) error {
-	cfg, err := pgconn.ParseConfig(in.o.PGURL)
+	cfg, err := pgx.ParseConfig(in.o.PGURL)
 	if err != nil {
 		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
 	}
-	cfg.RuntimeParams["replication"] = "database"
+	// The same server and credentials, as a replication connection (a
+	// deep copy: its own runtime parameters).
+	replCfg := cfg.Config.Copy()
+	replCfg.RuntimeParams["replication"] = "database"
 	type dialed struct {
 		conn *pgconn.PgConn
 		err  error
 	}
 	replication := make(chan dialed, 1)
 	go func() {
-		c, err := pgconn.ConnectConfig(ctx, cfg)
+		c, err := pgconn.ConnectConfig(ctx, replCfg)
 		replication <- dialed{c, err}
 	}()
-	info, pre, err := preflight(ctx, &in.o, first)
+	info, pre, err := preflight(ctx, cfg, &in.o, first)
 	if err != nil {
 		if d := <-replication; d.err == nil {
 			d.conn.Close(context.WithoutCancel(ctx))

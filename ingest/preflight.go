@@ -80,14 +80,10 @@ type ServerInfo struct {
 // streaming, creating them when asked. It returns a FatalError for every
 // configuration problem and a plain error for transient ones.
 //
-// On success the connection stays open for checkTables; the caller closes
-// it.
-func preflight(ctx context.Context, o *Options, firstStart bool) (_ ServerInfo, _ *pgx.Conn, err error) {
+// cfg is the parsed --pg-url; preflight sets its query mode. On success
+// the connection stays open for publicationTables; the caller closes it.
+func preflight(ctx context.Context, cfg *pgx.ConnConfig, o *Options, firstStart bool) (_ ServerInfo, _ *pgx.Conn, err error) {
 	var info ServerInfo
-	cfg, err := pgx.ParseConfig(o.PGURL)
-	if err != nil {
-		return info, nil, &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
-	}
 	// One round trip per query instead of two (parse, then execute): each
 	// costs a start.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
