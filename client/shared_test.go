@@ -409,10 +409,7 @@ func TestSharedConsumeReleasesUnhandled(t *testing.T) {
 	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
 	defer s.stop()
 	s.append(60)
-	c, err := client.Dial(s.addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, s.addr)
 	ctx := context.Background()
 	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "rel", Mode: "shared", From: "earliest",
 		AckWait: api.Duration(time.Minute), MaxDeliver: 1}); err != nil {
