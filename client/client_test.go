@@ -554,3 +554,59 @@ func TestConsumeCommitDoesNotHoldBackDelivery(t *testing.T) {
 		t.Fatalf("committed offset %d after Consume returned, want 2", gi.Committed)
 	}
 }
+
+// TestRefusedCommitRefetchesFromCursor: a commit refused after a pgq
+// restart (the mark was taken before it; the restarted pgq has delivered
+// less since) drops the buffer, and the next fetch starts at the group's
+// cursor: the dropped transactions come again instead of being skipped.
+func TestRefusedCommitRefetchesFromCursor(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "127.0.0.1:0", nil)
+	addr := s.addr
+	c := dial(t, addr)
+	ctx := t.Context()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(9)
+	cs, err := c.Consumer("g", client.ConsumerOptions{Member: "m1", Wait: 100 * time.Millisecond, Max: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() pgq.Offset {
+		t.Helper()
+		tx, err := cs.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx.Offset
+	}
+	for want := pgq.Offset(1); want <= 6; want++ {
+		if got := next(); got != want {
+			t.Fatalf("offset %d, want %d", got, want)
+		}
+	}
+	mark := cs.Mark() // 6, nothing committed
+	s.stop()
+	s = startServer(t, dir, addr, nil)
+	defer s.stop()
+	// The restarted pgq redelivers from the cursor: 1..3 are buffered and
+	// it has delivered up to 3 only.
+	if got := next(); got != 1 {
+		t.Fatalf("first offset after the restart %d, want 1 (redelivery from the cursor)", got)
+	}
+	// Refused: its lease generation ended with the restart (ErrFenced),
+	// and offset 6 is beyond what was delivered since.
+	if err := cs.CommitMark(ctx, mark); !errors.Is(err, client.ErrRedeliver) {
+		t.Fatalf("commit of offset 6 with 3 delivered: %v, want ErrRedeliver", err)
+	}
+	if n := cs.Buffered(); n != 0 {
+		t.Fatalf("%d transactions still buffered after a refused commit", n)
+	}
+	// The dropped 2 and 3 come again: the fetch starts at the cursor.
+	for want := pgq.Offset(1); want <= 9; want++ {
+		if got := next(); got != want {
+			t.Fatalf("after the refused commit: offset %d, want %d", got, want)
+		}
+	}
+}

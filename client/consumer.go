@@ -229,9 +229,15 @@ func (cs *Consumer) CommitMark(ctx context.Context, m Mark) error {
 }
 
 // commitFailed turns a refused commit into ErrRedeliver and forgets what
-// was fetched: the next fetch starts at the group's cursor.
+// was fetched: the next fetch starts at the group's cursor. It asks for
+// that explicitly (From just after the last cursor this consumer saw):
+// with From left at the end of the dropped buffer, a server whose lease
+// still held resumed there, and the dropped transactions were skipped
+// (a commit sent before a pgq restart and refused after it, while a
+// newer batch was buffered).
 func (cs *Consumer) commitFailed(err error) error {
 	if errors.Is(err, api.ErrFenced) || errors.Is(err, api.ErrInvalidCommit) {
+		cs.next = cs.committed + 1
 		cs.buf, cs.done, cs.committed, cs.generation = nil, 0, 0, 0
 		cs.Redeliveries++
 		return fmt.Errorf("%w: %w", ErrRedeliver, err)
