@@ -520,9 +520,8 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 			var r stepResult
 			r.rows, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit)
 			if r.err == nil && next != nil && len(r.rows) > 0 {
-				// Here, while prev is awaited: SetRows builds the chunk's
-				// changes. Its high watermark goes out next round trip.
-				next.ch.SetRows(t.columns, r.rows)
+				// Its high watermark goes out next round trip.
+				next.ch.SetChanges(t.columns, r.rows)
 			}
 			out <- r
 		}(lastKey)
@@ -563,7 +562,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 				next.ch.Close()
 				next, end = nil, true
 			} else {
-				next.snap, next.rows, next.end = r.snap, len(r.rows), t.keyOf(r.rows[len(r.rows)-1])
+				next.snap, next.rows, next.end = r.snap, len(r.rows), t.keyOf(r.rows[len(r.rows)-1].New)
 				lastKey, end = next.end, len(r.rows) < limit
 			}
 		}
@@ -590,7 +589,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 
 // stepResult is what step returned.
 type stepResult struct {
-	rows [][]pgq.Value
+	rows []pgq.Change // read changes
 	snap snapshot
 	err  error
 }

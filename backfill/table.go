@@ -175,7 +175,8 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 // then reads the chunk after lastKey: its first statement records the
 // snapshot (xmin, xmax, in-progress transactions: for the chunk's high
 // watermark), the second reads up to limit rows in key order, as
-// PostgreSQL's text forms (what pgoutput sends). The low watermark commits
+// PostgreSQL's text forms (what pgoutput sends), and returns them as read
+// changes of t (see ingest.Chunk.SetChanges). The low watermark commits
 // before the read's snapshot is taken, as the window requires.
 //
 // The watermark transaction commits with synchronous_commit local
@@ -185,7 +186,7 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 // synchronous standby that is down does not stall the backfill (the
 // watermarks need no standby). An error leaves the connection in an
 // unknown state: the caller closes it.
-func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, limit int) (rows [][]pgq.Value, snap snapshot, err error) {
+func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, limit int) (rows []pgq.Change, snap snapshot, err error) {
 	p := conn.PgConn().StartPipeline(ctx)
 	defer p.Close()
 	var wms [][]byte
@@ -251,10 +252,12 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 				snap, err = parseSnapshot(rr.Values()[0])
 			}
 		case read:
-			rows = make([][]pgq.Value, 0, limit)
+			// Each row becomes its read change as it arrives, while the
+			// server is still sending the next ones.
+			rows = make([]pgq.Change, 0, limit)
 			var a rowArena
 			for rr.NextRow() {
-				rows = append(rows, a.row(rr.Values()))
+				rows = append(rows, pgq.Change{Op: pgq.OpRead, Schema: t.schema, Table: t.name, Columns: t.columns, New: a.row(rr.Values())})
 			}
 		}
 		if _, cerr := rr.Close(); cerr != nil || err != nil {

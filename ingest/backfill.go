@@ -94,7 +94,7 @@ type Watch struct {
 }
 
 // Chunk is one chunk of a backfill between its watermarks: Watch.Open
-// registers it before the low watermark is emitted, SetRows hands ingest
+// registers it before the low watermark is emitted, SetChanges hands ingest
 // its rows before the high watermark is emitted, and Result delivers what
 // ingest did at the high watermark.
 type Chunk struct {
@@ -106,7 +106,7 @@ type Chunk struct {
 	reason                  string
 	changed                 map[string]struct{} // keys changed between the watermarks
 	columns                 []pgq.Column
-	changes                 []pgq.Change // one read change per row, built by SetRows
+	changes                 []pgq.Change // one read change per row, handed over by SetChanges
 	hasRows                 bool
 }
 
@@ -186,17 +186,14 @@ func (w *Watch) Open(id, backfill string) *Chunk {
 	return c
 }
 
-// SetRows hands the chunk's rows (text values, one per column) to ingest;
-// call it before emitting the high watermark.
-func (c *Chunk) SetRows(columns []pgq.Column, rows [][]pgq.Value) {
-	// The changes are built here, on the caller's goroutine: at the high
-	// watermark ingest only drops the rows whose keys changed, so the
-	// replication loop is not held up building 10,000 changes (which took
-	// it up to 20 ms, while nothing was read or confirmed).
-	changes := make([]pgq.Change, len(rows))
-	for i, row := range rows {
-		changes[i] = pgq.Change{Op: pgq.OpRead, Schema: c.w.schema, Table: c.w.table, Columns: columns, New: row}
-	}
+// SetChanges hands ingest the chunk's rows, as read changes of its table
+// (Op pgq.OpRead, Columns columns, New the row's text values), which
+// it keeps; call it before emitting the high
+// watermark. The caller builds them, as the rows arrive: at the high
+// watermark ingest only drops the rows whose keys changed, so the
+// replication loop is not held up building 10,000 changes (which took it
+// up to 20 ms, while nothing was read or confirmed).
+func (c *Chunk) SetChanges(columns []pgq.Column, changes []pgq.Change) {
 	c.b.mu.Lock()
 	c.columns, c.changes, c.hasRows = columns, changes, true
 	c.b.mu.Unlock()
