@@ -519,6 +519,9 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		go func(lastKey []string) {
 			var r stepResult
 			r.rows, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit)
+			if r.err != nil {
+				scancel() // the wait for prev's result too: it may never come
+			}
 			if r.err == nil && next != nil && len(r.rows) > 0 {
 				// Its high watermark goes out next round trip.
 				next.ch.SetChanges(t.columns, r.rows)
@@ -529,7 +532,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		var done *inflight
 		var err error
 		if prev != nil {
-			res, err = m.await(ctx, prev)
+			res, err = m.await(sctx, prev)
 			done = prev
 			prev.ch.Close()
 			prev = nil
@@ -551,11 +554,8 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		}
 		r := <-out
 		scancel()
-		if err != nil {
+		if err := firstError(err, r.err); err != nil {
 			return false, err
-		}
-		if r.err != nil {
-			return false, r.err
 		}
 		if next != nil {
 			if len(r.rows) == 0 {
@@ -585,6 +585,22 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		}
 		prev, next = next, nil
 	}
+}
+
+// firstError is the first of errs that is not a context's cancellation
+// (the others' cancellation follows from it), else the first one.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stepResult is what step returned.
