@@ -487,12 +487,16 @@ type inflight struct {
 // high watermark is never emitted) and reading goes on from N's start.
 // It reports false when the backfill was canceled or ctx ended.
 func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table, where string, lastKey []string, limit int) (bool, error) {
+	m.mu.Lock()
+	id := j.st.ID
+	m.mu.Unlock()
 	w := m.o.Registry.Watch(t.schema, t.name, t.keyCols)
 	defer w.Close() // closes open chunks too
 	if err := m.settle(ctx, conn, j, t); err != nil {
 		return false, err
 	}
 	var prev, next *inflight
+	encHint := 0 // a chunk record's size, to allocate the next one's at once
 	end := false // nothing left after lastKey
 	redos := 0   // consecutive redos of the chunk after lastKey
 	for {
@@ -518,13 +522,13 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		out := make(chan stepResult, 1)
 		go func(lastKey []string) {
 			var r stepResult
-			r.rows, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit)
+			r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit, id, encHint)
 			if r.err != nil {
 				scancel() // the wait for prev's result too: it may never come
 			}
 			if r.err == nil && next != nil && len(r.rows) > 0 {
 				// Its high watermark goes out next round trip.
-				next.ch.SetChanges(t.columns, r.rows)
+				next.ch.SetChanges(t.columns, r.rows, r.encoded)
 			}
 			out <- r
 		}(lastKey)
@@ -557,6 +561,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		if err := firstError(err, r.err); err != nil {
 			return false, err
 		}
+		encHint = max(encHint, len(r.encoded)+len(r.encoded)/8)
 		if next != nil {
 			if len(r.rows) == 0 {
 				next.ch.Close()
@@ -605,9 +610,10 @@ func firstError(errs ...error) error {
 
 // stepResult is what step returned.
 type stepResult struct {
-	rows []pgq.Change // read changes
-	snap snapshot
-	err  error
+	rows    []pgq.Change // read changes
+	encoded []byte       // their record (ingest.Chunk.SetChanges)
+	snap    snapshot
+	err     error
 }
 
 // open registers the next chunk of w's table, after lastKey, with ingest.

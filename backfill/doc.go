@@ -20,8 +20,10 @@
 //     statement records the snapshot (pg_current_snapshot: xmin, xmax,
 //     in-progress transactions),
 //  4. hands the rows (PostgreSQL's text forms, as pgoutput sends them) to
-//     ingest (Chunk.SetRows) and emits the high watermark {"kind":"high",
-//     "xmin","xmax","xip":[...]} in its own transaction.
+//     ingest as read changes and as their record, both built as the rows
+//     arrive (Chunk.SetChanges; record.ReadsEncoder), and emits the high
+//     watermark {"kind":"high", "xmin","xmax","xip":[...]} in its own
+//     transaction.
 //
 // Chunks are pipelined two deep, in one round trip each: one pipeline
 // (pgconn) sends the transaction that emits chunk N's high watermark and
@@ -45,11 +47,15 @@
 // the rest as one record of read changes (op "read", rendered like an
 // insert, record field "backfill": id) in the high watermark
 // transaction's place: right after everything committed before it and
-// before everything after it. A row that did not change between the
-// watermarks had the same value at the high watermark as in the chunk's
-// snapshot, so a consumer applying the journal in order (insert, update
-// and read as upsert by key, delete, truncate as clear) converges on the
-// table.
+// before everything after it. When no row was dropped (most windows see
+// no change of the table), that record is the one encoded as the rows
+// arrived, stamped with the high watermark transaction's header in place
+// (record.RestampInPlace), so the committer only compacts and writes it;
+// otherwise the committer encodes the surviving rows. A row that did not
+// change between the watermarks had the same value at the high watermark
+// as in the chunk's snapshot, so a consumer applying the journal in order
+// (insert, update and read as upsert by key, delete, truncate as clear)
+// converges on the table.
 //
 // A transaction can commit before the low watermark and still be invisible
 // to the chunk's read: PostgreSQL writes and flushes its commit record

@@ -15,6 +15,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // ErrNoKey is returned for a table without a primary key or a usable
@@ -186,7 +187,8 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 // synchronous standby that is down does not stall the backfill (the
 // watermarks need no standby). An error leaves the connection in an
 // unknown state: the caller closes it.
-func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, limit int) (rows []pgq.Change, snap snapshot, err error) {
+func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, limit int,
+	backfill string, encHint int) (rows []pgq.Change, encoded []byte, snap snapshot, err error) {
 	p := conn.PgConn().StartPipeline(ctx)
 	defer p.Close()
 	var wms [][]byte
@@ -224,7 +226,7 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 		send("COMMIT")
 	}
 	if err := p.Sync(); err != nil {
-		return nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: send: %w", t.qualified(), err)
+		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: send: %w", t.qualified(), err)
 	}
 	what := func(i int) string {
 		switch {
@@ -240,11 +242,11 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 	for i := 0; i < stmts; i++ {
 		r, err := p.GetResults()
 		if err != nil {
-			return nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), err)
+			return nil, nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), err)
 		}
 		rr, ok := r.(*pgconn.ResultReader)
 		if !ok {
-			return nil, snapshot{}, fmt.Errorf("backfill: %s of %s: unexpected %T", what(i), t.qualified(), r)
+			return nil, nil, snapshot{}, fmt.Errorf("backfill: %s of %s: unexpected %T", what(i), t.qualified(), r)
 		}
 		switch i {
 		case read - 1:
@@ -256,25 +258,31 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 			// server is still sending the next ones.
 			rows = make([]pgq.Change, 0, limit)
 			var a rowArena
+			enc := record.NewReadsEncoder(make([]byte, 0, encHint), t.schema, t.name, t.columns)
 			for rr.NextRow() {
-				rows = append(rows, pgq.Change{Op: pgq.OpRead, Schema: t.schema, Table: t.name, Columns: t.columns, New: a.row(rr.Values())})
+				row := a.row(rr.Values())
+				rows = append(rows, pgq.Change{Op: pgq.OpRead, Schema: t.schema, Table: t.name, Columns: t.columns, New: row})
+				enc.Add(row)
+			}
+			if len(rows) > 0 {
+				encoded = enc.Finish(backfill)
 			}
 		}
 		if _, cerr := rr.Close(); cerr != nil || err != nil {
-			return nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
+			return nil, nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
 		}
 	}
 	r, err := p.GetResults()
 	if err != nil {
-		return nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
+		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
 	if _, ok := r.(*pgconn.PipelineSync); !ok {
-		return nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: unexpected %T at the end of the pipeline", t.qualified(), r)
+		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: unexpected %T at the end of the pipeline", t.qualified(), r)
 	}
 	if err := p.Close(); err != nil {
-		return nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
+		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
-	return rows, snap, nil
+	return rows, encoded, snap, nil
 }
 
 // rowArena hands out a chunk's rows from a few large allocations: one

@@ -731,7 +731,13 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 		s.cur = nil
 		tx.CommitLSN, tx.EndLSN, tx.CommitTime = m.CommitLSN, m.EndLSN, m.CommitTime
 		tx.Final = true
-		s.curSize = s.backfillCommit(tx, s.curSpill != nil, s.curSize) // backfill watermarks and chunks
+		// Backfill watermarks and chunks; chunkRec is a chunk's record,
+		// encoded ahead.
+		var chunkRec *journal.Record
+		s.curSize, chunkRec = s.backfillCommit(tx, s.curSpill != nil, s.curSize)
+		if chunkRec != nil {
+			return s.submitRecord(ctx, chunkRec, len(chunkRec.Encoded))
+		}
 		if t := s.curSpill; t != nil {
 			s.curSpill = nil
 			err := s.journalSpill(ctx, t, *tx)
@@ -774,12 +780,18 @@ func (s *session) submitStandaloneMessage(ctx context.Context, m *pgoutput.Row, 
 // submit hands a completed transaction to the group committer, or skips it
 // when it is empty or a re-send.
 func (s *session) submit(ctx context.Context, tx *pgq.Transaction, size int) error {
+	return s.submitRecord(ctx, &journal.Record{Tx: tx}, size)
+}
+
+// submitRecord is submit of a record (r.Tx, or r.Encoded when set).
+func (s *session) submitRecord(ctx context.Context, r *journal.Record, size int) error {
+	tx := r.Tx
 	switch {
 	case tx.EndLSN <= s.in.lastSubmitted: // a re-send: already journaled
 		s.in.tracker.Skipped(tx.EndLSN)
 		s.in.o.Metrics.TxSkipped.WithLabelValues("duplicate").Inc()
 		return nil
-	case len(tx.Changes) == 0:
+	case r.ChangeCount() == 0:
 		s.in.tracker.Skipped(tx.EndLSN)
 		s.in.o.Metrics.TxSkipped.WithLabelValues("empty").Inc()
 		return nil
@@ -787,7 +799,7 @@ func (s *session) submit(ctx context.Context, tx *pgq.Transaction, size int) err
 	s.in.lastSubmitted = tx.EndLSN
 	// Submitted before Submit: the committer may make it durable at once.
 	s.in.tracker.Submitted(tx.EndLSN)
-	if err := s.in.o.Committer.Submit(ctx, tx, size); err != nil {
+	if err := s.in.o.Committer.SubmitRecord(ctx, r, size); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -132,16 +132,7 @@ func appendBody(b []byte, tx *pgq.Transaction) []byte {
 
 	b = appendArrayHdr(b, len(rels))
 	for k := range rels {
-		r := &rels[k]
-		b = appendArrayHdr(b, 3)
-		b = appendStr(b, r.schema)
-		b = appendStr(b, r.table)
-		b = appendArrayHdr(b, 3*len(r.cols))
-		for _, col := range r.cols {
-			b = appendStr(b, col.Name)
-			b = appendUint(b, uint64(col.TypeOID))
-			b = appendBool(b, col.Key)
-		}
+		b = appendRelation(b, &rels[k])
 	}
 
 	b = appendArrayHdr(b, len(tx.Changes))
@@ -187,6 +178,20 @@ func appendBody(b []byte, tx *pgq.Transaction) []byte {
 	}
 	if tx.Backfill != "" {
 		b = appendStr(b, tx.Backfill)
+	}
+	return b
+}
+
+// appendRelation appends one entry of a record's relation table.
+func appendRelation(b []byte, r *relRef) []byte {
+	b = appendArrayHdr(b, 3)
+	b = appendStr(b, r.schema)
+	b = appendStr(b, r.table)
+	b = appendArrayHdr(b, 3*len(r.cols))
+	for _, col := range r.cols {
+		b = appendStr(b, col.Name)
+		b = appendUint(b, uint64(col.TypeOID))
+		b = appendBool(b, col.Key)
 	}
 	return b
 }
@@ -680,8 +685,75 @@ func Restamp(dst, record []byte, hdr *pgq.Transaction) ([]byte, int, error) {
 	if err := Check(record); err != nil {
 		return dst, 0, err
 	}
+	nbody, tail, nch, err := headerEnd(record)
+	if err != nil {
+		return dst, 0, err
+	}
+	start := len(dst)
+	dst = append(dst, Version, 0, 0, 0, 0)
+	dst = appendHeaderN(dst, hdr, nbody) // the tail keeps a backfill id
+	dst = append(dst, record[tail:]...)
+	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
+	return dst, nch, nil
+}
+
+// Headroom is the room AppendRestampable leaves in front of a record:
+// more than any header's growth (the header fields of a zero
+// transaction take 10 bytes, the largest ones 47 plus the origin's name,
+// which PostgreSQL limits to 63 bytes).
+const Headroom = 128
+
+// AppendRestampable is Append after Headroom bytes of room, for
+// RestampInPlace: a record encoded before its header fields are known
+// (a backfill chunk, encoded as it is read, and journaled at its high
+// watermark) gets them without a copy of its changes.
+func AppendRestampable(b []byte, tx *pgq.Transaction) []byte {
+	return Append(append(b, make([]byte, Headroom)...), tx)
+}
+
+// ErrNoHeadroom is RestampInPlace's error when the new header does not
+// fit the room in front of the record.
+var ErrNoHeadroom = errors.New("record: new header does not fit the headroom")
+
+// RestampInPlace is Restamp without the copy, for a record
+// AppendRestampable just encoded in this process (its checksum is not
+// verified): buf is AppendRestampable's result, the record at
+// buf[Headroom:]. It rewrites the header in front of the relations and
+// changes, which do not move, and returns the restamped record, a
+// subslice of buf, and its number of changes. Errors wrap
+// ErrCorruptRecord or ErrNoHeadroom; buf is then unchanged.
+func RestampInPlace(buf []byte, hdr *pgq.Transaction) ([]byte, int, error) {
+	if len(buf) < Headroom {
+		return nil, 0, fmt.Errorf("%w: %d bytes, shorter than the headroom", ErrCorruptRecord, len(buf))
+	}
+	nbody, tail, nch, err := headerEnd(buf[Headroom:])
+	if err != nil {
+		return nil, 0, err
+	}
+	var h [HeaderSize + 64]byte
+	nh := appendHeaderN(append(h[:0], Version, 0, 0, 0, 0), hdr, nbody)
+	start := Headroom + tail - len(nh)
+	if start < 0 {
+		return nil, 0, fmt.Errorf("%w: %d bytes", ErrNoHeadroom, len(nh))
+	}
+	rec := buf[start:]
+	copy(rec, nh)
+	binary.LittleEndian.PutUint32(rec[1:], crc32.Checksum(rec[HeaderSize:], castagnoli))
+	return rec, nch, nil
+}
+
+// headerEnd parses a framed record's header fields and relation table:
+// the body's array length, where its relations start (after the header
+// fields, from the record's start), and the number of changes.
+func headerEnd(record []byte) (nbody, tail, nch int, err error) {
+	if len(record) < HeaderSize {
+		return 0, 0, 0, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptRecord, len(record), HeaderSize)
+	}
+	if record[0] != Version {
+		return 0, 0, 0, fmt.Errorf("%w: %d", ErrBadVersion, record[0])
+	}
 	d := newReader(record[HeaderSize:])
-	nbody := d.bodyArray()
+	nbody = d.bodyArray()
 	d.Uint(math.MaxUint32, "xid")
 	d.Uint(math.MaxUint64, "commit LSN")
 	d.Uint(math.MaxUint64, "end LSN")
@@ -689,7 +761,7 @@ func Restamp(dst, record []byte, hdr *pgq.Transaction) ([]byte, int, error) {
 	d.Bytes() // origin
 	d.Uint(math.MaxUint32, "part")
 	d.Bool()
-	tail := d.P // relations and changes start here
+	tail = HeaderSize + d.P // relations and changes start here
 	nrel := d.ArrayLen()
 	for k := 0; k < nrel && d.Err == nil; k++ {
 		d.ExpectArray(3, "relation")
@@ -705,14 +777,70 @@ func Restamp(dst, record []byte, hdr *pgq.Transaction) ([]byte, int, error) {
 			d.Bool()                           // key
 		}
 	}
-	nch := d.ArrayLen()
+	nch = d.ArrayLen()
 	if d.Err != nil {
-		return dst, 0, d.Err
+		return 0, 0, 0, d.Err
 	}
-	start := len(dst)
-	dst = append(dst, Version, 0, 0, 0, 0)
-	dst = appendHeaderN(dst, hdr, nbody) // the tail keeps a backfill id
-	dst = append(dst, d.B[tail:]...)
-	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
-	return dst, nch, nil
+	return nbody, tail, nch, nil
+}
+
+// ReadsEncoder encodes a record of read changes of one relation (a
+// backfill chunk) as its rows arrive, for RestampInPlace: Add encodes each
+// row after room for everything that precedes the changes, and Finish
+// writes that in front of them. The result is AppendRestampable's for the
+// same changes, byte for byte, without holding the rows first.
+type ReadsEncoder struct {
+	buf    []byte
+	room   int    // where the changes start: Headroom and the largest prefix
+	n      int    // changes added
+	prefix []byte // the relation table
+}
+
+// NewReadsEncoder starts a record of read changes of schema.table with
+// columns cols in buf's storage (its contents are dropped).
+func NewReadsEncoder(buf []byte, schema, table string, cols []pgq.Column) *ReadsEncoder {
+	e := &ReadsEncoder{prefix: appendRelation(appendArrayHdr(nil, 1), &relRef{schema, table, cols})}
+	// Frame, the header fields of a zero transaction and the changes'
+	// array header take at most 5+32+5 bytes.
+	e.room = Headroom + HeaderSize + 32 + len(e.prefix) + 5
+	e.buf = append(buf[:0], make([]byte, e.room)...)
+	return e
+}
+
+// Add encodes the read change of one row (values in the columns' order).
+func (e *ReadsEncoder) Add(row []pgq.Value) {
+	e.buf = appendArrayHdr(e.buf, 5)
+	e.buf = appendUint(e.buf, uint64(pgq.OpRead))
+	e.buf = appendUint(e.buf, 0) // the relation
+	e.buf = appendUint(e.buf, uint64(pgq.OldNone))
+	e.buf = appendValues(e.buf, row)
+	e.buf = appendValues(e.buf, nil)
+	e.n++
+}
+
+// Len is the number of changes added.
+func (e *ReadsEncoder) Len() int { return e.n }
+
+// Finish ends the record (Final, with the backfill id when not empty) and
+// returns it as AppendRestampable would: Headroom bytes, then the record.
+// The encoder is done.
+func (e *ReadsEncoder) Finish(backfill string) []byte {
+	if backfill != "" {
+		e.buf = appendStr(e.buf, backfill)
+	}
+	var h [HeaderSize + 32]byte
+	pre := appendHeader(append(h[:0], Version, 0, 0, 0, 0), &pgq.Transaction{Final: true, Backfill: backfill})
+	if e.n == 0 {
+		pre = appendArrayHdr(pre, 0) // no change uses the relation: Append lists none
+	} else {
+		pre = append(pre, e.prefix...)
+	}
+	pre = appendArrayHdr(pre, e.n)
+	start := e.room - len(pre)
+	copy(e.buf[start:], pre)
+	rec := e.buf[start:]
+	binary.LittleEndian.PutUint32(rec[1:], crc32.Checksum(rec[HeaderSize:], castagnoli))
+	out := e.buf[start-Headroom:]
+	e.buf = nil
+	return out
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -466,5 +468,85 @@ func TestRestampRecord(t *testing.T) {
 	rec[len(rec)-1] ^= 1
 	if _, _, err := Restamp(nil, rec, hdr); !errors.Is(err, ErrChecksum) {
 		t.Fatalf("corrupt input: %v, want ErrChecksum", err)
+	}
+}
+
+// TestRestampInPlace: a record encoded with headroom gets its header in
+// place, byte for byte what encoding the restamped transaction gives
+// (and Restamp), for headers of every size up to the longest origin
+// name; one that does not fit is refused and leaves the buffer as it was.
+func TestRestampInPlace(t *testing.T) {
+	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}, {Name: "v", TypeOID: 25}}
+	chunk := &pgq.Transaction{Final: true, Backfill: "bf7", Changes: []pgq.Change{
+		{Op: pgq.OpRead, Schema: "s", Table: "t", Columns: cols, New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("1")}, {Kind: pgq.ValueNull}}},
+		{Op: pgq.OpRead, Schema: "s", Table: "t", Columns: cols, New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("2")}, {Kind: pgq.ValueText, Data: []byte("two")}}},
+	}}
+	for _, hdr := range []*pgq.Transaction{
+		{Final: true},
+		{Xid: 9, CommitLSN: 0x10, EndLSN: 0x20, CommitTime: time.UnixMicro(1_700_000_000_123_456).UTC(), Origin: "o", Final: true},
+		{Xid: math.MaxUint32, CommitLSN: math.MaxUint64 - 1, EndLSN: math.MaxUint64, CommitTime: time.UnixMicro(math.MaxInt64).UTC(),
+			Origin: strings.Repeat("n", 63), Part: math.MaxUint32, Final: true},
+	} {
+		buf := AppendRestampable([]byte("keep"), chunk)[4:]
+		out, n, err := RestampInPlace(buf, hdr)
+		if err != nil || n != 2 {
+			t.Fatalf("RestampInPlace(%+v): n %d err %v", hdr, n, err)
+		}
+		if &out[len(out)-1] != &buf[len(buf)-1] {
+			t.Fatal("RestampInPlace moved the changes")
+		}
+		want := *hdr
+		want.Changes, want.Backfill = chunk.Changes, chunk.Backfill
+		if string(out) != string(Append(nil, &want)) {
+			t.Fatalf("restamped in place differs from encoding %+v", want)
+		}
+		if copied, _, err := Restamp(nil, Append(nil, chunk), hdr); err != nil || string(copied) != string(out) {
+			t.Fatalf("Restamp gives other bytes (err %v)", err)
+		}
+		var got pgq.Transaction
+		if err := Decode(out, &got); err != nil || got.Xid != hdr.Xid || got.EndLSN != hdr.EndLSN || got.Origin != hdr.Origin || got.Backfill != "bf7" || len(got.Changes) != 2 {
+			t.Fatalf("decoded %+v, err %v", got, err)
+		}
+	}
+	buf := AppendRestampable(nil, chunk)
+	before := string(buf)
+	if _, _, err := RestampInPlace(buf, &pgq.Transaction{Origin: strings.Repeat("x", 2*Headroom)}); !errors.Is(err, ErrNoHeadroom) || string(buf) != before {
+		t.Fatalf("a header larger than the headroom: err %v, buffer changed %v", err, string(buf) != before)
+	}
+	if _, _, err := RestampInPlace(buf[:Headroom+3], &pgq.Transaction{}); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("a cut record: err %v, want ErrCorruptRecord", err)
+	}
+}
+
+// TestReadsEncoder: rows encoded as they come give AppendRestampable's
+// bytes for the same read changes (and restamp in place like them), for
+// no row, one, and more than an array's short form (16) and than a
+// 16-bit count, with and without a backfill id, with NULLs and wide
+// values.
+func TestReadsEncoder(t *testing.T) {
+	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}, {Name: "note", TypeOID: 25}, {Name: "n", TypeOID: 1700}}
+	for _, rows := range []int{0, 1, 15, 16, 70000} {
+		for _, backfill := range []string{"", "bf12"} {
+			tx := &pgq.Transaction{Final: true, Backfill: backfill}
+			e := NewReadsEncoder(make([]byte, 0, 64), "public", "orders", cols)
+			for i := range rows {
+				row := []pgq.Value{{Kind: pgq.ValueText, Data: []byte(fmt.Sprint(i))}, {Kind: pgq.ValueNull}, {Kind: pgq.ValueText, Data: bytes.Repeat([]byte("x"), i%300)}}
+				e.Add(row)
+				tx.Changes = append(tx.Changes, pgq.Change{Op: pgq.OpRead, Schema: "public", Table: "orders", Columns: cols, New: row})
+			}
+			if e.Len() != rows {
+				t.Fatalf("Len %d, want %d", e.Len(), rows)
+			}
+			got, want := e.Finish(backfill), AppendRestampable(nil, tx)
+			if !bytes.Equal(got[Headroom:], want[Headroom:]) {
+				t.Fatalf("%d rows, backfill %q: the encoder's record differs from Append's", rows, backfill)
+			}
+			hdr := &pgq.Transaction{Xid: 5, CommitLSN: 100, EndLSN: 180, CommitTime: time.UnixMicro(1_800_000_000_000_000).UTC(), Final: true}
+			a, na, erra := RestampInPlace(got, hdr)
+			b, nb, errb := RestampInPlace(want, hdr)
+			if erra != nil || errb != nil || na != rows || nb != rows || !bytes.Equal(a, b) {
+				t.Fatalf("%d rows: restamped differently (%v, %v)", rows, erra, errb)
+			}
+		}
 	}
 }

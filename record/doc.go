@@ -37,7 +37,10 @@
 //
 // Append never allocates for records touching up to 8 relations; Restamp
 // rewrites a record's header (ingest turns spilled chunks into journal
-// parts with it) without decoding its changes. BodyDecoder caches the
+// parts with it) without decoding its changes. A backfill chunk's record
+// is encoded by ReadsEncoder as its rows arrive, before its header fields
+// are known, with Headroom bytes in front; RestampInPlace then writes the
+// header there without moving the changes. BodyDecoder caches the
 // relations of earlier bodies for a stream of fetches.
 //
 // # Concurrency
