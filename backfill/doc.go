@@ -131,6 +131,7 @@
 // guards the statuses; ingest.Backfills has its own mutex, taken by
 // ingest's goroutine at each commit while chunks are open. Memory is
 // bounded by the chunk size (the rows of the two chunks in flight per
-// backfill, plus the keys changed in their windows), plus the keys of the
+// backfill, as changes and as their encoded record, plus the keys changed
+// in their windows), plus the keys of the
 // transactions a watch keeps until the next chunk's snapshot sees them.
 package backfill

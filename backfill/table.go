@@ -177,7 +177,9 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 // snapshot (xmin, xmax, in-progress transactions: for the chunk's high
 // watermark), the second reads up to limit rows in key order, as
 // PostgreSQL's text forms (what pgoutput sends), and returns them as read
-// changes of t (see ingest.Chunk.SetChanges). The low watermark commits
+// changes of t and as their record of backfill backfill, encoded as they
+// arrive in a buffer of encHint bytes to start with (see
+// ingest.Chunk.SetChanges). The low watermark commits
 // before the read's snapshot is taken, as the window requires.
 //
 // The watermark transaction commits with synchronous_commit local
