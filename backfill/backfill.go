@@ -472,7 +472,8 @@ type inflight struct {
 	id         string
 	start, end []string // the key before the chunk (nil: the table's start), its last row's key
 	rows       int
-	snap       snapshot // the read's
+	snap       snapshot  // the read's
+	buf        *chunkBuf // its storage
 }
 
 // runTable reads t's chunks after lastKey, two at a time: while ingest
@@ -496,7 +497,16 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		return false, err
 	}
 	var prev, next *inflight
-	encHint := 0 // a chunk record's size, to allocate the next one's at once
+	// Storage of chunks no one refers to any more, for the next ones: a
+	// chunk's is free once ingest never took it, dropped it, or journaled
+	// it durably (the committer then no longer reads it).
+	var free []*chunkBuf
+	reuse := func(f *inflight) {
+		if f.buf != nil {
+			free = append(free, f.buf)
+			f.buf = nil
+		}
+	}
 	end := false // nothing left after lastKey
 	redos := 0   // consecutive redos of the chunk after lastKey
 	for {
@@ -505,6 +515,11 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		}
 		if !end {
 			next = m.open(j, w, lastKey)
+			if n := len(free); n > 0 {
+				next.buf, free = free[n-1], free[:n-1]
+			} else {
+				next.buf = &chunkBuf{}
+			}
 		}
 		if prev == nil && next == nil {
 			return true, nil
@@ -522,7 +537,13 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		out := make(chan stepResult, 1)
 		go func(lastKey []string) {
 			var r stepResult
-			r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit, id, encHint)
+			var buf *chunkBuf
+			if next != nil {
+				buf = next.buf
+			} else {
+				buf = &chunkBuf{} // only the watermark is emitted: nothing is read
+			}
+			r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit, id, buf)
 			if r.err != nil {
 				scancel() // the wait for prev's result too: it may never come
 			}
@@ -536,10 +557,14 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		var done *inflight
 		var err error
 		if prev != nil {
-			res, err = m.await(sctx, prev)
+			var reusable bool
+			res, reusable, err = m.await(sctx, prev)
 			done = prev
 			prev.ch.Close()
 			prev = nil
+			if reusable {
+				reuse(done)
+			}
 			if err == nil && !res.Redo {
 				redos = 0
 				var ok bool
@@ -561,10 +586,11 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		if err := firstError(err, r.err); err != nil {
 			return false, err
 		}
-		encHint = max(encHint, len(r.encoded)+len(r.encoded)/8)
 		if next != nil {
 			if len(r.rows) == 0 {
-				next.ch.Close()
+				if next.ch.Close() {
+					reuse(next)
+				}
 				next, end = nil, true
 			} else {
 				next.snap, next.rows, next.end = r.snap, len(r.rows), t.keyOf(r.rows[len(r.rows)-1].New)
@@ -573,7 +599,9 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		}
 		if done != nil && res.Redo {
 			if next != nil {
-				next.ch.Close()
+				if next.ch.Close() { // its high watermark was never emitted
+					reuse(next)
+				}
 				next = nil
 			}
 			redos++
@@ -627,33 +655,35 @@ func (m *Manager) open(j *job, w *ingest.Watch, lastKey []string) *inflight {
 
 // await waits for ingest's result for f, whose high watermark was
 // emitted, and then until its record is durable. A chunk that does not
-// get there within HighTimeout is to be read again.
-func (m *Manager) await(ctx context.Context, f *inflight) (ingest.ChunkResult, error) {
-	var res ingest.ChunkResult
+// get there within HighTimeout is to be read again. free reports whether
+// nothing refers to f's storage any more: ingest never took the chunk,
+// journaled none of it, or its record is durable.
+func (m *Manager) await(ctx context.Context, f *inflight) (res ingest.ChunkResult, free bool, err error) {
 	timer := time.NewTimer(m.o.HighTimeout)
 	defer timer.Stop()
 	select {
 	case res = <-f.ch.Result():
 	case <-ctx.Done():
-		return res, ctx.Err()
+		return res, false, ctx.Err()
 	case <-timer.C:
 		if f.ch.Close() {
-			return ingest.ChunkResult{Redo: true, Reason: "ingest did not reach the high watermark in time"}, nil
+			return ingest.ChunkResult{Redo: true, Reason: "ingest did not reach the high watermark in time"}, true, nil
 		}
 		res = <-f.ch.Result() // ingest took it just now
 	}
 	if res.Redo || res.EndLSN == 0 {
-		return res, nil
+		return res, true, nil
 	}
 	// Progress is stored only once the chunk's record is durable.
 	for m.o.Durable() < res.EndLSN {
 		select {
 		case <-ctx.Done():
-			return res, ctx.Err()
+			return res, false, ctx.Err()
 		case <-timer.C:
-			return ingest.ChunkResult{Redo: true, Reason: "the chunk's record did not become durable in time"}, nil
+			// The committer may still read the record: its storage stays.
+			return ingest.ChunkResult{Redo: true, Reason: "the chunk's record did not become durable in time"}, false, nil
 		case <-time.After(time.Millisecond):
 		}
 	}
-	return res, nil
+	return res, true, nil
 }

@@ -823,7 +823,7 @@ func (e *ReadsEncoder) Len() int { return e.n }
 
 // Finish ends the record (Final, with the backfill id when not empty) and
 // returns it as AppendRestampable would: Headroom bytes, then the record.
-// The encoder is done.
+// The encoder is done: only Storage may be called after it.
 func (e *ReadsEncoder) Finish(backfill string) []byte {
 	if backfill != "" {
 		e.buf = appendStr(e.buf, backfill)
@@ -840,7 +840,9 @@ func (e *ReadsEncoder) Finish(backfill string) []byte {
 	copy(e.buf[start:], pre)
 	rec := e.buf[start:]
 	binary.LittleEndian.PutUint32(rec[1:], crc32.Checksum(rec[HeaderSize:], castagnoli))
-	out := e.buf[start-Headroom:]
-	e.buf = nil
-	return out
+	return e.buf[start-Headroom:]
 }
+
+// Storage is the whole buffer the encoder wrote into, emptied: for a next
+// encoder once the record Finish returned is no longer used.
+func (e *ReadsEncoder) Storage() []byte { return e.buf[:0] }

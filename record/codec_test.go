@@ -541,6 +541,15 @@ func TestReadsEncoder(t *testing.T) {
 			if !bytes.Equal(got[Headroom:], want[Headroom:]) {
 				t.Fatalf("%d rows, backfill %q: the encoder's record differs from Append's", rows, backfill)
 			}
+			// The storage serves the next record (smaller or larger).
+			e2 := NewReadsEncoder(e.Storage(), "public", "orders", cols)
+			for i := range tx.Changes {
+				e2.Add(tx.Changes[i].New)
+			}
+			if again := e2.Finish(backfill); !bytes.Equal(again[Headroom:], want[Headroom:]) {
+				t.Fatalf("%d rows: the record encoded in reused storage differs", rows)
+			}
+			got = AppendRestampable(nil, tx) // e2 reused got's storage
 			hdr := &pgq.Transaction{Xid: 5, CommitLSN: 100, EndLSN: 180, CommitTime: time.UnixMicro(1_800_000_000_000_000).UTC(), Final: true}
 			a, na, erra := RestampInPlace(got, hdr)
 			b, nb, errb := RestampInPlace(want, hdr)
