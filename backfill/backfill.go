@@ -537,11 +537,9 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		out := make(chan stepResult, 1)
 		go func(lastKey []string) {
 			var r stepResult
-			var buf *chunkBuf
+			var buf *chunkBuf // nil when only prev's high watermark goes out: nothing is read
 			if next != nil {
 				buf = next.buf
-			} else {
-				buf = &chunkBuf{} // only the watermark is emitted: nothing is read
 			}
 			r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit, id, buf)
 			if r.err != nil {
