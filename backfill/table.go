@@ -413,9 +413,12 @@ func (t *table) keyOf(row []pgq.Value) []string {
 // array first), so settle waits while a transaction below b is in xip and
 // either waits for a synchronous standby (wait event SyncRep in
 // pg_stat_activity, which needs the pg_read_all_stats role to see other
-// users' sessions) or was first seen there less than settleGrace ago (a
-// committing backend descheduled in that gap; short transactions leave
-// xip at once, so this costs a few milliseconds). Transactions below b that
+// users' sessions) or was first seen there, or last seen waiting for a
+// standby, less than settleGrace ago (a committing backend descheduled in
+// that gap; or one its standby, or a cancel, just released: it stops
+// waiting before it leaves the proc array, and on a busy machine that
+// takes more than one poll; short transactions leave xip at once, so
+// this costs a few milliseconds). Transactions below b that
 // are still in xip after that are running ones: their commits come after
 // the watch began. The wait is short, unless a synchronous standby is
 // down; then it waits for it (or for the transactions to be cancelled)
@@ -432,7 +435,7 @@ func (m *Manager) settle(ctx context.Context, conn *pgx.Conn, j *job, t *table) 
 		return fmt.Errorf("backfill: %s: assign a transaction id: %w", t.qualified(), err)
 	}
 	start, warned := time.Now(), false
-	firstSeen := map[uint64]time.Time{}
+	seen := map[uint64]time.Time{} // first seen in xip, or last seen waiting for a standby
 	for {
 		rows, err := conn.Query(ctx, `SELECT x::text::bigint, bool_or(coalesce(a.wait_event = 'SyncRep', false))
 			FROM pg_snapshot_xip(pg_current_snapshot()) x
@@ -446,13 +449,13 @@ func (m *Manager) settle(ctx context.Context, conn *pgx.Conn, j *job, t *table) 
 		var x uint64
 		var sr bool
 		_, err = pgx.ForEachRow(rows, []any{&x, &sr}, func() error {
-			if _, ok := firstSeen[x]; !ok {
-				firstSeen[x] = now
+			if _, ok := seen[x]; !ok || sr {
+				seen[x] = now
 			}
 			if sr {
 				syncRep++
 			}
-			if sr || now.Sub(firstSeen[x]) < settleGrace {
+			if sr || now.Sub(seen[x]) < settleGrace {
 				waiting++
 			}
 			return nil
