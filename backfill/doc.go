@@ -76,7 +76,9 @@
 // standby (pg_stat_activity, wait event SyncRep; other users' sessions
 // are visible to it with the pg_read_all_stats role), or for at most
 // 100 ms for one that waits for nothing visible (a committing backend
-// descheduled in that gap). What is still below b after that is running,
+// descheduled in that gap), counted from when it was last seen waiting
+// for a standby (a released one stops waiting before it leaves the proc
+// array). What is still below b after that is running,
 // and commits after the watch began. A synchronous standby that is down
 // holds a new table's backfill until it answers or the waiting
 // transactions are cancelled (logged after 5 s). Watermarks themselves
