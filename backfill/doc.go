@@ -138,7 +138,6 @@
 // until the next chunk's snapshot sees them. A chunk's storage serves a
 // later chunk once nothing refers to it (ingest never took the chunk,
 // journaled none of it, or its record is durable), so a running backfill
-// allocates it about twice, not once per chunk: a heap that grew by 5 MB
-// per chunk cost a fresh pgq's first 40 chunks half their speed in page
-// faults, and every chunk a share of garbage collection.
+// allocates it about twice, not once per chunk: 5 MB of fresh heap per
+// chunk cost page faults on first touch and frequent garbage collection.
 package backfill

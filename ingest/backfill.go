@@ -310,13 +310,16 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) (i
 	for i, ch := range highs {
 		b.remove(ch)
 		res := ch.finish(tx, &wms[i], tx.EndLSN <= s.in.lastSubmitted)
+		// The size estimate is needed only when the changes are encoded
+		// by the committer (a record encoded ahead has its own size).
 		if !res.Redo {
-			rec = ch.encodedRecord(tx, res, s.in.o.MaxRecordBytes)
-			size = 0
-			for _, c := range tx.Changes {
-				size += 32 + 16*len(c.New)
-				for _, v := range c.New {
-					size += len(v.Data)
+			if rec = ch.encodedRecord(tx, res, s.in.o.MaxRecordBytes); rec == nil {
+				size = 0
+				for _, c := range tx.Changes {
+					size += 32 + 16*len(c.New)
+					for _, v := range c.New {
+						size += len(v.Data)
+					}
 				}
 			}
 		}
@@ -334,7 +337,8 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) (i
 // the record fits maxBytes; else nil (tx.Changes is then encoded as
 // usual, in parts when it is too large).
 func (ch *Chunk) encodedRecord(tx *pgq.Transaction, res ChunkResult, maxBytes int) *journal.Record {
-	if ch.encoded == nil || res.Dropped > 0 || res.Rows != len(ch.changes) || len(tx.Changes) != res.Rows || len(ch.encoded) > maxBytes {
+	// Every row journaled (none dropped: then tx.Changes is ch.changes).
+	if ch.encoded == nil || res.Rows != len(ch.changes) || len(ch.encoded) > maxBytes {
 		return nil
 	}
 	hdr := *tx

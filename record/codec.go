@@ -764,18 +764,7 @@ func headerEnd(record []byte) (nbody, tail, nch int, err error) {
 	tail = HeaderSize + d.P // relations and changes start here
 	nrel := d.ArrayLen()
 	for k := 0; k < nrel && d.Err == nil; k++ {
-		d.ExpectArray(3, "relation")
-		d.Bytes()
-		d.Bytes()
-		n := d.ArrayLen()
-		if n%3 != 0 {
-			d.Fail("relation columns: %d elements, not a multiple of 3", n)
-		}
-		for i := 0; i < n/3 && d.Err == nil; i++ {
-			d.Bytes()                          // name
-			d.Uint(math.MaxUint32, "type OID") // type
-			d.Bool()                           // key
-		}
+		d.skipRelation()
 	}
 	nch = d.ArrayLen()
 	if d.Err != nil {
