@@ -76,19 +76,40 @@ func start(t *testing.T, mod func(*sidecar.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait until streaming: a marker transaction reaches the journal
-	// (one written before the slot exists is not streamed: retry).
+	// Wait until streaming: a marker transaction reaches the journal (one
+	// written before the slot streams is not: write another after 2 s).
+	// The wait is for the last marker written, so no earlier one lands
+	// after a test's "latest" group is created.
 	deadline := time.Now().Add(60 * time.Second)
-	for e.S.Journal.LastOffset() == 0 || e.S.Index.LastOffset() == 0 {
+	var marker string
+	var wrote time.Time
+	for n := 0; !e.lastIs(marker); {
 		if time.Now().After(deadline) {
 			t.Fatal("sidecar never streamed")
 		}
-		if e.S.Ingester.Status().Running {
-			db.Exec(t, "INSERT INTO t (v) VALUES ('marker')")
+		if e.S.Ingester.Status().Running && (n == 0 || time.Since(wrote) > 2*time.Second) {
+			n++
+			marker, wrote = fmt.Sprintf("marker %d", n), time.Now()
+			db.Exec(t, "INSERT INTO t (v) VALUES ('"+marker+"')")
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	return e
+}
+
+// lastIs tells whether the journal's (and index's) last record inserts
+// v = marker into t.
+func (e *env) lastIs(marker string) bool {
+	last := e.S.Journal.LastOffset()
+	if marker == "" || last == 0 || e.S.Index.LastOffset() < last {
+		return false
+	}
+	tx, err := e.S.Journal.Read(last)
+	if err != nil || len(tx.Changes) != 1 {
+		return false
+	}
+	c := tx.Changes[0]
+	return c.Table == "t" && len(c.New) == 2 && string(c.New[1].Data) == marker
 }
 
 // insert writes n single-row transactions into t and waits until they
