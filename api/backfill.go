@@ -7,6 +7,15 @@ type BackfillRequest struct {
 	Tables    []string `json:"tables"`
 	ChunkSize int      `json:"chunk_size,omitempty"`
 	Where     string   `json:"where,omitempty"`
+	// MaxRate caps the rows read per second (0: as fast as the server
+	// reads them).
+	MaxRate float64 `json:"max_rate,omitempty"`
+}
+
+// BackfillUpdate changes a running backfill (PATCH /v1/backfills/{id}).
+type BackfillUpdate struct {
+	// MaxRate is the new cap on rows read per second (0 lifts it).
+	MaxRate *float64 `json:"max_rate"`
 }
 
 // Backfill is a backfill's status (GET /v1/backfills/{id}; see docs/http-api.md, Backfills).
@@ -16,6 +25,7 @@ type Backfill struct {
 	Tables       []string          `json:"tables"`
 	Where        string            `json:"where,omitempty"`
 	ChunkSize    int               `json:"chunk_size"`
+	MaxRate      float64           `json:"max_rate"`
 	Table        string            `json:"table"`
 	TableIndex   int               `json:"table_index"`
 	Rows         int64             `json:"rows"`

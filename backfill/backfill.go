@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/time/rate"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
@@ -108,6 +110,9 @@ type job struct {
 	cancel   context.CancelFunc
 	startAt  time.Time
 	startRow int64
+	// pace holds the runner to st.MaxRate rows per second; set at launch,
+	// changed by Throttle (a rate.Limiter is safe for concurrent use).
+	pace *rate.Limiter
 }
 
 // Open opens (or creates) the store and loads the backfills.
@@ -206,6 +211,9 @@ func (m *Manager) launch(j *job) {
 	ctx, cancel := context.WithCancel(m.ctx)
 	j.cancel = cancel
 	j.startAt, j.startRow = time.Now(), j.st.Rows
+	// A burst of one chunk: the runner takes a chunk's worth before
+	// reading it, and the first chunk goes at once.
+	j.pace = rate.NewLimiter(paceLimit(j.st.MaxRate), max(j.st.ChunkSize, 1))
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -226,12 +234,15 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	if req.ChunkSize < 1 || req.ChunkSize > 1_000_000 {
 		return Status{}, fmt.Errorf("%w: chunk_size %d: want 1..1000000", api.ErrBadRequest, req.ChunkSize)
 	}
+	if err := checkRate(req.MaxRate); err != nil {
+		return Status{}, err
+	}
 	conn, err := pgx.Connect(ctx, m.o.PGURL)
 	if err != nil {
 		return Status{}, fmt.Errorf("%w: backfill: connect to PostgreSQL: %v", api.ErrUnavailable, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	st := Status{Backfill: api.Backfill{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, CreatedAt: time.Now().UTC()}}
+	st := Status{Backfill: api.Backfill{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, MaxRate: req.MaxRate, CreatedAt: time.Now().UTC()}}
 	for _, name := range req.Tables {
 		t, err := describe(ctx, conn, name)
 		if err != nil {
@@ -257,7 +268,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	j := &job{st: st}
 	m.jobs[st.ID] = j
 	m.launch(j)
-	m.o.Logger.Info("backfill started", "id", st.ID, "tables", st.Tables, "chunk_size", st.ChunkSize, "where", st.Where)
+	m.o.Logger.Info("backfill started", "id", st.ID, "tables", st.Tables, "chunk_size", st.ChunkSize, "max_rate", st.MaxRate, "where", st.Where)
 	return m.view(j), nil
 }
 
@@ -367,6 +378,53 @@ func (m *Manager) Cancel(id string) (Status, error) {
 	}
 	m.o.Logger.Info("backfill canceled", "id", id)
 	return m.view(j), nil
+}
+
+// Throttle sets a running backfill's cap on rows read per second (0 lifts
+// it); the runner keeps to it from its next chunk on. The cap is stored,
+// so a resumed backfill keeps it.
+func (m *Manager) Throttle(id string, maxRate float64) (Status, error) {
+	if err := checkRate(maxRate); err != nil {
+		return Status{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if !ok {
+		return Status{}, fmt.Errorf("%w: backfill %q", api.ErrNotFound, id)
+	}
+	if j.st.State != StateRunning {
+		return Status{}, fmt.Errorf("%w: backfill %s is %s: only a running backfill can be throttled", api.ErrBadRequest, id, j.st.State)
+	}
+	old := j.st.MaxRate
+	j.st.MaxRate = maxRate
+	if err := m.put(&j.st); err != nil {
+		j.st.MaxRate = old
+		return Status{}, err
+	}
+	if j.pace != nil {
+		j.pace.SetLimit(paceLimit(maxRate))
+	}
+	// The rate shown is the one since the change.
+	j.startAt, j.startRow = time.Now(), j.st.Rows
+	m.o.Logger.Info("backfill throttled", "id", id, "max_rate", maxRate)
+	return m.view(j), nil
+}
+
+// checkRate validates a max_rate.
+func checkRate(r float64) error {
+	if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		return fmt.Errorf("%w: max_rate %v: want rows per second >= 0 (0: no cap)", api.ErrBadRequest, r)
+	}
+	return nil
+}
+
+// paceLimit is the limiter's rate for a max_rate.
+func paceLimit(maxRate float64) rate.Limit {
+	if maxRate == 0 {
+		return rate.Inf
+	}
+	return rate.Limit(maxRate)
 }
 
 // update applies f to j's status under the lock and stores it, unless the
@@ -514,7 +572,22 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 			return false, nil
 		}
 		if !end {
-			next = m.open(j, w, lastKey)
+			// A chunk's worth of the cap before each read, so the stream's
+			// transactions meet idle cores and disk between chunks. When
+			// it is not there yet, prev's high watermark goes out alone
+			// first, so prev is journaled without waiting for it.
+			ready := j.pace.AllowN(time.Now(), limit)
+			if !ready && prev == nil {
+				if err := j.pace.WaitN(ctx, limit); err != nil {
+					return false, nil // ctx ended (the burst is a chunk)
+				}
+				ready = true
+			}
+			if ready {
+				next = m.open(j, w, lastKey)
+			}
+		}
+		if next != nil {
 			if n := len(free); n > 0 {
 				next.buf, free = free[n-1], free[:n-1]
 			} else {

@@ -13,9 +13,10 @@ import (
 
 // Register mounts the backfill API on mux:
 //
-//	POST   /v1/backfills        start ({"tables":[...],"chunk_size":N,"where":"..."}) → 201 + the backfill
+//	POST   /v1/backfills        start ({"tables":[...],"chunk_size":N,"where":"...","max_rate":R}) → 201 + the backfill
 //	GET    /v1/backfills        every backfill, oldest first
 //	GET    /v1/backfills/{id}   one backfill
+//	PATCH  /v1/backfills/{id}   change a running one ({"max_rate":R}, 0 lifts the cap) → the backfill
 //	DELETE /v1/backfills/{id}   cancel → the backfill (state canceled)
 func (m *Manager) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/backfills", m.handleStart)
@@ -28,6 +29,7 @@ func (m *Manager) Register(mux *http.ServeMux) {
 		}
 		reply(w, http.StatusOK, st)
 	})
+	mux.HandleFunc("PATCH /v1/backfills/{id}", m.handleUpdate)
 	mux.HandleFunc("DELETE /v1/backfills/{id}", func(w http.ResponseWriter, r *http.Request) {
 		st, err := m.Cancel(r.PathValue("id"))
 		if err != nil {
@@ -40,13 +42,7 @@ func (m *Manager) Register(mux *http.ServeMux) {
 
 func (m *Manager) handleStart(w http.ResponseWriter, r *http.Request) {
 	var req Request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = errors.New("empty request body: want a JSON object")
-		}
-		consumers.WriteError(w, fmt.Errorf("%w: %v", api.ErrBadRequest, err))
+	if !decode(w, r, &req) {
 		return
 	}
 	st, err := m.Start(r.Context(), req)
@@ -55,6 +51,38 @@ func (m *Manager) handleStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusCreated, st)
+}
+
+func (m *Manager) handleUpdate(w http.ResponseWriter, r *http.Request) {
+	var req api.BackfillUpdate
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.MaxRate == nil {
+		consumers.WriteError(w, fmt.Errorf("%w: want {\"max_rate\": rows per second} (0 lifts the cap)", api.ErrBadRequest))
+		return
+	}
+	st, err := m.Throttle(r.PathValue("id"), *req.MaxRate)
+	if err != nil {
+		consumers.WriteError(w, err)
+		return
+	}
+	reply(w, http.StatusOK, st)
+}
+
+// decode reads a request's JSON object into v (unknown fields refused);
+// on failure it answers 400 and reports false.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = errors.New("empty request body: want a JSON object")
+		}
+		consumers.WriteError(w, fmt.Errorf("%w: %v", api.ErrBadRequest, err))
+		return false
+	}
+	return true
 }
 
 func reply(w http.ResponseWriter, status int, v any) {

@@ -51,3 +51,11 @@ func (c *Client) CancelBackfill(ctx context.Context, id string) (Backfill, error
 	err := c.do(ctx, "DELETE", backfillPath(id), nil, &b)
 	return b, err
 }
+
+// ThrottleBackfill sets a running backfill's cap on rows read per second
+// (0 lifts it) and returns the backfill.
+func (c *Client) ThrottleBackfill(ctx context.Context, id string, maxRate float64) (Backfill, error) {
+	var b Backfill
+	err := c.do(ctx, "PATCH", backfillPath(id), api.BackfillUpdate{MaxRate: &maxRate}, &b)
+	return b, err
+}

@@ -36,6 +36,7 @@ type bfStatus struct {
 	Dropped      int64             `json:"dropped"`
 	LastKey      map[string]string `json:"last_key"`
 	Error        *string           `json:"error"`
+	MaxRate      float64           `json:"max_rate"`
 }
 
 func bfCall(t *testing.T, r *running, method, path string, body any) (int, []byte) {
@@ -702,6 +703,81 @@ func TestBackfillResumeAndCancel(t *testing.T) {
 	if !slices.Equal(ids, []string{"done", "canceled"}) {
 		t.Fatal(ids)
 	}
+}
+
+// TestBackfillThrottle: a backfill with max_rate reads no faster than its
+// cap (one chunk of burst); the cap survives a restart, PATCH changes it
+// (0 lifts it) and refuses bad requests; the journal still converges.
+func TestBackfillThrottle(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
+		`INSERT INTO bf SELECT g, md5(g::text) FROM generate_series(1, 5000) g`, `ANALYZE bf`)
+	dir := t.TempDir()
+	r := startSidecar(t, db, dir, nil)
+	r.waitStreaming(t)
+	for _, req := range []map[string]any{
+		{"tables": []string{"bf"}, "max_rate": -1},
+		{"tables": []string{"bf"}, "max_rate": "fast"},
+	} {
+		if code, b := bfCall(t, r, "POST", "/v1/backfills", req); code != http.StatusBadRequest || !strings.Contains(string(b), "max_rate") {
+			t.Fatalf("POST %v: %d %s", req, code, b)
+		}
+	}
+	const chunk, capped = 100, 1000.0
+	began := time.Now()
+	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": chunk, "max_rate": capped})
+	if st.MaxRate != capped {
+		t.Fatalf("max_rate: %+v", st)
+	}
+	// The cap bounds the rows read: a chunk of burst plus the cap times
+	// the time since the start, whatever the machine's speed.
+	for range 5 {
+		time.Sleep(200 * time.Millisecond)
+		got := getBackfill(t, r, st.ID)
+		if limit := chunk + capped*time.Since(began).Seconds(); float64(got.Rows) > limit {
+			t.Fatalf("%d rows after %s, cap %v rows/s allows %.0f", got.Rows, time.Since(began), capped, limit)
+		}
+	}
+	for _, b := range []any{map[string]any{"max_rate": -5}, map[string]any{}, map[string]any{"max_rate": 1, "chunk_size": 5}} {
+		if code, body := bfCall(t, r, "PATCH", "/v1/backfills/"+st.ID, b); code != http.StatusBadRequest {
+			t.Fatalf("PATCH %v: %d %s", b, code, body)
+		}
+	}
+	if code, body := bfCall(t, r, "PATCH", "/v1/backfills/bf999", map[string]any{"max_rate": 1}); code != http.StatusNotFound {
+		t.Fatalf("PATCH unknown: %d %s", code, body)
+	}
+	// Slower still, across a restart: the cap is stored with the backfill.
+	code, body := bfCall(t, r, "PATCH", "/v1/backfills/"+st.ID, map[string]any{"max_rate": 200})
+	var th bfStatus
+	if code != http.StatusOK || json.Unmarshal(body, &th) != nil || th.MaxRate != 200 || th.State != "running" {
+		t.Fatalf("PATCH: %d %s", code, body)
+	}
+	if err := r.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	r = startSidecar(t, db, dir, nil)
+	restarted := time.Now()
+	mid := getBackfill(t, r, st.ID)
+	if mid.State != "running" || mid.MaxRate != 200 {
+		t.Fatalf("after restart: %+v", mid)
+	}
+	time.Sleep(time.Second)
+	if got := getBackfill(t, r, st.ID); float64(got.Rows-mid.Rows) > chunk+200*time.Since(restarted).Seconds() {
+		t.Fatalf("after restart: %d rows more in %s at 200 rows/s", got.Rows-mid.Rows, time.Since(restarted))
+	}
+	// Lifted: the rest goes at the server's speed.
+	if code, body := bfCall(t, r, "PATCH", "/v1/backfills/"+st.ID, map[string]any{"max_rate": 0}); code != http.StatusOK || !strings.Contains(string(body), `"max_rate":0`) {
+		t.Fatalf("lift: %d %s", code, body)
+	}
+	fin := waitBackfill(t, r, st.ID, "done", 30*time.Second)
+	if fin.Rows != 5000 {
+		t.Fatalf("done: %+v", fin)
+	}
+	if code, body := bfCall(t, r, "PATCH", "/v1/backfills/"+st.ID, map[string]any{"max_rate": 5}); code != http.StatusBadRequest || !strings.Contains(string(body), "only a running backfill") {
+		t.Fatalf("PATCH a done backfill: %d %s", code, body)
+	}
+	checkConverged(t, db, r.Dir, map[string][]string{"public.bf": {"id"}})
 }
 
 // pgqRun starts `pgq run` (the real binary) on dir and waits until it

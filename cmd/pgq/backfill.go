@@ -12,10 +12,11 @@ import (
 
 // BackfillCmd is `pgq backfill`.
 type BackfillCmd struct {
-	Start  BackfillStartCmd  `cmd:"" help:"Backfill the rows already in tables into the journal (read changes) while streaming goes on."`
-	List   BackfillListCmd   `cmd:"" help:"List backfills."`
-	Status BackfillStatusCmd `cmd:"" help:"Show one backfill."`
-	Cancel BackfillCancelCmd `cmd:"" help:"Cancel a running backfill."`
+	Start    BackfillStartCmd    `cmd:"" help:"Backfill the rows already in tables into the journal (read changes) while streaming goes on."`
+	List     BackfillListCmd     `cmd:"" help:"List backfills."`
+	Status   BackfillStatusCmd   `cmd:"" help:"Show one backfill."`
+	Throttle BackfillThrottleCmd `cmd:"" help:"Change a running backfill's cap on rows read per second."`
+	Cancel   BackfillCancelCmd   `cmd:"" help:"Cancel a running backfill."`
 }
 
 // BackfillStartCmd is `pgq backfill start`.
@@ -24,6 +25,7 @@ type BackfillStartCmd struct {
 	Table     []string `required:"" help:"Table to backfill (schema.table; repeat for several, read one after the other)."`
 	ChunkSize int      `name:"chunk-size" default:"10000" help:"Rows per chunk (one journal record per chunk)."`
 	Where     string   `help:"Only rows matching this SQL predicate (pasted into the chunk query)."`
+	MaxRate   float64  `name:"max-rate" help:"Read at most this many rows per second, to leave the database and the stream room (0: as fast as the server reads; change it later with pgq backfill throttle)."`
 	Wait      bool     `help:"Wait until the backfill ends (a progress bar on a terminal); exit non-zero unless it is done."`
 }
 
@@ -33,7 +35,7 @@ func (c *BackfillStartCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := cl.StartBackfill(ctx, client.BackfillRequest{Tables: c.Table, ChunkSize: c.ChunkSize, Where: c.Where})
+	b, err := cl.StartBackfill(ctx, client.BackfillRequest{Tables: c.Table, ChunkSize: c.ChunkSize, Where: c.Where, MaxRate: c.MaxRate})
 	if err != nil {
 		return err
 	}
@@ -85,6 +87,26 @@ func (c *BackfillStatusCmd) Run(ctx context.Context) error {
 		return printJSON(b)
 	}
 	return waitBackfill(ctx, cl, b)
+}
+
+// BackfillThrottleCmd is `pgq backfill throttle`.
+type BackfillThrottleCmd struct {
+	APIFlags
+	ID      string  `arg:"" help:"Backfill id."`
+	MaxRate float64 `name:"max-rate" required:"" help:"Rows per second at most (0 lifts the cap)."`
+}
+
+// Run sets the cap and prints the backfill as JSON.
+func (c *BackfillThrottleCmd) Run(ctx context.Context) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	b, err := cl.ThrottleBackfill(ctx, c.ID, c.MaxRate)
+	if err != nil {
+		return err
+	}
+	return printJSON(b)
 }
 
 // BackfillCancelCmd is `pgq backfill cancel`.
