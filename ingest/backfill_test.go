@@ -712,7 +712,8 @@ func TestBackfillThrottle(t *testing.T) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
-		`INSERT INTO bf SELECT g, md5(g::text) FROM generate_series(1, 5000) g`, `ANALYZE bf`)
+		`INSERT INTO bf SELECT g, md5(g::text) FROM generate_series(1, 8000) g`, `ANALYZE bf`)
+	bin := pgqBinary(t) // built before the clock of the capped backfill starts
 	dir := t.TempDir()
 	r := startSidecar(t, db, dir, nil)
 	r.waitStreaming(t)
@@ -747,11 +748,19 @@ func TestBackfillThrottle(t *testing.T) {
 	if code, body := bfCall(t, r, "PATCH", "/v1/backfills/bf999", map[string]any{"max_rate": 1}); code != http.StatusNotFound {
 		t.Fatalf("PATCH unknown: %d %s", code, body)
 	}
-	// Slower still, across a restart: the cap is stored with the backfill.
-	code, body := bfCall(t, r, "PATCH", "/v1/backfills/"+st.ID, map[string]any{"max_rate": 200})
+	// Slower still (by the CLI), across a restart: the cap is stored with
+	// the backfill.
+	cli := exec.Command(bin, "backfill", "throttle", st.ID, "--max-rate", "200", "--addr", r.S.Addr())
+	var stderr bytes.Buffer
+	cli.Stderr = &stderr
+	out, err := cli.Output()
 	var th bfStatus
-	if code != http.StatusOK || json.Unmarshal(body, &th) != nil || th.MaxRate != 200 || th.State != "running" {
-		t.Fatalf("PATCH: %d %s", code, body)
+	if err != nil || json.Unmarshal(out, &th) != nil || th.MaxRate != 200 || th.State != "running" {
+		t.Fatalf("pgq backfill throttle: %v %s %s", err, out, stderr.Bytes())
+	}
+	out, err = exec.Command(bin, "backfill", "throttle", "bf999", "--max-rate", "1", "--addr", r.S.Addr()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "bf999") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Fatalf("pgq backfill throttle of an unknown id: %v %q", err, out)
 	}
 	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
@@ -771,7 +780,7 @@ func TestBackfillThrottle(t *testing.T) {
 		t.Fatalf("lift: %d %s", code, body)
 	}
 	fin := waitBackfill(t, r, st.ID, "done", 30*time.Second)
-	if fin.Rows != 5000 {
+	if fin.Rows != 8000 {
 		t.Fatalf("done: %+v", fin)
 	}
 	if code, body := bfCall(t, r, "PATCH", "/v1/backfills/"+st.ID, map[string]any{"max_rate": 5}); code != http.StatusBadRequest || !strings.Contains(string(body), "only a running backfill") {
