@@ -111,8 +111,34 @@ type job struct {
 	startAt  time.Time
 	startRow int64
 	// pace holds the runner to st.MaxRate rows per second; set at launch,
-	// changed by Throttle (a rate.Limiter is safe for concurrent use).
-	pace *rate.Limiter
+	// changed by Throttle (a rate.Limiter is safe for concurrent use),
+	// which also wakes a runner waiting for it through repaced.
+	pace    *rate.Limiter
+	repaced chan struct{}
+}
+
+// waitPace waits until j's pace allows a read of n rows and takes them;
+// false when ctx ended first. A change of the cap (Throttle) wakes it, so
+// lifting a low cap does not leave the runner asleep for the old one.
+func (j *job) waitPace(ctx context.Context, n int) bool {
+	for {
+		now := time.Now()
+		r := j.pace.ReserveN(now, n)
+		d := r.DelayFrom(now)
+		if d == 0 {
+			return true
+		}
+		r.CancelAt(now)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-j.repaced:
+			t.Stop()
+		case <-t.C:
+		}
+	}
 }
 
 // Open opens (or creates) the store and loads the backfills.
@@ -214,6 +240,7 @@ func (m *Manager) launch(j *job) {
 	// A burst of one chunk: the runner takes a chunk's worth before
 	// reading it, and the first chunk goes at once.
 	j.pace = rate.NewLimiter(paceLimit(j.st.MaxRate), max(j.st.ChunkSize, 1))
+	j.repaced = make(chan struct{}, 1)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -404,6 +431,10 @@ func (m *Manager) Throttle(id string, maxRate float64) (Status, error) {
 	}
 	if j.pace != nil {
 		j.pace.SetLimit(paceLimit(maxRate))
+		select {
+		case j.repaced <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 	}
 	// The rate shown is the one since the change.
 	j.startAt, j.startRow = time.Now(), j.st.Rows
@@ -578,8 +609,8 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 			// first, so prev is journaled without waiting for it.
 			ready := j.pace.AllowN(time.Now(), limit)
 			if !ready && prev == nil {
-				if err := j.pace.WaitN(ctx, limit); err != nil {
-					return false, nil // ctx ended (the burst is a chunk)
+				if !j.waitPace(ctx, limit) {
+					return false, nil
 				}
 				ready = true
 			}

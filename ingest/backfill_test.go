@@ -748,14 +748,14 @@ func TestBackfillThrottle(t *testing.T) {
 	if code, body := bfCall(t, r, "PATCH", "/v1/backfills/bf999", map[string]any{"max_rate": 1}); code != http.StatusNotFound {
 		t.Fatalf("PATCH unknown: %d %s", code, body)
 	}
-	// Slower still (by the CLI), across a restart: the cap is stored with
-	// the backfill.
-	cli := exec.Command(bin, "backfill", "throttle", st.ID, "--max-rate", "200", "--addr", r.S.Addr())
+	// Much slower (by the CLI: 50 s per chunk), across a restart: the cap
+	// is stored with the backfill.
+	cli := exec.Command(bin, "backfill", "throttle", st.ID, "--max-rate", "2", "--addr", r.S.Addr())
 	var stderr bytes.Buffer
 	cli.Stderr = &stderr
 	out, err := cli.Output()
 	var th bfStatus
-	if err != nil || json.Unmarshal(out, &th) != nil || th.MaxRate != 200 || th.State != "running" {
+	if err != nil || json.Unmarshal(out, &th) != nil || th.MaxRate != 2 || th.State != "running" {
 		t.Fatalf("pgq backfill throttle: %v %s %s", err, out, stderr.Bytes())
 	}
 	out, err = exec.Command(bin, "backfill", "throttle", "bf999", "--max-rate", "1", "--addr", r.S.Addr()).CombinedOutput()
@@ -768,18 +768,19 @@ func TestBackfillThrottle(t *testing.T) {
 	r = startSidecar(t, db, dir, nil)
 	restarted := time.Now()
 	mid := getBackfill(t, r, st.ID)
-	if mid.State != "running" || mid.MaxRate != 200 {
+	if mid.State != "running" || mid.MaxRate != 2 {
 		t.Fatalf("after restart: %+v", mid)
 	}
 	time.Sleep(time.Second)
-	if got := getBackfill(t, r, st.ID); float64(got.Rows-mid.Rows) > chunk+200*time.Since(restarted).Seconds() {
-		t.Fatalf("after restart: %d rows more in %s at 200 rows/s", got.Rows-mid.Rows, time.Since(restarted))
+	if got := getBackfill(t, r, st.ID); float64(got.Rows-mid.Rows) > chunk+2*time.Since(restarted).Seconds() {
+		t.Fatalf("after restart: %d rows more in %s at 2 rows/s", got.Rows-mid.Rows, time.Since(restarted))
 	}
-	// Lifted: the rest goes at the server's speed.
+	// Lifted: the rest goes at the server's speed, at once (the runner
+	// waiting 50 s for its next chunk is woken).
 	if code, body := bfCall(t, r, "PATCH", "/v1/backfills/"+st.ID, map[string]any{"max_rate": 0}); code != http.StatusOK || !strings.Contains(string(body), `"max_rate":0`) {
 		t.Fatalf("lift: %d %s", code, body)
 	}
-	fin := waitBackfill(t, r, st.ID, "done", 30*time.Second)
+	fin := waitBackfill(t, r, st.ID, "done", 20*time.Second)
 	if fin.Rows != 8000 {
 		t.Fatalf("done: %+v", fin)
 	}
