@@ -135,20 +135,30 @@ func runBackfill(ctx context.Context, cl *client.Client, maxRate float64, limit 
 	if err != nil {
 		return bf, fmt.Errorf("start backfill: %w", err)
 	}
+	// canceled cancels the backfill when ctx ended and returns it with
+	// the rows up to the cancel.
+	canceled := func() (api.Backfill, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if c, err := cl.CancelBackfill(cctx, bf.ID); err == nil {
+			bf = c
+		}
+		return bf, ctx.Err()
+	}
 	for !bf.Finished() {
 		select {
 		case <-ctx.Done():
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if c, err := cl.CancelBackfill(cctx, bf.ID); err == nil {
-				bf = c // the rows up to the cancel
-			}
-			cancel()
-			return bf, ctx.Err()
+			return canceled()
 		case <-time.After(20 * time.Millisecond):
 		}
-		if bf, err = cl.Backfill(ctx, bf.ID); err != nil {
+		nb, err := cl.Backfill(ctx, bf.ID)
+		if err != nil {
+			if ctx.Err() != nil { // ended during the poll: bf is still the last status
+				return canceled()
+			}
 			return bf, fmt.Errorf("backfill status: %w", err)
 		}
+		bf = nb
 		if time.Since(start) > limit {
 			return bf, fmt.Errorf("the backfill did not finish in %s", limit)
 		}
