@@ -163,7 +163,7 @@ func waitBackfill(ctx context.Context, cl *client.Client, b client.Backfill) err
 	return nil
 }
 
-// progressLine renders "[#####.....] 52% bf1 public.orders 52000/100000 rows 8100/s ETA 6s".
+// progressLine renders "[#####.....] 52% bf1 public.orders 52000/100000 rows 8100/s (cap 10000/s) ETA 6s".
 func progressLine(b client.Backfill) string {
 	frac := 0.0
 	if b.RowsEstimate > 0 {
@@ -177,6 +177,9 @@ func progressLine(b client.Backfill) string {
 	s := fmt.Sprintf("[%s%s] %3.0f%% %s %s %d/%d rows", strings.Repeat("#", n), strings.Repeat(".", width-n), frac*100, b.ID, b.Table, b.Rows, b.RowsEstimate)
 	if b.Rate > 0 {
 		s += fmt.Sprintf(" %.0f/s", b.Rate)
+	}
+	if b.MaxRate > 0 {
+		s += fmt.Sprintf(" (cap %.0f/s)", b.MaxRate)
 	}
 	if b.ETA != nil {
 		s += " ETA " + (time.Duration(*b.ETA) * time.Second).String()
