@@ -2,9 +2,7 @@ package backfill
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/pgq-dev/pgq/api"
@@ -70,16 +68,12 @@ func (m *Manager) handleUpdate(w http.ResponseWriter, r *http.Request) {
 	reply(w, http.StatusOK, st)
 }
 
-// decode reads a request's JSON object into v (unknown fields refused);
-// on failure it answers 400 and reports false.
+// decode reads a request's JSON object into v as the consumers API does
+// (consumers.DecodeRequest); on failure it answers the error and reports
+// false.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = errors.New("empty request body: want a JSON object")
-		}
-		consumers.WriteError(w, fmt.Errorf("%w: %v", api.ErrBadRequest, err))
+	if err := consumers.DecodeRequest(w, r, v); err != nil {
+		consumers.WriteError(w, err)
 		return false
 	}
 	return true

@@ -216,9 +216,10 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, status int, v an
 	writeBody(w, status, ct, buf.Bytes())
 }
 
-// decode reads a JSON body strictly: at most MaxRequestBytes, no unknown
-// fields, exactly one value.
-func decode(w http.ResponseWriter, r *http.Request, dst any) error {
+// DecodeRequest reads a JSON body strictly: at most MaxRequestBytes, no
+// unknown fields, exactly one value. Its errors are ErrBadRequest or
+// ErrTooLarge, for WriteError. The backfill API shares it.
+func DecodeRequest(w http.ResponseWriter, r *http.Request, dst any) error {
 	// Bodies are JSON whatever they are labelled: curl -d sends
 	// application/x-www-form-urlencoded. Only types that cannot be JSON are
 	// refused.
@@ -250,7 +251,7 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	var req CreateRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := DecodeRequest(w, r, &req); err != nil {
 		WriteError(w, err)
 		return
 	}
@@ -285,7 +286,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 	var req ResetBody
-	if err := decode(w, r, &req); err != nil {
+	if err := DecodeRequest(w, r, &req); err != nil {
 		WriteError(w, err)
 		return
 	}
@@ -303,7 +304,7 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 	var req FetchBody
-	if err := decode(w, r, &req); err != nil {
+	if err := DecodeRequest(w, r, &req); err != nil {
 		WriteError(w, err)
 		return
 	}
@@ -411,7 +412,7 @@ func numbersOf(v any) any {
 
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 	var req CommitBody
-	if err := decode(w, r, &req); err != nil {
+	if err := DecodeRequest(w, r, &req); err != nil {
 		WriteError(w, err)
 		return
 	}
@@ -425,7 +426,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req MemberBody
-	if err := decode(w, r, &req); err != nil {
+	if err := DecodeRequest(w, r, &req); err != nil {
 		WriteError(w, err)
 		return
 	}
@@ -439,7 +440,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 	var req MemberBody
-	if err := decode(w, r, &req); err != nil {
+	if err := DecodeRequest(w, r, &req); err != nil {
 		WriteError(w, err)
 		return
 	}

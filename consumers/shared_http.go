@@ -87,7 +87,7 @@ func (h *Handler) replyJSONShaped(w http.ResponseWriter, r *http.Request, v any)
 func (h *Handler) settle(kind int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req AckBody
-		if err := decode(w, r, &req); err != nil {
+		if err := DecodeRequest(w, r, &req); err != nil {
 			WriteError(w, err)
 			return
 		}
@@ -124,7 +124,7 @@ func (h *Handler) parked(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) parkedAction(requeue bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req AckBody
-		if err := decode(w, r, &req); err != nil {
+		if err := DecodeRequest(w, r, &req); err != nil {
 			WriteError(w, err)
 			return
 		}

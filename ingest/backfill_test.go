@@ -745,6 +745,13 @@ func TestBackfillThrottle(t *testing.T) {
 			t.Fatalf("PATCH %v: %d %s", b, code, body)
 		}
 	}
+	// The body is read as the consumers API reads it: one object only.
+	req, _ := http.NewRequest("PATCH", "http://"+r.S.Addr()+"/v1/backfills/"+st.ID, strings.NewReader(`{"max_rate":1} {"max_rate":0}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("PATCH with trailing data: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if code, body := bfCall(t, r, "PATCH", "/v1/backfills/bf999", map[string]any{"max_rate": 1}); code != http.StatusNotFound {
 		t.Fatalf("PATCH unknown: %d %s", code, body)
 	}
