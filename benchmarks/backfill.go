@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
@@ -181,8 +183,8 @@ type loadPhase struct {
 	lags     []float64     // slot lag samples, every 10 ms
 	unsent   []float64     // of which the walsender had not sent yet
 	unconf   []float64     // of which sent but not yet confirmed by pgq
-	backfill int64         // rows backfilled meanwhile
-	bfTook   time.Duration // the time backfills ran meanwhile
+	backfill int64         // rows backfilled (or copied) meanwhile
+	bfTook   time.Duration // the time they ran meanwhile
 }
 
 // pace is pgq's ingest rate over the workload's commit rate: 1 when the
@@ -195,43 +197,48 @@ const cappedShare = 0.05
 
 // backfillLoadRows measures what a running backfill costs streaming: the
 // same steady workload (pgbench, the small transactions, 2 clients at
-// 1,000 tx/s in all) runs for loadFor/2 four times: alone, while the
+// 1,000 tx/s in all) runs for loadFor/2 five times: alone, while the
 // table is backfilled over and over by the load pgq at full speed, while
 // it is backfilled with max_rate at cappedShare of COPY's rate (copyRate,
-// rows/s, measured in this run; 0: that row is not measured), and alone
-// again; the reference is both runs alone, pooled.
-// Ingest: pgq's pace, the workload's changes over the time from its start
-// until pgq journaled an end marker committed right after it, divided by
-// the changes over pgbench's own run time (1.0: pgq kept pace), during the
-// backfill against without. Lag: the slot lag p99 (sampled every 10 ms),
-// during the backfill against without.
+// rows/s, measured in this run; 0: that row is not measured), while a
+// loop of COPY TO STDOUT reads the table with no pgq in the path (the
+// reference for what any full-speed reader of the table costs the stream
+// on this machine; a row without a target), and alone again; the
+// reference is both runs alone, pooled. Ingest: pgq's pace, the
+// workload's changes over the time from its start until pgq journaled an
+// end marker committed right after it, divided by the changes over
+// pgbench's own run time (1.0: pgq kept pace), during the backfill against
+// without. Lag: the slot lag p99 (sampled every 10 ms), during the
+// backfill against without.
 func (e *env) backfillLoadRows(ctx context.Context, cl *client.Client, p *pgqProc, copyRate float64) []Row {
 	const (
 		ingMetric, ingTarget = "ingest pace during a backfill vs without", "≥ 0.9× (≤ 10 % worse)"
 		lagMetric, lagTarget = "slot lag p99 during a backfill vs without", "≤ 1.1× (≤ 10 % worse)"
 	)
 	capMetric := fmt.Sprintf("slot lag p99 during a backfill capped at %.2f× COPY vs without", cappedShare)
+	const copyMetric = "slot lag p99 during a COPY TO STDOUT loop of the table vs without"
 	d := e.sz.loadFor / 2
 	fail := func(why string) []Row {
-		return []Row{notMeasured(ingMetric, ingTarget, why), notMeasured(lagMetric, lagTarget, why), notMeasured(capMetric, lagTarget, why)}
+		return []Row{notMeasured(ingMetric, ingTarget, why), notMeasured(lagMetric, lagTarget, why), notMeasured(capMetric, lagTarget, why), notMeasured(copyMetric, "-", why)}
 	}
-	before, err := e.loadPhase(ctx, p, d, nil, 0)
+	before, err := e.loadPhase(ctx, p, d, nil)
 	if err != nil {
 		return fail("without a backfill: " + trimErr(err))
 	}
-	with, err := e.loadPhase(ctx, p, d, cl, 0)
+	with, err := e.loadPhase(ctx, p, d, backfills(cl, 0))
 	if err != nil {
 		return fail("during a backfill: " + trimErr(err))
 	}
 	var capped loadPhase
 	cappedErr := errors.New("no COPY rate measured")
 	if copyRate > 0 {
-		capped, cappedErr = e.loadPhase(ctx, p, d, cl, cappedShare*copyRate)
+		capped, cappedErr = e.loadPhase(ctx, p, d, backfills(cl, cappedShare*copyRate))
 	}
 	// The reference runs before and after the backfills, its samples
 	// pooled: drift of a shared machine (a checkpoint, the disk writing
 	// back) weighs on both sides alike.
-	after, err := e.loadPhase(ctx, p, d, nil, 0)
+	copied, copyErr := e.loadPhase(ctx, p, d, e.copies())
+	after, err := e.loadPhase(ctx, p, d, nil)
 	if err != nil {
 		return fail("without a backfill, after: " + trimErr(err))
 	}
@@ -258,6 +265,16 @@ func (e *env) backfillLoadRows(ctx context.Context, cl *client.Client, p *pgqPro
 		out = append(out, lagRow(capMetric, lagTarget, alone, capped, fmt.Sprintf(
 			"capped at %.0f rows/s (%.2f× COPY's %.0f rows/s): read %.0f rows/s during the load, ingest pace %.3f× without; ",
 			cappedShare*copyRate, cappedShare, copyRate, float64(capped.backfill)/capped.bfTook.Seconds(), capped.pace()/alone.pace())))
+	}
+	switch {
+	case copyErr != nil:
+		out = append(out, notMeasured(copyMetric, "-", "during a COPY loop: "+trimErr(copyErr)))
+	case len(copied.lags) == 0 || copied.backfill == 0:
+		out = append(out, notMeasured(copyMetric, "-", "no lag samples or no row copied"))
+	default:
+		r := lagRow(copyMetric, "-", alone, copied, fmt.Sprintf("COPY read %.0f rows/s during the load; ", float64(copied.backfill)/copied.bfTook.Seconds()))
+		r.Status = Info
+		out = append(out, r)
 	}
 	return out
 }
@@ -288,10 +305,42 @@ func lagRow(metric, target string, alone, with loadPhase, note string) Row {
 	return r
 }
 
+// readLoad is work that reads the table over and over while a load phase
+// runs: one read per call, returning the rows read (until ctx ends).
+type readLoad func(ctx context.Context) (int64, error)
+
+// backfills is readLoad by backfills of the table through cl, capped at
+// maxRate rows/s (0: no cap).
+func backfills(cl *client.Client, maxRate float64) readLoad {
+	return func(ctx context.Context) (int64, error) {
+		bf, err := runBackfill(ctx, cl, maxRate, time.Hour)
+		return bf.Rows, err
+	}
+}
+
+// copies is readLoad by COPY (SELECT * FROM t) TO STDOUT of the table on a
+// connection of its own: PostgreSQL reading the table at full speed with
+// no pgq in the path, the reference for what any reader of it costs the
+// stream on this machine.
+func (e *env) copies() readLoad {
+	var conn *pgx.Conn
+	return func(ctx context.Context) (int64, error) {
+		if conn == nil {
+			c, err := pgx.Connect(ctx, e.url)
+			if err != nil {
+				return 0, fmt.Errorf("COPY connection: %w", err)
+			}
+			conn = c
+			context.AfterFunc(ctx, func() { _ = c.Close(context.Background()) })
+		}
+		tag, err := conn.PgConn().CopyTo(ctx, io.Discard, "COPY (SELECT * FROM bench_backfill) TO STDOUT")
+		return tag.RowsAffected(), err
+	}
+}
+
 // loadPhase runs the steady workload for d and samples the load pgq's
-// slot lag, with backfills of the table one after the other when cl is
-// set (capped at maxRate rows/s; 0: no cap).
-func (e *env) loadPhase(ctx context.Context, p *pgqProc, d time.Duration, cl *client.Client, maxRate float64) (loadPhase, error) {
+// slot lag, with load run over and over meanwhile when it is set.
+func (e *env) loadPhase(ctx context.Context, p *pgqProc, d time.Duration, load readLoad) (loadPhase, error) {
 	var ph loadPhase
 	var before int64
 	e.settleDisk()
@@ -301,14 +350,14 @@ func (e *env) loadPhase(ctx context.Context, p *pgqProc, d time.Duration, cl *cl
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	bfDone := make(chan error, 1)
-	if cl != nil {
+	if load != nil {
 		go func() {
 			began := time.Now()
 			var err error
 			for pctx.Err() == nil && err == nil {
-				var bf api.Backfill
-				bf, err = runBackfill(pctx, cl, maxRate, time.Hour)
-				ph.backfill += bf.Rows
+				var n int64
+				n, err = load(pctx)
+				ph.backfill += n
 			}
 			ph.bfTook = time.Since(began)
 			if pctx.Err() != nil {
