@@ -219,9 +219,10 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	// The brokers stay down longer than the lease: the bridge keeps it by
 	// renewing it (every third of it) while the batch waits, or the
 	// commit would be fenced and the batch published again (duplicates).
-	// 2s rather than startBridge's 1s: on a loaded machine a renewal may
-	// come late by a second.
-	b, done := startBridgeLease(t, ctx, p, src.addr, 2*time.Second)
+	// 3s rather than startBridge's 1s: on a loaded machine a renewal may
+	// come late by a second, and under -race, beside the other packages'
+	// race tests, a 2s lease was once lost (fenced commit, duplicates).
+	b, done := startBridgeLease(t, ctx, p, src.addr, 3*time.Second)
 	stop := make(chan struct{})
 	wg := writer(src, stop)
 	cl := dialPGQ(t, src.addr)
@@ -237,7 +238,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	c.Close()
 	time.Sleep(300 * time.Millisecond) // a commit already on its way lands
 	before := committed()
-	time.Sleep(2700 * time.Millisecond) // past the lease
+	time.Sleep(3700 * time.Millisecond) // past the lease
 	during, st := committed(), b.Status()
 	if during != before {
 		t.Errorf("the cursor moved from %d to %d while the brokers were down", before, during)
