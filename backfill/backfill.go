@@ -371,13 +371,22 @@ func (m *Manager) List() []Status {
 	return out
 }
 
+// jobLocked is the backfill id, or an api.ErrNotFound; m.mu is held.
+func (m *Manager) jobLocked(id string) (*job, error) {
+	j, ok := m.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: backfill %q", api.ErrNotFound, id)
+	}
+	return j, nil
+}
+
 // Get returns one backfill.
 func (m *Manager) Get(id string) (Status, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j, ok := m.jobs[id]
-	if !ok {
-		return Status{}, fmt.Errorf("%w: backfill %q", api.ErrNotFound, id)
+	j, err := m.jobLocked(id)
+	if err != nil {
+		return Status{}, err
 	}
 	return m.view(j), nil
 }
@@ -387,9 +396,9 @@ func (m *Manager) Get(id string) (Status, error) {
 func (m *Manager) Cancel(id string) (Status, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j, ok := m.jobs[id]
-	if !ok {
-		return Status{}, fmt.Errorf("%w: backfill %q", api.ErrNotFound, id)
+	j, err := m.jobLocked(id)
+	if err != nil {
+		return Status{}, err
 	}
 	if j.st.State != StateRunning {
 		return m.view(j), nil
@@ -416,9 +425,9 @@ func (m *Manager) Throttle(id string, maxRate float64) (Status, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j, ok := m.jobs[id]
-	if !ok {
-		return Status{}, fmt.Errorf("%w: backfill %q", api.ErrNotFound, id)
+	j, err := m.jobLocked(id)
+	if err != nil {
+		return Status{}, err
 	}
 	if j.st.State != StateRunning {
 		return Status{}, fmt.Errorf("%w: backfill %s is %s: only a running backfill can be throttled", api.ErrBadRequest, id, j.st.State)
