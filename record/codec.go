@@ -63,13 +63,19 @@ type relRef struct {
 	cols          []pgq.Column
 }
 
+// seal writes the checksum of the framed record rec (its body, after the
+// header) into its header.
+func seal(rec []byte) {
+	binary.LittleEndian.PutUint32(rec[1:], crc32.Checksum(rec[HeaderSize:], castagnoli))
+}
+
 // Append appends the framed record of tx (version, CRC32C, msgpack
 // body) to b and returns the extended slice. tx.Offset is not encoded.
 func Append(b []byte, tx *pgq.Transaction) []byte {
 	start := len(b)
 	b = append(b, Version, 0, 0, 0, 0)
 	b = appendBody(b, tx)
-	binary.LittleEndian.PutUint32(b[start+1:], crc32.Checksum(b[start+HeaderSize:], castagnoli))
+	seal(b[start:])
 	return b
 }
 
@@ -167,19 +173,25 @@ func appendBody(b []byte, tx *pgq.Transaction) []byte {
 			b = appendUint(b, uint64(c.FromLSN))
 			b = appendUint(b, uint64(c.ToLSN))
 		default:
-			b = appendArrayHdr(b, 5)
-			b = appendUint(b, uint64(c.Op))
 			last = findRel(rels, last, c)
-			b = appendUint(b, uint64(last))
-			b = appendUint(b, uint64(c.OldKind))
-			b = appendValues(b, c.New)
-			b = appendValues(b, c.Old)
+			b = appendRowChange(b, c.Op, last, c.OldKind, c.New, c.Old)
 		}
 	}
 	if tx.Backfill != "" {
 		b = appendStr(b, tx.Backfill)
 	}
 	return b
+}
+
+// appendRowChange appends a change of a row (insert, update, delete,
+// read) of relation rel of the record's relation table.
+func appendRowChange(b []byte, op pgq.Op, rel int, oldKind pgq.OldKind, newRow, oldRow []pgq.Value) []byte {
+	b = appendArrayHdr(b, 5)
+	b = appendUint(b, uint64(op))
+	b = appendUint(b, uint64(rel))
+	b = appendUint(b, uint64(oldKind))
+	b = appendValues(b, newRow)
+	return appendValues(b, oldRow)
 }
 
 // appendRelation appends one entry of a record's relation table.
@@ -693,7 +705,7 @@ func Restamp(dst, record []byte, hdr *pgq.Transaction) ([]byte, int, error) {
 	dst = append(dst, Version, 0, 0, 0, 0)
 	dst = appendHeaderN(dst, hdr, nbody) // the tail keeps a backfill id
 	dst = append(dst, record[tail:]...)
-	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
+	seal(dst[start:])
 	return dst, nch, nil
 }
 
@@ -738,7 +750,7 @@ func RestampInPlace(buf []byte, hdr *pgq.Transaction) ([]byte, int, error) {
 	}
 	rec := buf[start:]
 	copy(rec, nh)
-	binary.LittleEndian.PutUint32(rec[1:], crc32.Checksum(rec[HeaderSize:], castagnoli))
+	seal(rec)
 	return rec, nch, nil
 }
 
@@ -798,12 +810,7 @@ func NewReadsEncoder(buf []byte, schema, table string, cols []pgq.Column) *Reads
 
 // Add encodes the read change of one row (values in the columns' order).
 func (e *ReadsEncoder) Add(row []pgq.Value) {
-	e.buf = appendArrayHdr(e.buf, 5)
-	e.buf = appendUint(e.buf, uint64(pgq.OpRead))
-	e.buf = appendUint(e.buf, 0) // the relation
-	e.buf = appendUint(e.buf, uint64(pgq.OldNone))
-	e.buf = appendValues(e.buf, row)
-	e.buf = appendValues(e.buf, nil)
+	e.buf = appendRowChange(e.buf, pgq.OpRead, 0, pgq.OldNone, row, nil) // the table's relation is the only one
 	e.n++
 }
 
@@ -828,7 +835,7 @@ func (e *ReadsEncoder) Finish(backfill string) []byte {
 	start := e.room - len(pre)
 	copy(e.buf[start:], pre)
 	rec := e.buf[start:]
-	binary.LittleEndian.PutUint32(rec[1:], crc32.Checksum(rec[HeaderSize:], castagnoli))
+	seal(rec)
 	return e.buf[start-Headroom:]
 }
 

@@ -43,7 +43,7 @@ func Compact(dst, rec []byte, intern func(rel []byte) (uint64, error)) ([]byte, 
 	start := len(dst)
 	dst = l.appendPrefix(dst, rec)
 	dst = append(dst, rec[l.changesAt:]...)
-	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
+	seal(dst[start:])
 	return dst, nil
 }
 
@@ -67,7 +67,7 @@ func CompactInPlace(rec, scratch []byte, intern func(rel []byte) (uint64, error)
 	n := copy(rec[len(head):], rec[l.changesAt:])
 	copy(rec, head)
 	out = rec[:len(head)+n]
-	binary.LittleEndian.PutUint32(out[1:], crc32.Checksum(out[HeaderSize:], castagnoli))
+	seal(out)
 	return out, head, nil
 }
 
@@ -217,7 +217,7 @@ func Expand(dst, rec []byte, lookup func(id uint64) ([]byte, error)) ([]byte, er
 		dst = append(dst, rel...)
 	}
 	dst = append(dst, d.B[d.P:]...)
-	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+HeaderSize:], castagnoli))
+	seal(dst[start:])
 	return dst, nil
 }
 
