@@ -177,15 +177,18 @@ func runBackfill(ctx context.Context, cl *client.Client, maxRate float64, limit 
 
 // loadPhase is one run of the steady workload.
 type loadPhase struct {
-	changes  int64         // changes the workload committed (and the end marker)
-	wall     time.Duration // pgbench's run
-	took     time.Duration // from pgbench's start until pgq journaled the end marker
-	lags     []float64     // slot lag samples, every 10 ms
-	unsent   []float64     // of which the walsender had not sent yet
-	unconf   []float64     // of which sent but not yet confirmed by pgq
-	backfill int64         // rows backfilled (or copied) meanwhile
-	bfTook   time.Duration // the time they ran meanwhile
+	changes int64         // changes the workload committed (and the end marker)
+	wall    time.Duration // pgbench's run
+	took    time.Duration // from pgbench's start until pgq journaled the end marker
+	lags    []float64     // slot lag samples, every 10 ms
+	unsent  []float64     // of which the walsender had not sent yet
+	unconf  []float64     // of which sent but not yet confirmed by pgq
+	read    int64         // rows the reading load (backfills or COPY) read meanwhile
+	readFor time.Duration // the time it ran
 }
+
+// readRate is the reading load's rows per second.
+func (ph loadPhase) readRate() float64 { return float64(ph.read) / ph.readFor.Seconds() }
 
 // pace is pgq's ingest rate over the workload's commit rate: 1 when the
 // journal holds the last change as the workload ends.
@@ -246,7 +249,7 @@ func (e *env) backfillLoadRows(ctx context.Context, cl *client.Client, p *pgqPro
 	if len(alone.lags) == 0 || len(with.lags) == 0 {
 		return fail("no lag samples")
 	}
-	if with.backfill == 0 {
+	if with.read == 0 {
 		return fail("no row was backfilled during the load")
 	}
 	ri := Row{Metric: ingMetric, PGQ: f64(with.pace()), Reference: f64(alone.pace()), RefName: "no backfill",
@@ -254,25 +257,25 @@ func (e *env) backfillLoadRows(ctx context.Context, cl *client.Client, p *pgqPro
 	ri.check(*ri.Ratio >= 0.9)
 	ri.Note = fmt.Sprintf("%s each at 1,000 tx/s: alone (runs before and after, pooled) %d changes committed in %.2fs, journaled in %.2fs (%.0f changes/s); during the backfill (%d rows) %d in %.2fs, journaled in %.2fs (%.0f changes/s)",
 		d, alone.changes, alone.wall.Seconds(), alone.took.Seconds(), float64(alone.changes)/alone.took.Seconds(),
-		with.backfill, with.changes, with.wall.Seconds(), with.took.Seconds(), float64(with.changes)/with.took.Seconds())
+		with.read, with.changes, with.wall.Seconds(), with.took.Seconds(), float64(with.changes)/with.took.Seconds())
 	out := []Row{ri, lagRow(lagMetric, lagTarget, alone, with, "")}
 	switch {
 	case cappedErr != nil:
 		out = append(out, notMeasured(capMetric, lagTarget, "during a capped backfill: "+trimErr(cappedErr)))
-	case len(capped.lags) == 0 || capped.backfill == 0:
+	case len(capped.lags) == 0 || capped.read == 0:
 		out = append(out, notMeasured(capMetric, lagTarget, "no lag samples or no row backfilled"))
 	default:
 		out = append(out, lagRow(capMetric, lagTarget, alone, capped, fmt.Sprintf(
 			"capped at %.0f rows/s (%.2f× COPY's %.0f rows/s): read %.0f rows/s during the load, ingest pace %.3f× without; ",
-			cappedShare*copyRate, cappedShare, copyRate, float64(capped.backfill)/capped.bfTook.Seconds(), capped.pace()/alone.pace())))
+			cappedShare*copyRate, cappedShare, copyRate, capped.readRate(), capped.pace()/alone.pace())))
 	}
 	switch {
 	case copyErr != nil:
 		out = append(out, notMeasured(copyMetric, "-", "during a COPY loop: "+trimErr(copyErr)))
-	case len(copied.lags) == 0 || copied.backfill == 0:
+	case len(copied.lags) == 0 || copied.read == 0:
 		out = append(out, notMeasured(copyMetric, "-", "no lag samples or no row copied"))
 	default:
-		r := lagRow(copyMetric, "-", alone, copied, fmt.Sprintf("COPY read %.0f rows/s during the load; ", float64(copied.backfill)/copied.bfTook.Seconds()))
+		r := lagRow(copyMetric, "-", alone, copied, fmt.Sprintf("COPY read %.0f rows/s during the load; ", copied.readRate()))
 		r.Status = Info
 		out = append(out, r)
 	}
@@ -357,9 +360,9 @@ func (e *env) loadPhase(ctx context.Context, p *pgqProc, d time.Duration, load r
 			for pctx.Err() == nil && err == nil {
 				var n int64
 				n, err = load(pctx)
-				ph.backfill += n
+				ph.read += n
 			}
-			ph.bfTook = time.Since(began)
+			ph.readFor = time.Since(began)
 			if pctx.Err() != nil {
 				err = nil
 			}
