@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq/ingest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // profiledDrain drains a copy of the template slot with an in-process
@@ -25,7 +25,7 @@ func (e *env) profiledDrain(ctx context.Context, w walRange) (Row, error) {
 	}
 	defer e.dropSlot(ctx, slot)
 	dir := filepath.Join(e.cfg.WorkDir, "pgq-profile")
-	s, err := sidecar.Open(ctx, sidecar.Options{DataDir: dir, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
+	s, err := server.Open(ctx, server.Options{DataDir: dir, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
 		Ingest: ingest.Options{PGURL: e.url, Slot: slot, Publication: publication}})
 	if err != nil {
 		return Row{}, fmt.Errorf("in-process sidecar: %w", err)

@@ -12,7 +12,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 func TestStartPositions(t *testing.T) {
@@ -152,7 +152,7 @@ func TestLongPollWakeup(t *testing.T) {
 }
 
 func TestRedeliveryLeaseFencing(t *testing.T) {
-	e := start(t, func(o *sidecar.Options) { o.Consumers.LeaseTTL = 500 * time.Millisecond })
+	e := start(t, func(o *server.Options) { o.Consumers.LeaseTTL = 500 * time.Millisecond })
 	ctx := ctxT(t)
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "g", From: "latest"}); err != nil {
 		t.Fatal(err)

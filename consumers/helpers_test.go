@@ -17,7 +17,7 @@ import (
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, pgtest.Options{})) }
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, pgtest.Options{})) }
 // env is a running sidecar on a fresh database with table t(id serial, v text)
 // and table u(id int).
 type env struct {
-	S      *sidecar.Sidecar
+	S      *server.Server
 	DB     *pgtest.DB
 	C      *client.Client
 	Base   string
@@ -34,12 +34,12 @@ type env struct {
 	done   chan error
 }
 
-func start(t *testing.T, mod func(*sidecar.Options)) *env {
+func start(t *testing.T, mod func(*server.Options)) *env {
 	t.Helper()
 	db := pgtest.Shared(t).NewDB(t)
 	db.Exec(t, "CREATE TABLE t (id serial PRIMARY KEY, v text)", "CREATE TABLE u (id int PRIMARY KEY)")
 	slot := "s_" + strings.ToLower(db.Name)
-	o := sidecar.Options{
+	o := server.Options{
 		DataDir: t.TempDir(),
 		Listen:  "127.0.0.1:0",
 		Ingest: ingest.Options{
@@ -54,10 +54,10 @@ func start(t *testing.T, mod func(*sidecar.Options)) *env {
 		mod(&o)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := sidecar.Open(ctx, o)
+	s, err := server.Open(ctx, o)
 	if err != nil {
 		cancel()
-		t.Fatalf("sidecar.Open: %v", err)
+		t.Fatalf("server.Open: %v", err)
 	}
 	e := &env{S: s, DB: db, Base: "http://" + s.Addr(), Token: o.AuthToken, cancel: cancel, done: make(chan error, 1)}
 	go func() { e.done <- s.Run(ctx) }()

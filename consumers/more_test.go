@@ -14,12 +14,12 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestAuthAndMalformed(t *testing.T) {
-	e := start(t, func(o *sidecar.Options) { o.AuthToken = "s3cret" })
+	e := start(t, func(o *server.Options) { o.AuthToken = "s3cret" })
 	tok := e.Token
 	e.Token = ""
 	if code, _ := e.call(t, "GET", "/healthz", ""); code != 200 {
@@ -75,7 +75,7 @@ func TestAuthAndMalformed(t *testing.T) {
 }
 
 func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
-	e := start(t, func(o *sidecar.Options) { o.SegmentSize = 4096 })
+	e := start(t, func(o *server.Options) { o.SegmentSize = 4096 })
 	ctx := ctxT(t)
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "slow", From: "earliest"}); err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 // background retention runs with the same options, so nothing races the
 // assertion.)
 func TestRetentionMinAgeKeepsYoung(t *testing.T) {
-	e := start(t, func(o *sidecar.Options) {
+	e := start(t, func(o *server.Options) {
 		o.SegmentSize = 4096
 		o.Retention.MinAge = time.Hour
 	})

@@ -21,7 +21,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // bfStatus is the part of a backfill's JSON the tests look at.
@@ -460,7 +460,7 @@ func TestBackfillKeysWhereTablesEmpty(t *testing.T) {
 		`CREATE TABLE nokey (id int, v text)`,
 		`INSERT INTO nokey VALUES (1, 'x')`)
 	dir := t.TempDir()
-	r := startSidecar(t, db, dir, func(o *sidecar.Options) { o.Ingest.SkipTablesWithoutKey = true })
+	r := startSidecar(t, db, dir, func(o *server.Options) { o.Ingest.SkipTablesWithoutKey = true })
 	r.waitStreaming(t)
 
 	for _, tc := range []struct {

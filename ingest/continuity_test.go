@@ -16,7 +16,7 @@ import (
 	"github.com/pgq-dev/pgq/feedback"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // runErr waits for a sidecar that must stop by itself and returns Run's
@@ -108,7 +108,7 @@ func TestGapNewSlotOverJournal(t *testing.T) {
 		t.Fatalf("refused start wrote records: %d, want 1", n)
 	}
 
-	r = startSidecar(t, db, dir, func(o *sidecar.Options) { o.Ingest.AcceptGap = true })
+	r = startSidecar(t, db, dir, func(o *server.Options) { o.Ingest.AcceptGap = true })
 	r.waitStreaming(t)
 	db.Exec(t, `INSERT INTO g VALUES (3)`)
 	waitJournaled(t, dir, 2)
@@ -255,7 +255,7 @@ func TestNoGapFreshDataDir(t *testing.T) {
 		`SELECT pg_create_logical_replication_slot('`+slot+`', 'pgoutput')`,
 		`INSERT INTO fd VALUES (1)`)
 	dir := t.TempDir()
-	r := startSidecar(t, db, dir, func(o *sidecar.Options) { o.Ingest.CreateSlot, o.Ingest.CreatePublication = false, "" })
+	r := startSidecar(t, db, dir, func(o *server.Options) { o.Ingest.CreateSlot, o.Ingest.CreatePublication = false, "" })
 	r.waitStreaming(t)
 	db.Exec(t, `INSERT INTO fd VALUES (2)`)
 	waitJournaled(t, dir, 2)

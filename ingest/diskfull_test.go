@@ -17,7 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // TestDiskFull: under write load the journal's disk fills up (every write
@@ -40,7 +40,7 @@ func TestDiskFull(t *testing.T) {
 		}
 		return nil
 	}))
-	r := startSidecar(t, db, dir, func(o *sidecar.Options) { o.FS = fs; o.SegmentSize = 64 << 10 })
+	r := startSidecar(t, db, dir, func(o *server.Options) { o.FS = fs; o.SegmentSize = 64 << 10 })
 	r.waitStreaming(t)
 
 	// Write load: one row per transaction until told to stop.
@@ -80,7 +80,7 @@ func TestDiskFull(t *testing.T) {
 	}
 
 	// Space is back: start again while the load goes on, then stop it.
-	r = startSidecar(t, db, dir, func(o *sidecar.Options) { o.SegmentSize = 64 << 10 })
+	r = startSidecar(t, db, dir, func(o *server.Options) { o.SegmentSize = 64 << 10 })
 	r.waitStreaming(t)
 	time.Sleep(300 * time.Millisecond)
 	close(stop)

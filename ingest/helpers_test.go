@@ -18,21 +18,21 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 	"github.com/pgq-dev/pgq/journal"
 )
 
 // running is an in-process sidecar.
 type running struct {
-	S      *sidecar.Sidecar
+	S      *server.Server
 	Dir    string
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func startSidecar(t *testing.T, db *pgtest.DB, dir string, mod func(*sidecar.Options)) *running {
+func startSidecar(t *testing.T, db *pgtest.DB, dir string, mod func(*server.Options)) *running {
 	t.Helper()
-	o := sidecar.Options{
+	o := server.Options{
 		DataDir: dir,
 		Listen:  "127.0.0.1:0",
 		Ingest: ingest.Options{
@@ -45,10 +45,10 @@ func startSidecar(t *testing.T, db *pgtest.DB, dir string, mod func(*sidecar.Opt
 		mod(&o)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := sidecar.Open(ctx, o)
+	s, err := server.Open(ctx, o)
 	if err != nil {
 		cancel()
-		t.Fatalf("sidecar.Open: %v", err)
+		t.Fatalf("server.Open: %v", err)
 	}
 	r := &running{S: s, Dir: dir, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- s.Run(ctx) }()

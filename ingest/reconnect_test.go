@@ -9,7 +9,7 @@ import (
 
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // TestIdleAdvancesToWALEnd: writes to a table outside the publication make
@@ -20,7 +20,7 @@ func TestIdleAdvancesToWALEnd(t *testing.T) {
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE pub_t (id int PRIMARY KEY)`, `CREATE TABLE other_t (id int PRIMARY KEY, pad text)`,
 		`CREATE PUBLICATION idle_pub FOR TABLE pub_t`)
-	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) {
+	r := startSidecar(t, db, t.TempDir(), func(o *server.Options) {
 		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = slotName("idle", db), "idle_pub", ""
 		o.Ingest.StatusInterval = 200 * time.Millisecond
 	})
@@ -50,7 +50,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE rc (id int PRIMARY KEY)`, `CREATE PUBLICATION rc_pub FOR TABLE rc`)
-	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) {
+	r := startSidecar(t, db, t.TempDir(), func(o *server.Options) {
 		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = slotName("rc", db), "rc_pub", ""
 	})
 	r.waitStreaming(t)
@@ -83,7 +83,7 @@ func TestSlotDroppedIsFatal(t *testing.T) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE sd (id int PRIMARY KEY)`, `CREATE PUBLICATION sd_pub FOR TABLE sd`)
-	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) {
+	r := startSidecar(t, db, t.TempDir(), func(o *server.Options) {
 		o.Ingest.Slot, o.Ingest.Publication, o.Ingest.CreatePublication = slotName("sd", db), "sd_pub", ""
 		// Room to drop the slot while pgq waits to reconnect.
 		o.Ingest.ReconnectMin, o.Ingest.ReconnectMax = 2*time.Second, 2*time.Second

@@ -13,7 +13,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // syncBuffer is a log sink safe for the sidecar's goroutines.
@@ -52,13 +52,13 @@ func TestStartPosition(t *testing.T) {
 		`SELECT pg_create_logical_replication_slot('`+slot+`', 'pgoutput')`, `INSERT INTO sp VALUES (1)`)
 	confirmed := slotConfirmed(t, db, slot)
 
-	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) { o.Ingest.Start = "lsn:" + (confirmed - 8).String() })
+	r := startSidecar(t, db, t.TempDir(), func(o *server.Options) { o.Ingest.Start = "lsn:" + (confirmed - 8).String() })
 	if err := r.runErr(t); !errors.Is(err, ingest.ErrConfig) || !strings.Contains(err.Error(), "can no longer serve") {
 		t.Fatalf("--start below the slot: %v", err)
 	}
 
 	dir := t.TempDir()
-	r = startSidecar(t, db, dir, func(o *sidecar.Options) { o.Ingest.Start = "latest" })
+	r = startSidecar(t, db, dir, func(o *server.Options) { o.Ingest.Start = "latest" })
 	r.waitStreaming(t)
 	db.Exec(t, `INSERT INTO sp VALUES (2)`)
 	waitJournaled(t, dir, 1)
@@ -77,7 +77,7 @@ func TestSlotLifecycles(t *testing.T) {
 	db.Exec(t, `CREATE TABLE sl (id int PRIMARY KEY)`)
 	slot := slotName("pgq", db)
 	dir := t.TempDir()
-	temporary := func(o *sidecar.Options) { o.Ingest.SlotLifecycle = ingest.LifecycleTemporary }
+	temporary := func(o *server.Options) { o.Ingest.SlotLifecycle = ingest.LifecycleTemporary }
 	r := startSidecar(t, db, dir, temporary)
 	r.waitStreaming(t)
 	if ok, temp := slotExists(t, db, slot); !ok || !temp {
@@ -95,7 +95,7 @@ func TestSlotLifecycles(t *testing.T) {
 	}
 
 	dir2 := t.TempDir()
-	r = startSidecar(t, db, dir2, func(o *sidecar.Options) { o.Ingest.SlotLifecycle = ingest.LifecycleDropOnExit })
+	r = startSidecar(t, db, dir2, func(o *server.Options) { o.Ingest.SlotLifecycle = ingest.LifecycleDropOnExit })
 	r.waitStreaming(t)
 	db.Exec(t, `INSERT INTO sl VALUES (2)`)
 	waitJournaled(t, dir2, 1)
@@ -118,7 +118,7 @@ func TestReconnectGiveUpAndNoReconnect(t *testing.T) {
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE rg (id int PRIMARY KEY)`)
 	slot := slotName("pgq", db)
-	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) { o.Ingest.NoReconnect = true })
+	r := startSidecar(t, db, t.TempDir(), func(o *server.Options) { o.Ingest.NoReconnect = true })
 	r.waitStreaming(t)
 	waitSlotActive(t, db, slot)
 	db.Exec(t, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '`+slot+`'`)
@@ -126,7 +126,7 @@ func TestReconnectGiveUpAndNoReconnect(t *testing.T) {
 		t.Fatalf("--no-reconnect: %v", err)
 	}
 
-	r = startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) {
+	r = startSidecar(t, db, t.TempDir(), func(o *server.Options) {
 		o.Ingest.ReconnectGiveUp = time.Second
 		o.Ingest.ReconnectMin, o.Ingest.ReconnectMax = 100*time.Millisecond, 200*time.Millisecond
 	})
@@ -160,7 +160,7 @@ func TestKeylessTables(t *testing.T) {
 	db.Exec(t, `CREATE TABLE kt_keyed (id int PRIMARY KEY)`, `CREATE TABLE kt_bare (v int)`, `INSERT INTO kt_bare VALUES (1)`)
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	r := startSidecar(t, db, t.TempDir(), func(o *sidecar.Options) { o.Logger = logger })
+	r := startSidecar(t, db, t.TempDir(), func(o *server.Options) { o.Logger = logger })
 	r.waitStreaming(t)
 	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestKeylessTables(t *testing.T) {
 	db2 := c.NewDB(t)
 	db2.Exec(t, `CREATE TABLE kt_keyed (id int PRIMARY KEY)`, `CREATE TABLE kt_bare (v int)`, `INSERT INTO kt_bare VALUES (1)`)
 	dir := t.TempDir()
-	r = startSidecar(t, db2, dir, func(o *sidecar.Options) { o.Ingest.SkipTablesWithoutKey = true })
+	r = startSidecar(t, db2, dir, func(o *server.Options) { o.Ingest.SkipTablesWithoutKey = true })
 	r.waitStreaming(t)
 	db2.Exec(t, `UPDATE kt_bare SET v = 2`, `INSERT INTO kt_keyed VALUES (7)`) // would fail if kt_bare were published
 	waitJournaled(t, dir, 1)

@@ -19,7 +19,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 	"github.com/pgq-dev/pgq/record"
 )
 
@@ -31,7 +31,7 @@ const stPad = "repeat('x', 200)"
 
 // stSidecar runs an in-process sidecar with a small record size limit.
 type stSidecar struct {
-	s      *sidecar.Sidecar
+	s      *server.Server
 	dir    string
 	cancel context.CancelFunc
 	done   chan error
@@ -54,10 +54,10 @@ func stStartWith(t *testing.T, db *pgtest.DB, mod func(*ingest.Options)) *stSide
 		StatusInterval: 500 * time.Millisecond,
 	}
 	mod(&o)
-	s, err := sidecar.Open(ctx, sidecar.Options{DataDir: dir, Listen: "127.0.0.1:0", Ingest: o})
+	s, err := server.Open(ctx, server.Options{DataDir: dir, Listen: "127.0.0.1:0", Ingest: o})
 	if err != nil {
 		cancel()
-		t.Fatalf("sidecar.Open: %v", err)
+		t.Fatalf("server.Open: %v", err)
 	}
 	r := &stSidecar{s: s, dir: dir, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- s.Run(ctx) }()
@@ -66,7 +66,7 @@ func stStartWith(t *testing.T, db *pgtest.DB, mod func(*ingest.Options)) *stSide
 		select {
 		case err := <-r.done:
 			if err != nil {
-				t.Errorf("sidecar.Run: %v", err)
+				t.Errorf("server.Run: %v", err)
 			}
 		case <-time.After(30 * time.Second):
 			t.Error("sidecar did not stop")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/ingest"
-	"github.com/pgq-dev/pgq/internal/sidecar"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // RunCmd is `pgq run`.
@@ -61,7 +61,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		// double on top of that.
 		debug.SetMemoryLimit(int64(c.MemoryLimit))
 	}
-	s, err := sidecar.Open(ctx, sidecar.Options{
+	s, err := server.Open(ctx, server.Options{
 		DataDir:     c.DataDir,
 		Listen:      c.Listen,
 		SegmentSize: int(c.SegmentSize),

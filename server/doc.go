@@ -20,4 +20,4 @@
 // Concurrency: Run owns the lifetime of every goroutine it starts; the
 // committer goroutine feeds the index through the ingest OnAppend hook
 // (each update on a goroutine of its own, at most one at a time).
-package sidecar
+package server

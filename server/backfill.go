@@ -1,4 +1,4 @@
-package sidecar
+package server
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 // startBackfills opens the backfill store (DataDir/backfill), mounts the
 // backfill API and resumes running backfills. stop waits for the runners
 // (after ctx is cancelled) and closes the store.
-func (s *Sidecar) startBackfills(ctx context.Context) (stop func(), err error) {
+func (s *Server) startBackfills(ctx context.Context) (stop func(), err error) {
 	m, err := backfill.Open(backfill.Options{
 		PGURL:    s.o.Ingest.PGURL,
 		Dir:      filepath.Join(s.o.DataDir, "backfill"),

@@ -1,4 +1,4 @@
-package sidecar
+package server
 
 import (
 	"context"
@@ -75,8 +75,8 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Sidecar is a running pgq.
-type Sidecar struct {
+// Server is a running pgq.
+type Server struct {
 	o         Options
 	Journal   *journal.Journal
 	Index     *index.Index
@@ -96,14 +96,14 @@ type Sidecar struct {
 
 // Open acquires the data dir and prepares every part, without streaming.
 // Errors are one clear line.
-func Open(ctx context.Context, o Options) (*Sidecar, error) {
+func Open(ctx context.Context, o Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
-	s := &Sidecar{o: o, Registry: prometheus.NewRegistry(), Mux: http.NewServeMux()}
+	s := &Server{o: o, Registry: prometheus.NewRegistry(), Mux: http.NewServeMux()}
 	syncs := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "pgq_fsync_seconds", Help: "Latency of fsyncs of pgq's storage (store: journal, index).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
@@ -222,7 +222,7 @@ const indexWait = 2 * time.Second
 // batches arriving meanwhile are skipped. The gap they leave makes the
 // next update fail, the index marks itself stale (lookups that would be
 // wrong return ErrStale), and the healer catches it up from the journal.
-func (s *Sidecar) indexBatch(batch []*journal.Record) {
+func (s *Server) indexBatch(batch []*journal.Record) {
 	if s.indexBusy.Load() {
 		return // an earlier update is still blocked: skip (see above)
 	}
@@ -251,11 +251,11 @@ func (s *Sidecar) indexBatch(batch []*journal.Record) {
 }
 
 // Addr is the HTTP listener's address.
-func (s *Sidecar) Addr() string { return s.listener.Addr().String() }
+func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // notReady returns why pgq is not ready to take changes, "" when it is:
 // the replication connection must be streaming and the journal writable.
-func (s *Sidecar) notReady() string {
+func (s *Server) notReady() string {
 	if err := s.storageErr(); err != nil {
 		return "journal not writable: " + err.Error()
 	}
@@ -270,14 +270,14 @@ func (s *Sidecar) notReady() string {
 }
 
 // storageErr is the journal's failure, nil while it accepts appends.
-func (s *Sidecar) storageErr() error {
+func (s *Server) storageErr() error {
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
 	return s.Journal.Err()
 }
 
-func (s *Sidecar) handleReady(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
 	if why := s.notReady(); why != "" {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -287,7 +287,7 @@ func (s *Sidecar) handleReady(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.Ingester.Status()
 	raw, _ := json.Marshal(st)
 	m := map[string]any{}
@@ -310,7 +310,7 @@ func (s *Sidecar) handleStatus(w http.ResponseWriter, r *http.Request) {
 
 // Run serves HTTP, runs the committer and streams until ctx is cancelled
 // (nil) or ingest fails fatally. Everything is stopped and closed on return.
-func (s *Sidecar) Run(ctx context.Context) error {
+func (s *Server) Run(ctx context.Context) error {
 	stopBackfills, bferr := s.startBackfills(ctx) // backfill.go
 	if bferr != nil {
 		s.closeStores()
@@ -377,7 +377,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	return err
 }
 
-func (s *Sidecar) closeStores() {
+func (s *Server) closeStores() {
 	if s.listener != nil && s.server == nil {
 		s.listener.Close()
 	}

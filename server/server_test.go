@@ -1,4 +1,4 @@
-package sidecar
+package server
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, pgtest.Options{})) }
 
-func start(t *testing.T, db *pgtest.DB, dir string) (*Sidecar, func() error) {
+func start(t *testing.T, db *pgtest.DB, dir string) (*Server, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Open(ctx, Options{DataDir: dir, Listen: "127.0.0.1:0", Ingest: ingest.Options{
@@ -35,7 +35,7 @@ func start(t *testing.T, db *pgtest.DB, dir string) (*Sidecar, func() error) {
 	return s, func() error { cancel(); return <-done }
 }
 
-func waitRecords(t *testing.T, s *Sidecar, n pgq.Offset) {
+func waitRecords(t *testing.T, s *Server, n pgq.Offset) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for s.Journal.LastOffset() < n {
