@@ -486,8 +486,23 @@ func (d *reader) bodyArray() int {
 	return n
 }
 
+// decodeTx decodes a body in its three steps: the header fields, the
+// relation table, then the changes that point into it.
 func (d *reader) decodeTx(t *pgq.Transaction) {
 	nbody := d.bodyArray()
+	d.decodeHeader(t)
+	rels := d.decodeRelations()
+	if d.Err != nil {
+		return
+	}
+	d.decodeChanges(t, rels)
+	if nbody == 10 {
+		t.Backfill = d.Str()
+	}
+}
+
+// decodeHeader reads the transaction's header fields, in body order.
+func (d *reader) decodeHeader(t *pgq.Transaction) {
 	t.Xid = uint32(d.Uint(math.MaxUint32, "xid"))
 	t.CommitLSN = pgq.LSN(d.Uint(math.MaxUint64, "commit LSN"))
 	t.EndLSN = pgq.LSN(d.Uint(math.MaxUint64, "end LSN"))
@@ -495,50 +510,66 @@ func (d *reader) decodeTx(t *pgq.Transaction) {
 	t.Origin = d.Str()
 	t.Part = uint32(d.Uint(math.MaxUint32, "part"))
 	t.Final = d.Bool()
+}
 
+// decodeRelations reads the relation table. It stops at the first error,
+// which the caller checks on d.
+func (d *reader) decodeRelations() []relRef {
 	nrel := d.ArrayLen()
 	var rels []relRef
 	if nrel > 0 {
 		rels = make([]relRef, nrel)
 	}
 	for k := 0; k < nrel && d.Err == nil; k++ {
-		start := d.P
-		if d.rels != nil {
-			d.skipRelation()
-			if d.Err != nil {
-				return
-			}
-			if r, ok := d.rels.rels[string(d.B[start:d.P])]; ok {
-				rels[k] = r
-				continue
-			}
-			d.P = start
-		}
-		d.ExpectArray(3, "relation")
-		rels[k].schema = d.Str()
-		rels[k].table = d.Str()
-		n := d.ArrayLen()
-		if n%3 != 0 {
-			d.Fail("relation columns: %d elements, not a multiple of 3", n)
+		d.decodeRelation(&rels[k])
+	}
+	return rels
+}
+
+// decodeRelation reads one relation into r. With a BodyDecoder it first
+// looks the relation's encoded bytes up in the cache, so that a table seen
+// before does not allocate its column names again.
+func (d *reader) decodeRelation(r *relRef) {
+	start := d.P
+	if d.rels != nil {
+		d.skipRelation()
+		if d.Err != nil {
 			return
 		}
-		if n > 0 {
-			cols := make([]pgq.Column, n/3)
-			for i := range cols {
-				cols[i].Name = d.Str()
-				cols[i].TypeOID = uint32(d.Uint(math.MaxUint32, "type OID"))
-				cols[i].Key = d.Bool()
-			}
-			rels[k].cols = cols
+		if cached, ok := d.rels.rels[string(d.B[start:d.P])]; ok {
+			*r = cached
+			return
 		}
-		if d.rels != nil && d.Err == nil {
-			if d.rels.rels == nil || len(d.rels.rels) >= maxCachedRelations {
-				d.rels.rels = make(map[string]relRef)
-			}
-			d.rels.rels[string(d.B[start:d.P])] = rels[k]
-		}
+		d.P = start
 	}
+	d.ExpectArray(3, "relation")
+	r.schema = d.Str()
+	r.table = d.Str()
+	n := d.ArrayLen()
+	if n%3 != 0 {
+		d.Fail("relation columns: %d elements, not a multiple of 3", n)
+		return
+	}
+	if n > 0 {
+		cols := make([]pgq.Column, n/3)
+		for i := range cols {
+			cols[i].Name = d.Str()
+			cols[i].TypeOID = uint32(d.Uint(math.MaxUint32, "type OID"))
+			cols[i].Key = d.Bool()
+		}
+		r.cols = cols
+	}
+	if d.rels != nil && d.Err == nil {
+		if d.rels.rels == nil || len(d.rels.rels) >= maxCachedRelations {
+			d.rels.rels = make(map[string]relRef)
+		}
+		d.rels.rels[string(d.B[start:d.P])] = *r
+	}
+}
 
+// decodeChanges reads the change array into t.Changes, resolving each row
+// change's relation index against rels.
+func (d *reader) decodeChanges(t *pgq.Transaction, rels []relRef) {
 	nch := d.ArrayLen()
 	if d.Err != nil {
 		return
@@ -546,78 +577,88 @@ func (d *reader) decodeTx(t *pgq.Transaction) {
 	if nch > 0 {
 		t.Changes = make([]pgq.Change, nch)
 	}
+	// The widest relation sizes the value slabs of the row changes.
 	width := 1
 	for k := range rels {
 		width = max(width, len(rels[k].cols))
 	}
 	for i := 0; i < nch && d.Err == nil; i++ {
-		c := &t.Changes[i]
-		n := d.ArrayLen()
-		c.Op = pgq.Op(d.Uint(math.MaxUint8, "op"))
-		if d.Err != nil {
-			return
-		}
-		if c.Op == 0 {
-			d.Fail("change %d: op 0", i)
-			return
-		}
-		switch c.Op {
-		case pgq.OpTruncate:
-			if n != 3 {
-				d.Fail("truncate: want 3 elements, got %d", n)
-				return
-			}
-			nt := d.ArrayLen()
-			if nt > 0 {
-				c.Tables = make([]string, nt)
-				for k := range c.Tables {
-					c.Tables[k] = d.Str()
-				}
-			}
-			flags := d.Uint(3, "truncate flags")
-			c.Cascade = flags&1 != 0
-			c.RestartIdentity = flags&2 != 0
-		case pgq.OpMessage, pgq.OpDDL:
-			if n != 4 {
-				d.Fail("%s: want 4 elements, got %d", c.Op, n)
-				return
-			}
-			c.Prefix = d.Str()
-			c.Content = d.Bytes()
-			c.Transactional = d.Bool()
-		case pgq.OpGap:
-			if n != 3 {
-				d.Fail("gap: want 3 elements, got %d", n)
-				return
-			}
-			c.FromLSN = pgq.LSN(d.Uint(math.MaxUint64, "gap from"))
-			c.ToLSN = pgq.LSN(d.Uint(math.MaxUint64, "gap to"))
-		default:
-			if n != 5 {
-				d.Fail("%s: want 5 elements, got %d", c.Op, n)
-				return
-			}
-			ri := d.Uint(math.MaxUint32, "relation index")
-			if d.Err == nil && ri >= uint64(len(rels)) {
-				d.Fail("change %d: relation %d of %d", i, ri, len(rels))
-				return
-			}
-			c.OldKind = pgq.OldKind(d.Uint(math.MaxUint8, "old kind"))
-			images := 1
-			if c.OldKind != pgq.OldNone {
-				images = 2
-			}
-			d.slabHint = (nch - i) * width * images
-			c.New = d.values()
-			c.Old = d.values()
-			if d.Err == nil {
-				r := &rels[ri]
-				c.Schema, c.Table, c.Columns = r.schema, r.table, r.cols
-			}
-		}
+		d.decodeChange(&t.Changes[i], i, nch, rels, width)
 	}
-	if nbody == 10 {
-		t.Backfill = d.Str()
+}
+
+// decodeChange reads change i of nch into c. The element count n is
+// checked per op because each op has its own fixed shape.
+func (d *reader) decodeChange(c *pgq.Change, i, nch int, rels []relRef, width int) {
+	n := d.ArrayLen()
+	c.Op = pgq.Op(d.Uint(math.MaxUint8, "op"))
+	if d.Err != nil {
+		return
+	}
+	if c.Op == 0 {
+		d.Fail("change %d: op 0", i)
+		return
+	}
+	switch c.Op {
+	case pgq.OpTruncate:
+		if n != 3 {
+			d.Fail("truncate: want 3 elements, got %d", n)
+			return
+		}
+		nt := d.ArrayLen()
+		if nt > 0 {
+			c.Tables = make([]string, nt)
+			for k := range c.Tables {
+				c.Tables[k] = d.Str()
+			}
+		}
+		flags := d.Uint(3, "truncate flags")
+		c.Cascade = flags&1 != 0
+		c.RestartIdentity = flags&2 != 0
+	case pgq.OpMessage, pgq.OpDDL:
+		if n != 4 {
+			d.Fail("%s: want 4 elements, got %d", c.Op, n)
+			return
+		}
+		c.Prefix = d.Str()
+		c.Content = d.Bytes()
+		c.Transactional = d.Bool()
+	case pgq.OpGap:
+		if n != 3 {
+			d.Fail("gap: want 3 elements, got %d", n)
+			return
+		}
+		c.FromLSN = pgq.LSN(d.Uint(math.MaxUint64, "gap from"))
+		c.ToLSN = pgq.LSN(d.Uint(math.MaxUint64, "gap to"))
+	default:
+		if n != 5 {
+			d.Fail("%s: want 5 elements, got %d", c.Op, n)
+			return
+		}
+		d.decodeRowChange(c, i, nch, rels, width)
+	}
+}
+
+// decodeRowChange reads the rest of an insert, update or delete: its
+// relation index, old-image kind and the new and old values.
+func (d *reader) decodeRowChange(c *pgq.Change, i, nch int, rels []relRef, width int) {
+	ri := d.Uint(math.MaxUint32, "relation index")
+	if d.Err == nil && ri >= uint64(len(rels)) {
+		d.Fail("change %d: relation %d of %d", i, ri, len(rels))
+		return
+	}
+	c.OldKind = pgq.OldKind(d.Uint(math.MaxUint8, "old kind"))
+	images := 1
+	if c.OldKind != pgq.OldNone {
+		images = 2
+	}
+	// Size the next slab for what the rest of the record probably holds.
+	d.slabHint = (nch - i) * width * images
+	c.New = d.values()
+	c.Old = d.values()
+	if d.Err == nil {
+		r := &rels[ri]
+		c.Schema, c.Table, c.Columns = r.schema, r.table, r.cols
 	}
 }
 
