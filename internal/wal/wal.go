@@ -269,111 +269,162 @@ func (l *Log) openTail(path string) ([]byte, error) {
 	return data, nil
 }
 
-// load all the segments. This operation also cleans up any START/END segments.
+// load all the segments. This operation also cleans up any START/END
+// segments, which a TruncateFront or TruncateBack that did not finish
+// leaves behind.
 func (l *Log) load() error {
-	names, err := l.fs.List(l.path)
+	startIdx, endIdx, err := l.listSegments()
 	if err != nil {
 		return err
 	}
-	slices.Sort(names)
-	startIdx := -1
-	endIdx := -1
-	for _, name := range names {
-		if len(name) < 20 {
-			continue
-		}
-		index, err := strconv.ParseUint(name[:20], 10, 64)
-		if err != nil || index == 0 {
-			continue
-		}
-		isStart := len(name) == 26 && strings.HasSuffix(name, ".START")
-		isEnd := len(name) == 24 && strings.HasSuffix(name, ".END")
-		if len(name) == 20 || isStart || isEnd {
-			fi, err := l.fs.Stat(l.join(name))
-			if err != nil {
-				return err
-			}
-			if fi.IsDir() {
-				continue
-			}
-			if isStart {
-				startIdx = len(l.segments)
-			} else if isEnd && endIdx == -1 {
-				endIdx = len(l.segments)
-			}
-			l.segments = append(l.segments, &segment{
-				index: index,
-				path:  l.join(name),
-			})
-		}
-	}
 	if len(l.segments) == 0 {
-		// Create a new log
-		l.segments = append(l.segments, &segment{
-			index: 1,
-			path:  l.join(segmentName(1)),
-		})
-		l.firstIndex = 1
-		l.lastIndex = 0
-		l.sfile, err = l.fs.Create(l.segments[0].path, writeCategory)
-		if err != nil {
-			return err
-		}
-		return l.syncDir()
+		return l.create()
 	}
-	// Open existing log. Clean up log if START of END segments exists.
+	// Open existing log. Clean up log if START or END segments exist.
+	if startIdx != -1 && endIdx != -1 {
+		// There should not be a START and END at the same time
+		return ErrCorrupt
+	}
 	if startIdx != -1 {
-		if endIdx != -1 {
-			// There should not be a START and END at the same time
-			return ErrCorrupt
-		}
-		// Delete all files leading up to START
-		for i := 0; i < startIdx; i++ {
-			if err := l.fs.Remove(l.segments[i].path); err != nil {
-				return err
-			}
-		}
-		l.segments = append([]*segment{}, l.segments[startIdx:]...)
-		// Rename the START segment
-		orgPath := l.segments[0].path
-		finalPath := orgPath[:len(orgPath)-len(".START")]
-		err := l.fs.Rename(orgPath, finalPath)
-		if err != nil {
+		if err := l.finishTruncateFront(startIdx); err != nil {
 			return err
 		}
-		l.segments[0].path = finalPath
 	}
 	if endIdx != -1 {
-		// Delete all files following END
-		for i := len(l.segments) - 1; i > endIdx; i-- {
-			if err := l.fs.Remove(l.segments[i].path); err != nil {
-				return err
-			}
-		}
-		l.segments = append([]*segment{}, l.segments[:endIdx+1]...)
-		if len(l.segments) > 1 && l.segments[len(l.segments)-2].index ==
-			l.segments[len(l.segments)-1].index {
-			// remove the segment prior to the END segment because it shares
-			// the same starting index.
-			l.segments[len(l.segments)-2] = l.segments[len(l.segments)-1]
-			l.segments = l.segments[:len(l.segments)-1]
-		}
-		// Rename the END segment
-		orgPath := l.segments[len(l.segments)-1].path
-		finalPath := orgPath[:len(orgPath)-len(".END")]
-		err := l.fs.Rename(orgPath, finalPath)
-		if err != nil {
+		if err := l.finishTruncateBack(endIdx); err != nil {
 			return err
 		}
-		l.segments[len(l.segments)-1].path = finalPath
 	}
 	if startIdx != -1 || endIdx != -1 {
 		if err := l.syncDir(); err != nil {
 			return err
 		}
 	}
+	return l.openLast()
+}
+
+// listSegments appends the segment files of the log directory to
+// l.segments in index order, and returns the position of the START
+// segment and of the first END segment in it (-1 when there is none).
+func (l *Log) listSegments() (startIdx, endIdx int, err error) {
+	names, err := l.fs.List(l.path)
+	if err != nil {
+		return -1, -1, err
+	}
+	slices.Sort(names)
+	startIdx = -1
+	endIdx = -1
+	for _, name := range names {
+		index, isStart, isEnd, ok := parseSegmentName(name)
+		if !ok {
+			continue
+		}
+		fi, err := l.fs.Stat(l.join(name))
+		if err != nil {
+			return -1, -1, err
+		}
+		if fi.IsDir() {
+			continue
+		}
+		if isStart {
+			startIdx = len(l.segments)
+		} else if isEnd && endIdx == -1 {
+			endIdx = len(l.segments)
+		}
+		l.segments = append(l.segments, &segment{
+			index: index,
+			path:  l.join(name),
+		})
+	}
+	return startIdx, endIdx, nil
+}
+
+// parseSegmentName reports whether name is a segment file's (its first
+// index in 20 digits, then nothing, .START or .END) and if so its index
+// and suffix; other files in the directory are not the log's.
+func parseSegmentName(name string) (index uint64, isStart, isEnd, ok bool) {
+	if len(name) < 20 {
+		return 0, false, false, false
+	}
+	index, err := strconv.ParseUint(name[:20], 10, 64)
+	if err != nil || index == 0 {
+		return 0, false, false, false
+	}
+	isStart = len(name) == 26 && strings.HasSuffix(name, ".START")
+	isEnd = len(name) == 24 && strings.HasSuffix(name, ".END")
+	return index, isStart, isEnd, len(name) == 20 || isStart || isEnd
+}
+
+// create starts a new log: one empty segment whose first index is 1.
+func (l *Log) create() error {
+	l.segments = append(l.segments, &segment{
+		index: 1,
+		path:  l.join(segmentName(1)),
+	})
+	l.firstIndex = 1
+	l.lastIndex = 0
+	var err error
+	l.sfile, err = l.fs.Create(l.segments[0].path, writeCategory)
+	if err != nil {
+		return err
+	}
+	return l.syncDir()
+}
+
+// finishTruncateFront completes a TruncateFront that left a START segment
+// at l.segments[startIdx]: the segments before it go, and it loses its
+// suffix.
+func (l *Log) finishTruncateFront(startIdx int) error {
+	// Delete all files leading up to START
+	for i := 0; i < startIdx; i++ {
+		if err := l.fs.Remove(l.segments[i].path); err != nil {
+			return err
+		}
+	}
+	l.segments = append([]*segment{}, l.segments[startIdx:]...)
+	// Rename the START segment
+	orgPath := l.segments[0].path
+	finalPath := orgPath[:len(orgPath)-len(".START")]
+	err := l.fs.Rename(orgPath, finalPath)
+	if err != nil {
+		return err
+	}
+	l.segments[0].path = finalPath
+	return nil
+}
+
+// finishTruncateBack completes a TruncateBack that left an END segment at
+// l.segments[endIdx]: the segments after it go, and it loses its suffix.
+func (l *Log) finishTruncateBack(endIdx int) error {
+	// Delete all files following END
+	for i := len(l.segments) - 1; i > endIdx; i-- {
+		if err := l.fs.Remove(l.segments[i].path); err != nil {
+			return err
+		}
+	}
+	l.segments = append([]*segment{}, l.segments[:endIdx+1]...)
+	if len(l.segments) > 1 && l.segments[len(l.segments)-2].index ==
+		l.segments[len(l.segments)-1].index {
+		// remove the segment prior to the END segment because it shares
+		// the same starting index.
+		l.segments[len(l.segments)-2] = l.segments[len(l.segments)-1]
+		l.segments = l.segments[:len(l.segments)-1]
+	}
+	// Rename the END segment
+	orgPath := l.segments[len(l.segments)-1].path
+	finalPath := orgPath[:len(orgPath)-len(".END")]
+	err := l.fs.Rename(orgPath, finalPath)
+	if err != nil {
+		return err
+	}
+	l.segments[len(l.segments)-1].path = finalPath
+	return nil
+}
+
+// openLast sets the first index, opens the last segment for appending and
+// loads its entries, which give the last index.
+func (l *Log) openLast() error {
 	l.firstIndex = l.segments[0].index
-	// Open the last segment for appending and load its entries
 	lseg := l.segments[len(l.segments)-1]
 	data, err := l.openTail(lseg.path)
 	if err != nil {
