@@ -145,50 +145,59 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 	if err := g.exclusive(); err != nil {
 		return nil, err
 	}
+	// One timer for the whole fetch: the wait for the group's fetch slot,
+	// for the lease and for data all come out of req.Wait.
 	deadline := time.Now().Add(req.Wait)
 	timer := time.NewTimer(req.Wait)
 	defer timer.Stop()
 
-	select {
-	case g.sem <- struct{}{}:
-	default:
-		select {
-		case g.sem <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-m.done:
-			return nil, ErrClosed
-		case <-timer.C:
-			return nil, errf(ErrConflict, "group %q: another fetch of the group is in progress", name)
-		}
+	if err := m.enterFetch(ctx, g, name, timer); err != nil {
+		return nil, err
 	}
 	defer func() { <-g.sem }()
+	gen, err := m.fetchLease(ctx, g, name, &req, deadline, timer)
+	if err != nil {
+		return nil, err
+	}
+	return m.fetchData(ctx, g, name, &req, decode, gen, deadline, timer)
+}
 
-	// The lease.
-	var gen uint64
+// enterFetch takes g's fetch slot (one fetch of a group at a time),
+// waiting for it until the timer fires.
+func (m *Manager) enterFetch(ctx context.Context, g *group, name string, timer *time.Timer) error {
+	select {
+	case g.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case g.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.done:
+		return ErrClosed
+	case <-timer.C:
+		return errf(ErrConflict, "group %q: another fetch of the group is in progress", name)
+	}
+}
+
+// leaseTry is the outcome of one attempt at a group's lease.
+type leaseTry struct {
+	ok     bool
+	gen    uint64 // the group's lease generation
+	holder string // the member holding the lease
+	exp    time.Time
+	free   <-chan struct{} // closed when the lease is released
+}
+
+// fetchLease takes or renews req.Member's lease of g and returns its
+// generation. Another member's lease fails the fetch at once with
+// FailFast, else it waits for that lease to end until the deadline.
+func (m *Manager) fetchLease(ctx context.Context, g *group, name string, req *FetchRequest, deadline time.Time, timer *time.Timer) (uint64, error) {
 	pmuHeld := false
 	for {
-		if pmuHeld {
-			g.pmu.Lock()
-		}
-		g.mu.Lock()
-		if g.deleted {
-			g.mu.Unlock()
-			if pmuHeld {
-				g.pmu.Unlock()
-			}
-			return nil, errf(ErrNotFound, "group %q", name)
-		}
-		ok, exp, free, err := m.acquireLocked(g, req.Member, req.LeaseTTL, m.o.Now(), pmuHeld)
-		if ok {
-			g.resumeLocked(req.Session, req.From)
-		}
-		holder := g.st.Member
-		gen = g.gen
-		g.mu.Unlock()
-		if pmuHeld {
-			g.pmu.Unlock()
-		}
+		t, err := m.tryLease(g, name, req, pmuHeld)
 		// A renewal needs no write: only a new lease waits for g.pmu (and
 		// so for a commit's write in progress).
 		pmuHeld = errors.Is(err, errNeedPersist)
@@ -196,69 +205,78 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		if ok {
-			break
+		if t.ok {
+			return t.gen, nil
 		}
 		if req.FailFast || !time.Now().Before(deadline) {
-			return nil, errf(ErrConflict, "group %q is leased by member %q until %s", name, holder, exp.UTC().Format(time.RFC3339Nano))
+			holder, exp := t.holder, t.exp
+			return 0, errf(ErrConflict, "group %q is leased by member %q until %s", name, holder, exp.UTC().Format(time.RFC3339Nano))
 		}
-		expiry := time.NewTimer(time.Until(exp) + time.Millisecond)
-		select {
-		case <-free:
-		case <-expiry.C:
-		case <-timer.C:
-			timer.Reset(0)
-		case <-ctx.Done():
-			expiry.Stop()
-			return nil, ctx.Err()
-		case <-m.done:
-			expiry.Stop()
-			return nil, ErrClosed
+		if err := m.waitLease(ctx, t.free, t.exp, timer); err != nil {
+			return 0, err
 		}
-		expiry.Stop()
 	}
+}
 
-	// The data.
+// tryLease makes one attempt at g's lease for req.Member, holding g.pmu
+// too when the previous attempt found that taking the lease needs a write.
+func (m *Manager) tryLease(g *group, name string, req *FetchRequest, pmuHeld bool) (leaseTry, error) {
+	if pmuHeld {
+		g.pmu.Lock()
+		defer g.pmu.Unlock()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return leaseTry{}, errf(ErrNotFound, "group %q", name)
+	}
+	ok, exp, free, err := m.acquireLocked(g, req.Member, req.LeaseTTL, m.o.Now(), pmuHeld)
+	if ok {
+		g.resumeLocked(req.Session, req.From)
+	}
+	return leaseTry{ok: ok, gen: g.gen, holder: g.st.Member, exp: exp, free: free}, err
+}
+
+// waitLease waits for the lease that another member holds until exp to be
+// released or to expire. When the fetch's timer fires it is re-armed to
+// fire at once, so that the next attempt ends the fetch with ErrConflict.
+func (m *Manager) waitLease(ctx context.Context, free <-chan struct{}, exp time.Time, timer *time.Timer) error {
+	expiry := time.NewTimer(time.Until(exp) + time.Millisecond)
+	defer expiry.Stop()
+	select {
+	case <-free:
+	case <-expiry.C:
+	case <-timer.C:
+		timer.Reset(0)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.done:
+		return ErrClosed
+	}
+	return nil
+}
+
+// fetchData collects the records after what g has delivered, under lease
+// generation gen, until some pass the filter or the deadline passes,
+// waiting for the journal to grow in between.
+func (m *Manager) fetchData(ctx context.Context, g *group, name string, req *FetchRequest, decode bool, gen uint64, deadline time.Time, timer *time.Timer) (*fetchBatch, error) {
 	waited := false // the records now coming were appended during this fetch
 	for {
 		changed := m.j.Changed()
 		g.mu.Lock()
 		from := g.delivered + 1
 		g.mu.Unlock()
-		res, lastRead, nonFinal, more, err := m.collect(g, from, req, decode)
+		res, lastRead, nonFinal, more, err := m.collect(g, from, *req, decode)
 		if err != nil {
 			return nil, err
 		}
-		g.mu.Lock()
-		if g.deleted {
-			g.mu.Unlock()
-			return nil, errf(ErrNotFound, "group %q", name)
+		if err := m.markDelivered(g, name, req, gen, from, lastRead, nonFinal, res); err != nil {
+			return nil, err
 		}
-		if g.gen != gen {
-			g.mu.Unlock()
-			return nil, errf(ErrFenced, "group %q: lease of member %q ended during the fetch (reset, expiry or takeover)", name, req.Member)
-		}
-		if lastRead >= from {
-			g.delivered = lastRead
-			g.nonFinal = append(g.nonFinal, nonFinal...)
-		}
-		// Any fetch renews the lease.
-		g.st.LeaseExpiry = max(g.st.LeaseExpiry, m.o.Now().Add(req.LeaseTTL).UnixMicro())
-		res.next = g.delivered + 1
-		res.committed = g.st.Cursor
-		res.last = m.j.LastOffset()
-		res.leaseExpires = time.UnixMicro(g.st.LeaseExpiry).UTC()
-		res.gen = g.gen
-		g.mu.Unlock()
 		if len(res.recs) > 0 && waited {
-			now := time.Now()
-			for _, r := range res.recs {
-				if r.final {
-					m.tailDelivery.Observe(now.Sub(r.commit).Seconds())
-				}
-			}
+			m.observeTailDelivery(res.recs)
 		}
 		if len(res.recs) > 0 || !time.Now().Before(deadline) {
 			return res, nil
@@ -267,16 +285,63 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 			continue // only filtered-out records so far and more to read
 		}
 		waited = true
-		select {
-		case <-changed:
-		case <-timer.C:
-			timer.Reset(0) // fire again: the next round returns
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-m.done:
-			return nil, ErrClosed
+		if err := m.waitData(ctx, changed, timer); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// markDelivered records what collect read from offset from up to lastRead
+// as delivered, unless the group was deleted or its lease changed hands
+// meanwhile, renews the lease and fills res's offsets and lease.
+func (m *Manager) markDelivered(g *group, name string, req *FetchRequest, gen uint64, from, lastRead pgq.Offset, nonFinal []pgq.Offset, res *fetchBatch) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return errf(ErrNotFound, "group %q", name)
+	}
+	if g.gen != gen {
+		return errf(ErrFenced, "group %q: lease of member %q ended during the fetch (reset, expiry or takeover)", name, req.Member)
+	}
+	if lastRead >= from {
+		g.delivered = lastRead
+		g.nonFinal = append(g.nonFinal, nonFinal...)
+	}
+	// Any fetch renews the lease.
+	g.st.LeaseExpiry = max(g.st.LeaseExpiry, m.o.Now().Add(req.LeaseTTL).UnixMicro())
+	res.next = g.delivered + 1
+	res.committed = g.st.Cursor
+	res.last = m.j.LastOffset()
+	res.leaseExpires = time.UnixMicro(g.st.LeaseExpiry).UTC()
+	res.gen = g.gen
+	return nil
+}
+
+// observeTailDelivery observes the commit → delivery latency of the final
+// records in recs. fetchData calls it only for records appended while the
+// fetch waited, so that a backlog does not count as latency.
+func (m *Manager) observeTailDelivery(recs []fetched) {
+	now := time.Now()
+	for _, r := range recs {
+		if r.final {
+			m.tailDelivery.Observe(now.Sub(r.commit).Seconds())
+		}
+	}
+}
+
+// waitData waits for the journal to change. When the fetch's timer fires
+// it is re-armed to fire at once, so that the next round returns.
+func (m *Manager) waitData(ctx context.Context, changed <-chan struct{}, timer *time.Timer) error {
+	select {
+	case <-changed:
+	case <-timer.C:
+		timer.Reset(0) // fire again: the next round returns
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.done:
+		return ErrClosed
+	}
+	return nil
 }
 
 // collect reads whole transactions from offset from. It returns the
@@ -310,61 +375,81 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bo
 			more = true
 			break
 		}
-		raw, err := m.j.ReadRaw(off)
-		if errors.Is(err, journal.ErrNotFound) && off < m.j.FirstOffset() {
-			return nil, 0, nil, false, errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
-		}
+		r, size, err := m.readFetched(g, off, peek, decode)
 		if err != nil {
-			return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: %w", g.name, err)
-		}
-		r := fetched{off: off}
-		if peek {
-			ri, err := record.Peek(raw)
-			if err != nil {
-				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
-			}
-			r.final, r.raw, r.commit = ri.Final, raw, ri.CommitTime
-		} else {
-			// ReadRaw returned a copy: decode in place, without another.
-			tx := &pgq.Transaction{Offset: off}
-			err := record.Check(raw)
-			if err == nil {
-				err = record.DecodeBody(raw[record.HeaderSize:], tx)
-			}
-			if err != nil {
-				return nil, 0, nil, false, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
-			}
-			r.final, r.tx, r.commit = tx.Final, tx, tx.CommitTime
-			if !decode {
-				r.raw = raw
-			}
+			return nil, 0, nil, false, err
 		}
 		scanned++
 		unit = append(unit, r)
-		unitSize += int64(len(raw))
+		unitSize += int64(size)
 		if !r.final {
 			continue
 		}
-		for _, p := range unit {
-			if !p.final {
-				nonFinal = append(nonFinal, p.off)
-			}
-			if p.tx != nil {
-				f := filter.Apply(p.tx)
-				if f == nil {
-					continue
-				}
-				if f != p.tx { // some changes filtered out: re-encode
-					p.tx, p.raw = f, nil
-				} else if p.raw != nil {
-					p.tx = nil // spliced verbatim
-				}
-			}
-			res.recs = append(res.recs, p)
-		}
+		nonFinal = addUnit(res, unit, &filter, nonFinal)
 		bytes += unitSize
 		consumed = off
 		unit, unitSize = unit[:0], 0
 	}
 	return res, consumed, nonFinal, more, nil
+}
+
+// readFetched reads the record at off and returns it with its framed
+// size. With peek it is only checked (record.Peek), else decoded; without
+// decode the journaled bytes are kept too, to be spliced if the filter
+// leaves the transaction unchanged.
+func (m *Manager) readFetched(g *group, off pgq.Offset, peek, decode bool) (fetched, int, error) {
+	raw, err := m.j.ReadRaw(off)
+	if errors.Is(err, journal.ErrNotFound) && off < m.j.FirstOffset() {
+		return fetched{}, 0, errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
+	}
+	if err != nil {
+		return fetched{}, 0, fmt.Errorf("consumers: fetch %q: %w", g.name, err)
+	}
+	r := fetched{off: off}
+	if peek {
+		ri, err := record.Peek(raw)
+		if err != nil {
+			return fetched{}, 0, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+		}
+		r.final, r.raw, r.commit = ri.Final, raw, ri.CommitTime
+		return r, len(raw), nil
+	}
+	// ReadRaw returned a copy: decode in place, without another.
+	tx := &pgq.Transaction{Offset: off}
+	err = record.Check(raw)
+	if err == nil {
+		err = record.DecodeBody(raw[record.HeaderSize:], tx)
+	}
+	if err != nil {
+		return fetched{}, 0, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+	}
+	r.final, r.tx, r.commit = tx.Final, tx, tx.CommitTime
+	if !decode {
+		r.raw = raw
+	}
+	return r, len(raw), nil
+}
+
+// addUnit appends to res the parts of one whole transaction (unit) that
+// pass filter, and returns nonFinal with the offsets of unit's non-final
+// parts added, filtered out or not.
+func addUnit(res *fetchBatch, unit []fetched, filter *Filter, nonFinal []pgq.Offset) []pgq.Offset {
+	for _, p := range unit {
+		if !p.final {
+			nonFinal = append(nonFinal, p.off)
+		}
+		if p.tx != nil {
+			f := filter.Apply(p.tx)
+			if f == nil {
+				continue
+			}
+			if f != p.tx { // some changes filtered out: re-encode
+				p.tx, p.raw = f, nil
+			} else if p.raw != nil {
+				p.tx = nil // spliced verbatim
+			}
+		}
+		res.recs = append(res.recs, p)
+	}
+	return nonFinal
 }
