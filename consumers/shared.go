@@ -805,70 +805,95 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 	// Check every id first: a bad one changes nothing.
 	msgs := make([]*sharedMsg, 0, len(ackIDs))
 	for _, s := range ackIDs {
-		id, d, epoch, err := parseAckID(s)
+		msg, acked, err := g.settleTargetLocked(s, kind)
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		msg := sh.byID[id]
-		p, parked := sh.parked[id]
-		switch {
-		case epoch != sh.epoch:
-			if epoch == "" {
-				return nil, 0, 0, errf(ErrBadRequest, "group %q: ack id %s is not the ack_id of a fetched message", name, s)
-			}
-			return nil, 0, 0, errf(ErrConflict, "group %q: ack id %s is from an earlier delivery run (pgq restarted or the group was reset since): the message is delivered again", name, s)
-		case msg != nil && msg.inFlight && msg.delivery == d:
-			msgs = append(msgs, msg)
-		case msg != nil:
-			state := "waiting for redelivery"
-			if msg.inFlight {
-				state = "in flight"
-			}
-			return nil, 0, 0, errf(ErrConflict, "group %q: ack id %s: delivery %d is over (the message is %s as delivery %d)", name, s, d, state, msg.delivery)
-		case parked && !p.Requeued:
-			return nil, 0, 0, errf(ErrConflict, "group %q: ack id %s: the message is parked", name, s)
-		case id.off <= sh.scanned && kind == ackAck && !parked:
+		if acked {
 			// Acked already (a retried ack): done once what is queued is
 			// written.
 			seq = sh.seq
-		default:
-			return nil, 0, 0, errf(ErrNotFound, "group %q: ack id %s: no such delivered message", name, s)
+			continue
 		}
+		msgs = append(msgs, msg)
 	}
 	for _, msg := range msgs {
-		switch kind {
-		case ackAck:
-			if msg.requeued {
-				delete(sh.parked, msg.id)
-			}
-			sh.finish(msg)
-			seq = sh.queue(msg.id, pendOp{kind: entryAck, requeued: msg.requeued})
-		case ackTerm:
-			seq = g.parkLocked(msg, now, "term")
-		case ackProgress:
-			msg.deadline = now.Add(time.Duration(cfg.AckWait) * time.Microsecond)
-		case ackNak, ackRelease: // a release: at once, never parked
-			sh.inFlight--
-			msg.inFlight = false
-			if kind == ackNak && msg.delivery >= cfg.MaxDeliver {
-				seq = g.parkLocked(msg, now, fmt.Sprintf("naked after %d deliveries", msg.delivery))
-				continue
-			}
-			d := delay
-			if kind == ackNak && d == 0 && len(cfg.Backoff) > 0 {
-				d = time.Duration(cfg.Backoff[min(msg.delivery-1, len(cfg.Backoff)-1)]) * time.Microsecond
-			}
-			msg.visible = now.Add(d)
-			vis := int64(0)
-			if d > 0 {
-				vis = msg.visible.UnixMicro()
-			}
-			seq = sh.queueDelivery(msg, vis)
-		}
+		seq = g.settleMsgLocked(msg, kind, delay, cfg, now, seq)
 	}
 	sh.low = sh.lowLocked()
 	sh.wake()
 	return sh, len(msgs), seq, nil
+}
+
+// settleTargetLocked checks ack id s for a settle of kind and returns the
+// in-flight message it settles, or acked when it is a retried ack of a
+// message acked already. Any other id is an error, so that a settle with
+// one bad id changes nothing.
+func (g *group) settleTargetLocked(s string, kind int) (msg *sharedMsg, acked bool, err error) {
+	name, sh := g.name, g.sh
+	id, d, epoch, err := parseAckID(s)
+	if err != nil {
+		return nil, false, err
+	}
+	msg = sh.byID[id]
+	p, parked := sh.parked[id]
+	switch {
+	case epoch != sh.epoch:
+		if epoch == "" {
+			return nil, false, errf(ErrBadRequest, "group %q: ack id %s is not the ack_id of a fetched message", name, s)
+		}
+		return nil, false, errf(ErrConflict, "group %q: ack id %s is from an earlier delivery run (pgq restarted or the group was reset since): the message is delivered again", name, s)
+	case msg != nil && msg.inFlight && msg.delivery == d:
+		return msg, false, nil
+	case msg != nil:
+		state := "waiting for redelivery"
+		if msg.inFlight {
+			state = "in flight"
+		}
+		return nil, false, errf(ErrConflict, "group %q: ack id %s: delivery %d is over (the message is %s as delivery %d)", name, s, d, state, msg.delivery)
+	case parked && !p.Requeued:
+		return nil, false, errf(ErrConflict, "group %q: ack id %s: the message is parked", name, s)
+	case id.off <= sh.scanned && kind == ackAck && !parked:
+		return nil, true, nil
+	default:
+		return nil, false, errf(ErrNotFound, "group %q: ack id %s: no such delivered message", name, s)
+	}
+}
+
+// settleMsgLocked settles one in-flight message (ack, term, progress, nak
+// or release) and returns the sequence number of the change to wait for:
+// seq when the settle queues none.
+func (g *group) settleMsgLocked(msg *sharedMsg, kind int, delay time.Duration, cfg *sharedConfig, now time.Time, seq uint64) uint64 {
+	sh := g.sh
+	switch kind {
+	case ackAck:
+		if msg.requeued {
+			delete(sh.parked, msg.id)
+		}
+		sh.finish(msg)
+		seq = sh.queue(msg.id, pendOp{kind: entryAck, requeued: msg.requeued})
+	case ackTerm:
+		seq = g.parkLocked(msg, now, "term")
+	case ackProgress:
+		msg.deadline = now.Add(time.Duration(cfg.AckWait) * time.Microsecond)
+	case ackNak, ackRelease: // a release: at once, never parked
+		sh.inFlight--
+		msg.inFlight = false
+		if kind == ackNak && msg.delivery >= cfg.MaxDeliver {
+			return g.parkLocked(msg, now, fmt.Sprintf("naked after %d deliveries", msg.delivery))
+		}
+		d := delay
+		if kind == ackNak && d == 0 && len(cfg.Backoff) > 0 {
+			d = time.Duration(cfg.Backoff[min(msg.delivery-1, len(cfg.Backoff)-1)]) * time.Microsecond
+		}
+		msg.visible = now.Add(d)
+		vis := int64(0)
+		if d > 0 {
+			vis = msg.visible.UnixMicro()
+		}
+		seq = sh.queueDelivery(msg, vis)
+	}
+	return seq
 }
 
 // Parked lists a shared group's parked messages (not those requeued), in
