@@ -594,100 +594,26 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 	if err := m.settle(ctx, conn, j, t); err != nil {
 		return false, err
 	}
-	var prev, next *inflight
-	// Storage of chunks no one refers to any more, for the next ones: a
-	// chunk's is free once ingest never took it, dropped it, or journaled
-	// it durably (the committer then no longer reads it).
-	var free []*chunkBuf
-	reuse := func(f *inflight) {
-		if f.buf != nil {
-			free = append(free, f.buf)
-			f.buf = nil
-		}
-	}
-	end := false // nothing left after lastKey
-	redos := 0   // consecutive redos of the chunk after lastKey
+	tr := &tableRun{m: m, conn: conn, j: j, t: t, w: w, where: where, id: id, limit: limit, lastKey: lastKey}
 	for {
 		if ctx.Err() != nil {
 			return false, nil
 		}
-		if !end {
-			// A chunk's worth of the cap before each read, so the stream's
-			// transactions meet idle cores and disk between chunks. When
-			// it is not there yet, prev's high watermark goes out alone
-			// first, so prev is journaled without waiting for it.
-			ready := j.pace.AllowN(time.Now(), limit)
-			if !ready && prev == nil {
-				if !j.waitPace(ctx, limit) {
-					return false, nil
-				}
-				ready = true
-			}
-			if ready {
-				next = m.open(j, w, lastKey)
-			}
+		if !tr.end && !tr.openNext(ctx) {
+			return false, nil
 		}
-		if next != nil {
-			if n := len(free); n > 0 {
-				next.buf, free = free[n-1], free[:n-1]
-			} else {
-				next.buf = &chunkBuf{}
-			}
-		}
-		if prev == nil && next == nil {
+		if tr.prev == nil && tr.next == nil {
 			return true, nil
-		}
-		var high, low *ingest.Watermark
-		if prev != nil {
-			high = &ingest.Watermark{ID: prev.id, Kind: "high", Xmin: prev.snap.xmin, Xmax: prev.snap.xmax, Xip: prev.snap.xip}
-		}
-		if next != nil {
-			low = &ingest.Watermark{ID: next.id, Kind: "low"}
 		}
 		// The server reads next while ingest takes prev at its high
 		// watermark and prev's progress is stored (a synced write).
 		sctx, scancel := context.WithCancel(ctx)
-		out := make(chan stepResult, 1)
-		go func(lastKey []string) {
-			var r stepResult
-			var buf *chunkBuf // nil when only prev's high watermark goes out: nothing is read
-			if next != nil {
-				buf = next.buf
-			}
-			r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit, id, buf)
-			if r.err != nil {
-				scancel() // the wait for prev's result too: it may never come
-			}
-			if r.err == nil && next != nil && len(r.rows) > 0 {
-				// Its high watermark goes out next round trip.
-				next.ch.SetChanges(t.columns, r.rows, r.encoded)
-			}
-			out <- r
-		}(lastKey)
-		var res ingest.ChunkResult
-		var done *inflight
-		var err error
-		if prev != nil {
-			var reusable bool
-			res, reusable, err = m.await(sctx, prev)
-			done = prev
-			prev.ch.Close()
-			prev = nil
-			if reusable {
-				reuse(done)
-			}
-			if err == nil && !res.Redo {
-				redos = 0
-				var ok bool
-				ok, err = m.update(j, func(s *Status) {
-					s.lastKey, s.Rows, s.Dropped, s.Chunks = done.end, s.Rows+int64(done.rows), s.Dropped+int64(res.Dropped), s.Chunks+1
-				})
-				if err == nil && !ok {
-					scancel()
-					<-out
-					return false, nil
-				}
-			}
+		out := tr.readNext(sctx, scancel)
+		res, done, stopped, err := tr.journalPrev(sctx)
+		if stopped {
+			scancel()
+			<-out
+			return false, nil
 		}
 		if err != nil {
 			scancel()
@@ -697,38 +623,174 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		if err := firstError(err, r.err); err != nil {
 			return false, err
 		}
-		if next != nil {
-			if len(r.rows) == 0 {
-				if next.ch.Close() {
-					reuse(next)
-				}
-				next, end = nil, true
-			} else {
-				next.snap, next.rows, next.end = r.snap, len(r.rows), t.keyOf(r.rows[len(r.rows)-1].New)
-				lastKey, end = next.end, len(r.rows) < limit
-			}
-		}
+		tr.takeRead(r)
 		if done != nil && res.Redo {
-			if next != nil {
-				if next.ch.Close() { // its high watermark was never emitted
-					reuse(next)
-				}
-				next = nil
-			}
-			redos++
-			m.o.Logger.Debug("backfill chunk read again", "id", j.st.ID, "table", t.qualified(), "reason", res.Reason, "times", redos)
-			if ok, err := m.update(j, func(s *Status) { s.Redone++ }); !ok || err != nil {
+			if ok, err := tr.redo(done, res); !ok {
 				return false, err
 			}
-			if redos >= m.o.MaxRedos {
-				return false, fmt.Errorf("%w: the chunk of %s after key %v was read %d times in a row and never journaled; last reason: %s",
-					ErrRedoLimit, t.qualified(), done.start, redos, res.Reason)
-			}
-			lastKey, end = done.start, false
 			continue
 		}
-		prev, next = next, nil
+		tr.prev, tr.next = tr.next, nil
 	}
+}
+
+// tableRun is the state runTable keeps from one round trip to the next.
+type tableRun struct {
+	m     *Manager
+	conn  *pgx.Conn
+	j     *job
+	t     *table
+	w     *ingest.Watch
+	where string
+	id    string // the backfill's
+	limit int    // rows per chunk
+	// prev is the chunk whose high watermark goes out this round, next
+	// the one read this round; nil when there is none.
+	prev, next *inflight
+	// free holds storage of chunks no one refers to any more, for the
+	// next ones: a chunk's is free once ingest never took it, dropped it,
+	// or journaled it durably (the committer then no longer reads it).
+	free    []*chunkBuf
+	lastKey []string // the key the next read starts after
+	end     bool     // nothing left after lastKey
+	redos   int      // consecutive redos of the chunk after lastKey
+}
+
+// reuse gives f's storage back for the next chunks.
+func (tr *tableRun) reuse(f *inflight) {
+	if f.buf != nil {
+		tr.free = append(tr.free, f.buf)
+		f.buf = nil
+	}
+}
+
+// openNext opens next, the chunk after lastKey, with storage, once the
+// pace allows. It reports false when ctx ended while it waited.
+func (tr *tableRun) openNext(ctx context.Context) bool {
+	// A chunk's worth of the cap before each read, so the stream's
+	// transactions meet idle cores and disk between chunks. When it is
+	// not there yet, prev's high watermark goes out alone first, so prev
+	// is journaled without waiting for it.
+	ready := tr.j.pace.AllowN(time.Now(), tr.limit)
+	if !ready && tr.prev == nil {
+		if !tr.j.waitPace(ctx, tr.limit) {
+			return false
+		}
+		ready = true
+	}
+	if !ready {
+		return true
+	}
+	tr.next = tr.m.open(tr.j, tr.w, tr.lastKey)
+	if n := len(tr.free); n > 0 {
+		tr.next.buf, tr.free = tr.free[n-1], tr.free[:n-1]
+	} else {
+		tr.next.buf = &chunkBuf{}
+	}
+	return true
+}
+
+// readNext runs one round trip (step) in its own goroutine: prev's high
+// watermark, next's low watermark and the read of next (only the high
+// watermark when there is no next). Its result comes on the returned
+// channel; a failure cancels sctx, ending the wait for prev's result too,
+// which may never come.
+func (tr *tableRun) readNext(sctx context.Context, scancel context.CancelFunc) <-chan stepResult {
+	prev, next := tr.prev, tr.next
+	var high, low *ingest.Watermark
+	if prev != nil {
+		high = &ingest.Watermark{ID: prev.id, Kind: "high", Xmin: prev.snap.xmin, Xmax: prev.snap.xmax, Xip: prev.snap.xip}
+	}
+	if next != nil {
+		low = &ingest.Watermark{ID: next.id, Kind: "low"}
+	}
+	conn, t, where, limit, id := tr.conn, tr.t, tr.where, tr.limit, tr.id
+	out := make(chan stepResult, 1)
+	go func(lastKey []string) {
+		var r stepResult
+		var buf *chunkBuf // nil when only prev's high watermark goes out: nothing is read
+		if next != nil {
+			buf = next.buf
+		}
+		r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit, id, buf)
+		if r.err != nil {
+			scancel() // the wait for prev's result too: it may never come
+		}
+		if r.err == nil && next != nil && len(r.rows) > 0 {
+			// Its high watermark goes out next round trip.
+			next.ch.SetChanges(t.columns, r.rows, r.encoded)
+		}
+		out <- r
+	}(tr.lastKey)
+	return out
+}
+
+// journalPrev waits for ingest's result for prev and, unless the chunk is
+// to be read again, stores its progress. It returns the result and prev
+// (done; nil when there was no prev). stopped reports that the backfill
+// is no longer running, so its progress was not stored.
+func (tr *tableRun) journalPrev(sctx context.Context) (res ingest.ChunkResult, done *inflight, stopped bool, err error) {
+	if tr.prev == nil {
+		return res, nil, false, nil
+	}
+	var reusable bool
+	res, reusable, err = tr.m.await(sctx, tr.prev)
+	done = tr.prev
+	tr.prev.ch.Close()
+	tr.prev = nil
+	if reusable {
+		tr.reuse(done)
+	}
+	if err != nil || res.Redo {
+		return res, done, false, err
+	}
+	tr.redos = 0
+	ok, err := tr.m.update(tr.j, func(s *Status) {
+		s.lastKey, s.Rows, s.Dropped, s.Chunks = done.end, s.Rows+int64(done.rows), s.Dropped+int64(res.Dropped), s.Chunks+1
+	})
+	return res, done, err == nil && !ok, err
+}
+
+// takeRead records the read of next: an empty one means the table has
+// no rows after lastKey, and next is dropped.
+func (tr *tableRun) takeRead(r stepResult) {
+	next := tr.next
+	if next == nil {
+		return
+	}
+	if len(r.rows) == 0 {
+		if next.ch.Close() {
+			tr.reuse(next)
+		}
+		tr.next, tr.end = nil, true
+		return
+	}
+	next.snap, next.rows, next.end = r.snap, len(r.rows), tr.t.keyOf(r.rows[len(r.rows)-1].New)
+	tr.lastKey, tr.end = next.end, len(r.rows) < tr.limit
+}
+
+// redo abandons next and goes back to the start of done, which ingest
+// asked to be read again, up to MaxRedos times in a row. It reports false
+// when the backfill is to stop, with the error if any.
+func (tr *tableRun) redo(done *inflight, res ingest.ChunkResult) (bool, error) {
+	if tr.next != nil {
+		if tr.next.ch.Close() { // its high watermark was never emitted
+			tr.reuse(tr.next)
+		}
+		tr.next = nil
+	}
+	tr.redos++
+	j, t, redos := tr.j, tr.t, tr.redos
+	tr.m.o.Logger.Debug("backfill chunk read again", "id", j.st.ID, "table", t.qualified(), "reason", res.Reason, "times", redos)
+	if ok, err := tr.m.update(j, func(s *Status) { s.Redone++ }); !ok || err != nil {
+		return false, err
+	}
+	if redos >= tr.m.o.MaxRedos {
+		return false, fmt.Errorf("%w: the chunk of %s after key %v was read %d times in a row and never journaled; last reason: %s",
+			ErrRedoLimit, t.qualified(), done.start, redos, res.Reason)
+	}
+	tr.lastKey, tr.end = done.start, false
+	return true, nil
 }
 
 // firstError is the first of errs that is not a context's cancellation
