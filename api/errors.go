@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -104,6 +105,24 @@ func Classify(err error) (code string, status int) {
 	}
 	return CodeInternal, http.StatusInternalServerError
 }
+
+// Errorf returns an error of sentinel's code whose message is the
+// formatted text alone: the sentinel names the code (errors.Is, Classify),
+// the text says what happened (`backfill "bf9" not found`), so the API's
+// message is not the code's generic wording. A %w in format wraps as in
+// fmt.Errorf.
+func Errorf(sentinel error, format string, args ...any) error {
+	return &codedError{code: sentinel, err: fmt.Errorf(format, args...)}
+}
+
+// codedError is an error with its own message and the sentinel of its code.
+type codedError struct {
+	code error // one of the sentinels above
+	err  error // the message, and what it wraps
+}
+
+func (e *codedError) Error() string   { return e.err.Error() }
+func (e *codedError) Unwrap() []error { return []error{e.code, e.err} }
 
 // ErrorBody is the body of an error response.
 type ErrorBody struct {

@@ -43,7 +43,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // ValidateName checks a group name: 1 to 128 of [A-Za-z0-9_.-].
 func ValidateName(name string) error {
 	if !nameRE.MatchString(name) {
-		return fmt.Errorf("%w: %q: want 1 to 128 of A-Z a-z 0-9 _ . -", ErrInvalidName, name)
+		return Errorf(ErrInvalidName, "invalid group name %q: want 1 to 128 of A-Z a-z 0-9 _ . -", name)
 	}
 	return nil
 }

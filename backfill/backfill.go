@@ -253,20 +253,20 @@ func (m *Manager) launch(j *job) {
 // predicate) and starts the backfill.
 func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	if len(req.Tables) == 0 {
-		return Status{}, fmt.Errorf("%w: at least one table is required", api.ErrBadRequest)
+		return Status{}, api.Errorf(api.ErrBadRequest, "backfill: at least one table is required")
 	}
 	if req.ChunkSize == 0 {
 		req.ChunkSize = DefaultChunkSize
 	}
 	if req.ChunkSize < 1 || req.ChunkSize > 1_000_000 {
-		return Status{}, fmt.Errorf("%w: chunk_size %d: want 1..1000000", api.ErrBadRequest, req.ChunkSize)
+		return Status{}, api.Errorf(api.ErrBadRequest, "backfill: chunk_size %d: want 1..1000000", req.ChunkSize)
 	}
 	if err := checkRate(req.MaxRate); err != nil {
 		return Status{}, err
 	}
 	conn, err := pgx.Connect(ctx, m.o.PGURL)
 	if err != nil {
-		return Status{}, fmt.Errorf("%w: backfill: connect to PostgreSQL: %v", api.ErrUnavailable, err)
+		return Status{}, api.Errorf(api.ErrUnavailable, "backfill: connect to PostgreSQL: %v", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	st := Status{Backfill: api.Backfill{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, MaxRate: req.MaxRate, CreatedAt: time.Now().UTC()}}
@@ -285,7 +285,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx == nil {
-		return Status{}, fmt.Errorf("%w: backfill: pgq is not running", api.ErrUnavailable)
+		return Status{}, api.Errorf(api.ErrUnavailable, "backfill: pgq is not running")
 	}
 	m.seq++
 	st.ID = "bf" + strconv.FormatUint(m.seq, 10)
@@ -375,7 +375,7 @@ func (m *Manager) List() []Status {
 func (m *Manager) jobLocked(id string) (*job, error) {
 	j, ok := m.jobs[id]
 	if !ok {
-		return nil, fmt.Errorf("%w: backfill %q", api.ErrNotFound, id)
+		return nil, api.Errorf(api.ErrNotFound, "backfill %q not found", id)
 	}
 	return j, nil
 }
@@ -430,7 +430,7 @@ func (m *Manager) Throttle(id string, maxRate float64) (Status, error) {
 		return Status{}, err
 	}
 	if j.st.State != StateRunning {
-		return Status{}, fmt.Errorf("%w: backfill %s is %s: only a running backfill can be throttled", api.ErrBadRequest, id, j.st.State)
+		return Status{}, api.Errorf(api.ErrBadRequest, "backfill %s is %s: only a running backfill can be throttled", id, j.st.State)
 	}
 	old := j.st.MaxRate
 	j.st.MaxRate = maxRate
@@ -454,7 +454,7 @@ func (m *Manager) Throttle(id string, maxRate float64) (Status, error) {
 // checkRate validates a max_rate.
 func checkRate(r float64) error {
 	if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
-		return fmt.Errorf("%w: max_rate %v: want rows per second >= 0 (0: no cap)", api.ErrBadRequest, r)
+		return api.Errorf(api.ErrBadRequest, "max_rate %v: want rows per second >= 0 (0: no cap)", r)
 	}
 	return nil
 }

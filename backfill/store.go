@@ -17,7 +17,7 @@ import (
 // ErrStoreFailed wraps every error of a write refused or lost because the
 // backfill store's disk failed (see store). It wraps api.ErrUnavailable:
 // the HTTP API answers 503.
-var ErrStoreFailed = fmt.Errorf("%w: backfill store failed", api.ErrUnavailable)
+var ErrStoreFailed = api.Errorf(api.ErrUnavailable, "backfill store failed")
 
 // store is the Pebble store of backfills, fail-stop on a failing disk as
 // the index is (package pebblefs): a failed write-side file operation

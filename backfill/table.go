@@ -20,7 +20,7 @@ import (
 
 // ErrNoKey is returned for a table without a primary key or a usable
 // unique index (valid, not partial, no expressions, NOT NULL columns).
-var ErrNoKey = fmt.Errorf("%w: table has no primary key or usable unique index", api.ErrBadRequest)
+var ErrNoKey = api.Errorf(api.ErrBadRequest, "table has no primary key or usable unique index")
 
 // table is what a chunk reader needs to know about a table.
 type table struct {
@@ -42,7 +42,7 @@ func parseTable(s string) (schema, name string, err error) {
 		schema, name = "public", s
 	}
 	if schema == "" || name == "" || strings.Contains(name, ".") {
-		return "", "", fmt.Errorf("%w: table %q: want schema.table", api.ErrBadRequest, s)
+		return "", "", api.Errorf(api.ErrBadRequest, "table %q: want schema.table", s)
 	}
 	return schema, name, nil
 }
@@ -60,7 +60,7 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 	err = conn.QueryRow(ctx, `SELECT c.oid, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name).Scan(&oid, &est)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: table %s does not exist", api.ErrNotFound, t.qualified())
+		return nil, api.Errorf(api.ErrNotFound, "table %s does not exist", t.qualified())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backfill: describe %s: %w", t.qualified(), err)
@@ -157,12 +157,12 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 		return nil
 	}
 	if strings.Contains(where, ";") {
-		return fmt.Errorf("%w: --where must be a single predicate (no ';')", api.ErrBadRequest)
+		return api.Errorf(api.ErrBadRequest, "--where must be a single predicate (no ';')")
 	}
 	_, err := conn.Exec(ctx, "EXPLAIN "+t.chunkSQL(where, false, 1))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return fmt.Errorf("%w: --where %q on %s: %s", api.ErrBadRequest, where, t.qualified(), pgErr.Message)
+		return api.Errorf(api.ErrBadRequest, "--where %q on %s: %s", where, t.qualified(), pgErr.Message)
 	}
 	if err != nil {
 		return fmt.Errorf("backfill: check --where on %s: %w", t.qualified(), err)

@@ -21,6 +21,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge/kafka"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
 )
@@ -108,13 +109,15 @@ func startSource(t testing.TB, keys int) *source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	consumers.NewHandler(m).Register(mux)
+	mux, err := httpapi.New(httpapi.Options{Groups: m})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &source{t: t, addr: ln.Addr().String(), j: j, ix: ix, m: m, srv: &http.Server{Handler: consumers.JSONErrors(mux)},
+	s := &source{t: t, addr: ln.Addr().String(), j: j, ix: ix, m: m, srv: &http.Server{Handler: mux},
 		lastEnd: j.LastEndLSN(), keys: keys, ids: map[string]int{}}
 	go func() { _ = s.srv.Serve(ln) }()
 	t.Cleanup(func() {

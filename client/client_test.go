@@ -19,7 +19,9 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/internal/apitest"
 	"github.com/pgq-dev/pgq/journal"
 )
 
@@ -73,8 +75,10 @@ func startServer(t testing.TB, dir, addr string, clk *clock) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	consumers.NewHandler(m).Register(mux)
+	mux, err := httpapi.New(httpapi.Options{Groups: m})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ln net.Listener
 	for i := 0; ; i++ { // the old listener's port may take a moment to free
 		ln, err = net.Listen("tcp", addr)
@@ -87,7 +91,7 @@ func startServer(t testing.TB, dir, addr string, clk *clock) *server {
 		t.Fatal(err)
 	}
 	s := &server{t: t, dir: dir, addr: ln.Addr().String(), clock: clk, j: j, ix: ix, m: m,
-		srv: &http.Server{Handler: consumers.JSONErrors(mux)}, lastEnd: j.LastEndLSN()}
+		srv: &http.Server{Handler: apitest.Validator(t)(mux)}, lastEnd: j.LastEndLSN()}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s
 }

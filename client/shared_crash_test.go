@@ -19,6 +19,7 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
 )
@@ -54,8 +55,10 @@ func serveHelper(dir, addr string) error {
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	consumers.NewHandler(m).Register(mux)
+	mux, err := httpapi.New(httpapi.Options{Groups: m})
+	if err != nil {
+		return err
+	}
 	var ln net.Listener
 	for i := 0; ; i++ { // the killed process's port may take a moment to free
 		if ln, err = net.Listen("tcp", addr); err == nil || i == 100 {
@@ -67,7 +70,7 @@ func serveHelper(dir, addr string) error {
 		return err
 	}
 	fmt.Println("ready")
-	return http.Serve(ln, consumers.JSONErrors(mux))
+	return http.Serve(ln, mux)
 }
 
 // startHelper runs the sidecar in a subprocess and waits until it serves.

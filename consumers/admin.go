@@ -47,12 +47,12 @@ func (m *Manager) Resolve(p Position) (pgq.Offset, error) {
 		}
 		return max(off, first), nil
 	}
-	return 0, errf(ErrBadPosition, "invalid position")
+	return 0, errf(ErrBadPosition, "invalid position %q", p)
 }
 
 func (m *Manager) resolveErr(p Position, err error) error {
 	if errors.Is(err, index.ErrStale) {
-		return fmt.Errorf("%w: resolve %s: the index is behind the journal and catching up; retry shortly: %w", ErrUnavailable, p, err)
+		return errf(ErrUnavailable, "resolve %s: the index is behind the journal and catching up; retry shortly: %w", p, err)
 	}
 	return fmt.Errorf("consumers: resolve %s: %w", p, err)
 }
@@ -100,7 +100,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 	m.ddl.Lock()
 	defer m.ddl.Unlock()
 	if m.exists(req.Name) {
-		return GroupInfo{}, errf(ErrExists, "group %q", req.Name)
+		return GroupInfo{}, errf(ErrExists, "group %q already exists", req.Name)
 	}
 	next, err := m.Resolve(pos)
 	if err != nil {
@@ -147,7 +147,7 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	g.pmu.Lock()
 	defer g.pmu.Unlock()
 	if m.lookup(name) != g {
-		return errf(ErrNotFound, "group %q", name)
+		return errf(ErrNotFound, "group %q not found", name)
 	}
 	if err := m.ix.DeleteGroup(name); err != nil {
 		return fmt.Errorf("consumers: delete group %q: %w", name, err)
@@ -222,7 +222,7 @@ func (m *Manager) Reset(ctx context.Context, name, to string, dryRun bool) (Rese
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
-		return ResetResult{}, errf(ErrNotFound, "group %q", name)
+		return ResetResult{}, errf(ErrNotFound, "group %q not found", name)
 	}
 	res := ResetResult{Group: name, To: pos.String(), DryRun: dryRun, PreviousCommitted: g.st.Cursor, Committed: next - 1, NextOffset: next}
 	res.Lag = m.lag(next-1, m.o.Now())

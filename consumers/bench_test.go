@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
 )
@@ -45,8 +45,10 @@ func newBenchEnv(b testing.TB) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	consumers.NewHandler(m).Register(mux)
+	mux, err := httpapi.New(httpapi.Options{Groups: m})
+	if err != nil {
+		b.Fatal(err)
+	}
 	srv := httptest.NewServer(mux)
 	c, err := client.Dial(srv.URL, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {

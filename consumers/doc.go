@@ -1,12 +1,14 @@
 // Package consumers serves consumer groups over a pgq journal: named,
 // durable cursors (kept in the index's Pebble store), long-poll fetch,
 // cumulative commit, one leased member per group, reset, retention and
-// lag, and the HTTP API of the sidecar (Handler). The Go client lives in
-// package client and the wire types both share in package api, so a
-// client never imports this server package. Files by concern: manager.go
-// (the Manager and its groups), admin.go (create, delete, reset, list),
-// leases.go, fetch.go, commit.go, lag.go, retention.go, http.go, and
-// shared.go and shared_http.go for shared groups.
+// lag. It knows nothing of HTTP: package httpapi serves a Manager, the Go
+// client lives in package client, and the wire types both share in
+// package api, so a client never imports this server package. Errors wrap
+// the sentinels of package api (their code) and carry their own message
+// (api.Errorf). Files by concern: manager.go (the Manager and its groups),
+// admin.go (create, delete, reset, list), leases.go, fetch.go, records.go
+// (fetch for a wire encoder), commit.go, lag.go, retention.go, and
+// shared.go and shared_store.go for shared groups.
 //
 // # Semantics
 //
@@ -49,16 +51,10 @@
 //
 // # Wire formats
 //
-// Requests are JSON (at most MaxRequestBytes, unknown fields rejected).
-// Responses are JSON, or msgpack when the request says
-// "Accept: application/msgpack" (the same maps as the JSON). In JSON and
-// msgpack, fetched transactions are the lines of `pgq journal dump`
-// (pgq.AppendJSON); with "Accept: application/vnd.pgq.records+msgpack"
-// (the Go client) each is [offset, record body] with the body of
-// record.Version. Errors are
-// always JSON: {"error":{"code":"...","message":"..."}}; the codes are the
-// Code constants and map to the sentinel errors. docs/http-api.md lists
-// every endpoint.
+// The HTTP encodings (JSON, msgpack, the Go client's records form) are
+// package httpapi's; FetchRecords hands it records unchanged by the
+// group's filter as their journaled bytes, so the records form splices
+// them without decoding. docs/http-api.md lists every endpoint.
 //
 // # Concurrency
 //

@@ -1,8 +1,6 @@
 package consumers
 
 import (
-	"fmt"
-
 	"github.com/pgq-dev/pgq/api"
 )
 
@@ -51,6 +49,7 @@ type Error = api.Error
 // classify returns the code and HTTP status of err.
 func classify(err error) (string, int) { return api.Classify(err) }
 
+// errf is api.Errorf: the message is the text alone, the sentinel its code.
 func errf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+	return api.Errorf(sentinel, format, args...)
 }

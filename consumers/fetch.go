@@ -230,7 +230,7 @@ func (m *Manager) tryLease(g *group, name string, req *FetchRequest, pmuHeld boo
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
-		return leaseTry{}, errf(ErrNotFound, "group %q", name)
+		return leaseTry{}, errf(ErrNotFound, "group %q not found", name)
 	}
 	ok, exp, free, err := m.acquireLocked(g, req.Member, req.LeaseTTL, m.o.Now(), pmuHeld)
 	if ok {
@@ -298,7 +298,7 @@ func (m *Manager) markDelivered(g *group, name string, req *FetchRequest, gen ui
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
-		return errf(ErrNotFound, "group %q", name)
+		return errf(ErrNotFound, "group %q not found", name)
 	}
 	if g.gen != gen {
 		return errf(ErrFenced, "group %q: lease of member %q ended during the fetch (reset, expiry or takeover)", name, req.Member)

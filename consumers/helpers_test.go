@@ -16,6 +16,7 @@ import (
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/apitest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/server"
 )
@@ -42,6 +43,8 @@ func start(t *testing.T, mod func(*server.Options)) *env {
 	o := server.Options{
 		DataDir: t.TempDir(),
 		Listen:  "127.0.0.1:0",
+		// Every answer of these integration tests is held to openapi.json.
+		WrapHandler: apitest.Validator(t),
 		Ingest: ingest.Options{
 			PGURL: db.URL, Slot: slot, Publication: "pgq",
 			CreateSlot: true, CreatePublication: "all",

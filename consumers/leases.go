@@ -72,7 +72,7 @@ func (m *Manager) acquireLocked(g *group, member string, ttl time.Duration, now 
 
 func (m *Manager) holderLocked(g *group, member string, now time.Time) error {
 	if g.deleted {
-		return errf(ErrNotFound, "group %q", g.name)
+		return errf(ErrNotFound, "group %q not found", g.name)
 	}
 	if g.st.Member != member {
 		if g.st.Member == "" {

@@ -244,7 +244,7 @@ func (m *Manager) get(name string) (*group, error) {
 	defer m.mu.Unlock()
 	g, ok := m.groups[name]
 	if !ok {
-		return nil, errf(ErrNotFound, "group %q", name)
+		return nil, errf(ErrNotFound, "group %q not found", name)
 	}
 	return g, nil
 }

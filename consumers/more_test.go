@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/server"
@@ -64,7 +65,7 @@ func TestAuthAndMalformed(t *testing.T) {
 		}
 	}
 	// msgpack responses on request.
-	code, body := e.call(t, "GET", "/v1/groups", "", "Accept", consumers.MediaMsgpack)
+	code, body := e.call(t, "GET", "/v1/groups", "", "Accept", api.MediaMsgpack)
 	if code != 200 || len(body) == 0 || body[0] == '{' {
 		t.Fatalf("msgpack list: %d %q", code, body)
 	}

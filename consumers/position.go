@@ -44,29 +44,29 @@ func ParsePosition(s string) (Position, error) {
 	}
 	kind, arg, ok := strings.Cut(s, ":")
 	if !ok {
-		return Position{}, errf(ErrBadPosition, "%q: want earliest, latest, offset:N, lsn:X/Y or time:RFC3339", s)
+		return Position{}, errf(ErrBadPosition, "position %q: want earliest, latest, offset:N, lsn:X/Y or time:RFC3339", s)
 	}
 	switch kind {
 	case "offset":
 		n, err := strconv.ParseUint(arg, 10, 64)
 		if err != nil || n == 0 {
-			return Position{}, errf(ErrBadPosition, "%q: offset must be an integer >= 1", s)
+			return Position{}, errf(ErrBadPosition, "position %q: offset must be an integer >= 1", s)
 		}
 		return Position{Kind: PosOffset, Offset: pgq.Offset(n)}, nil
 	case "lsn":
 		l, err := pgq.ParseLSN(arg)
 		if err != nil {
-			return Position{}, errf(ErrBadPosition, "%q: %v", s, err)
+			return Position{}, errf(ErrBadPosition, "position %q: %v", s, err)
 		}
 		return Position{Kind: PosLSN, LSN: l}, nil
 	case "time":
 		t, err := time.Parse(time.RFC3339Nano, arg)
 		if err != nil {
-			return Position{}, errf(ErrBadPosition, "%q: want RFC 3339 time such as 2024-05-01T12:00:00Z", s)
+			return Position{}, errf(ErrBadPosition, "position %q: want RFC 3339 time such as 2024-05-01T12:00:00Z", s)
 		}
 		return Position{Kind: PosTime, Time: t.UTC()}, nil
 	}
-	return Position{}, errf(ErrBadPosition, "%q: unknown kind %q (want earliest, latest, offset, lsn or time)", s, kind)
+	return Position{}, errf(ErrBadPosition, "position %q: unknown kind %q (want earliest, latest, offset, lsn or time)", s, kind)
 }
 
 // String renders the position in the form ParsePosition reads.

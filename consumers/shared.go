@@ -646,7 +646,7 @@ func (m *Manager) fetchSharedStep(g *group, max int) (out []api.Message, notify 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
-		return nil, nil, time.Time{}, errf(ErrNotFound, "group %q", g.name)
+		return nil, nil, time.Time{}, errf(ErrNotFound, "group %q not found", g.name)
 	}
 	sh, cfg := g.sh, g.st.Shared
 	now := m.o.Now()
@@ -797,7 +797,7 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 	defer g.mu.Unlock()
 	name := g.name
 	if g.deleted {
-		return nil, 0, 0, errf(ErrNotFound, "group %q", name)
+		return nil, 0, 0, errf(ErrNotFound, "group %q not found", name)
 	}
 	sh, cfg := g.sh, g.st.Shared
 	now := m.o.Now()
@@ -984,7 +984,7 @@ func (m *Manager) parkedActionLocked(g *group, want map[msgID]bool, all, requeue
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
-		return nil, 0, 0, errf(ErrNotFound, "group %q", g.name)
+		return nil, 0, 0, errf(ErrNotFound, "group %q not found", g.name)
 	}
 	sh := g.sh
 	var hit []parkedRecord

@@ -163,7 +163,7 @@ func (m *Manager) writeSharedLocked(g *group, sh *sharedRun, seq uint64) error {
 	}
 	if g.deleted {
 		g.mu.Unlock()
-		return errf(ErrNotFound, "group %q", g.name)
+		return errf(ErrNotFound, "group %q not found", g.name)
 	}
 	if g.sh != sh { // cannot happen: Reset writes the queue first
 		g.mu.Unlock()

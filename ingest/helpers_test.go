@@ -18,8 +18,8 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/server"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // running is an in-process sidecar.

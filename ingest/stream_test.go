@@ -19,8 +19,8 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
-	"github.com/pgq-dev/pgq/server"
 	"github.com/pgq-dev/pgq/record"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // These tests run against the package's cluster, whose

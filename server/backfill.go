@@ -7,11 +7,9 @@ import (
 	"github.com/pgq-dev/pgq/backfill"
 )
 
-// startBackfills opens the backfill store (DataDir/backfill), mounts the
-// backfill API and resumes running backfills. stop waits for the runners
-// (after ctx is cancelled) and closes the store.
-func (s *Server) startBackfills(ctx context.Context) (stop func(), err error) {
-	m, err := backfill.Open(backfill.Options{
+// openBackfills opens the backfill store (DataDir/backfill).
+func (s *Server) openBackfills() (*backfill.Manager, error) {
+	return backfill.Open(backfill.Options{
 		PGURL:    s.o.Ingest.PGURL,
 		Dir:      filepath.Join(s.o.DataDir, "backfill"),
 		Registry: s.Ingester.Backfills(),
@@ -19,18 +17,16 @@ func (s *Server) startBackfills(ctx context.Context) (stop func(), err error) {
 		Durable:  s.Journal.LastEndLSN,
 		Logger:   s.o.Logger,
 	})
-	if err != nil {
-		return nil, err
-	}
-	m.Register(s.Mux)
+}
+
+// runBackfills resumes running backfills; stop waits for the runners
+// (after ctx is cancelled). The store is closed with the others.
+func (s *Server) runBackfills(ctx context.Context) (stop func()) {
 	bctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); m.Run(bctx) }()
+	go func() { defer close(done); s.Backfills.Run(bctx) }()
 	return func() {
 		cancel()
 		<-done
-		if err := m.Close(); err != nil {
-			s.o.Logger.Error("closing the backfill store", "error", err)
-		}
-	}, nil
+	}
 }

@@ -1,13 +1,25 @@
-// Package sidecar wires pgq's parts into the process `pgq run` starts: it
-// locks and opens the journal under DataDir/journal, opens and catches up
-// the index under DataDir/index, runs the group committer, the ingest loop,
-// the index healer, the retention loop of the consumer groups, backfills
-// and the HTTP listener (/healthz, /readyz, /v1/status, /metrics, the
-// consumer and backfill APIs, behind the bearer token when one is set; the
-// mux's own 404 and 405 answers are JSON errors), and stops them in order.
-// Spill files of in-progress transactions live under DataDir/spill.
-// Options.FS carries every file operation of the journal, the index, the
-// coverage file and the backfill store (tests fault it).
+// Package server is pgq's composition root and its embedding API: it
+// opens and wires every part that `pgq run` runs, and a Go program can run
+// pgq in-process the same way:
+//
+//	s, err := server.Open(ctx, server.Options{DataDir: dir, Ingest: ingest.Options{PGURL: url, Slot: "pgq", Publication: "pgq"}})
+//	if err != nil { ... }
+//	go func() { done <- s.Run(ctx) }() // streams until ctx is cancelled
+//	st := s.Status()                     // what GET /v1/status answers
+//	// s.Close() releases an opened Server that is never run.
+//
+// Open locks and opens the journal under DataDir/journal, opens and
+// catches up the index under DataDir/index, opens the consumer-group
+// manager and the backfill store (DataDir/backfill), prepares ingest, and
+// listens on Options.Listen with the HTTP API of package httpapi
+// (Options.WrapHandler may wrap it). Run starts the group committer, the
+// ingest loop, the index healer, the retention loop of the consumer
+// groups, the backfill runners and the HTTP server, and stops them in
+// order when ctx is cancelled or ingest fails; it closes everything on
+// return. Spill files of in-progress transactions live under
+// DataDir/spill. Options.FS carries every file operation of the journal,
+// the index, the coverage file and the backfill store (tests fault it).
+// cmd/pgq is a thin CLI over this package; nothing below it imports it.
 //
 // Storage failures: the journal is fail-stop, so a failed write or fsync
 // stops Run with that error (status and /readyz show it meanwhile). The
@@ -19,5 +31,6 @@
 //
 // Concurrency: Run owns the lifetime of every goroutine it starts; the
 // committer goroutine feeds the index through the ingest OnAppend hook
-// (each update on a goroutine of its own, at most one at a time).
+// (each update on a goroutine of its own, at most one at a time). Status
+// is safe to call from any goroutine while Run runs.
 package server

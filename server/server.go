@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pgq-dev/pgq/backfill"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/journal"
@@ -56,6 +59,10 @@ type Options struct {
 	// Consumers configures the consumer-group manager; its Journal, Index
 	// and Logger are filled in here.
 	Consumers consumers.ManagerOptions
+	// WrapHandler, when set, wraps the HTTP API's handler (an embedding
+	// program's middleware; the tests validate every answer against the
+	// OpenAPI document with it). nil: the API as it is.
+	WrapHandler func(http.Handler) http.Handler
 }
 
 // Validate checks the options and fills defaults.
@@ -83,8 +90,8 @@ type Server struct {
 	Committer *journal.Committer
 	Ingester  *ingest.Ingester
 	Registry  *prometheus.Registry
-	Mux       *http.ServeMux
 	Consumers *consumers.Manager
+	Backfills *backfill.Manager
 
 	listener net.Listener
 	server   *http.Server
@@ -92,6 +99,8 @@ type Server struct {
 	failed atomic.Pointer[error]
 	// indexBusy is true while an index update runs (see indexBatch).
 	indexBusy atomic.Bool
+	// closeOnce closes the stores once, whoever closes first.
+	closeOnce sync.Once
 }
 
 // Open acquires the data dir and prepares every part, without streaming.
@@ -103,7 +112,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
-	s := &Server{o: o, Registry: prometheus.NewRegistry(), Mux: http.NewServeMux()}
+	s := &Server{o: o, Registry: prometheus.NewRegistry()}
 	syncs := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "pgq_fsync_seconds", Help: "Latency of fsyncs of pgq's storage (store: journal, index).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
@@ -196,19 +205,27 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 			}
 		}
 	}
-	s.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	s.Mux.HandleFunc("GET /readyz", s.handleReady)
-	s.Mux.HandleFunc("GET /v1/status", s.handleStatus)
-	s.Mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
-	consumers.NewHandler(cm).Register(s.Mux)
+	bf, err := s.openBackfills() // backfill.go
+	if err != nil {
+		s.closeStores()
+		return nil, err
+	}
+	s.Backfills = bf
 	if err := s.Registry.Register(cm.Collector()); err != nil {
 		s.closeStores()
 		return nil, err
 	}
-	s.server = &http.Server{Handler: consumers.RequireBearer(o.AuthToken, consumers.JSONErrors(s.Mux)), ReadHeaderTimeout: 10 * time.Second}
+	h, err := httpapi.New(httpapi.Options{Groups: cm, Backfills: bf, Status: s.statusDoc, NotReady: s.notReady,
+		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken})
+	if err != nil {
+		s.closeStores()
+		return nil, err
+	}
+	var handler http.Handler = h
+	if o.WrapHandler != nil {
+		handler = o.WrapHandler(handler)
+	}
+	s.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
@@ -277,17 +294,9 @@ func (s *Server) storageErr() error {
 	return s.Journal.Err()
 }
 
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain")
-	if why := s.notReady(); why != "" {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(why + "\n"))
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
-}
-
-func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+// Status is the document GET /v1/status answers: ingest's status
+// (ingest.Status's fields), "groups", "journal_error" and "index".
+func (s *Server) Status() map[string]any {
 	st := s.Ingester.Status()
 	raw, _ := json.Marshal(st)
 	m := map[string]any{}
@@ -304,19 +313,15 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		idx["last_error"] = ist.LastError.Error()
 	}
 	m["index"] = idx
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(m)
+	return m
 }
+
+func (s *Server) statusDoc() any { return s.Status() }
 
 // Run serves HTTP, runs the committer and streams until ctx is cancelled
 // (nil) or ingest fails fatally. Everything is stopped and closed on return.
 func (s *Server) Run(ctx context.Context) error {
-	stopBackfills, bferr := s.startBackfills(ctx) // backfill.go
-	if bferr != nil {
-		s.closeStores()
-		return bferr
-	}
-	defer stopBackfills()
+	stopBackfills := s.runBackfills(ctx) // backfill.go
 	cctx, cancelCommitter := context.WithCancel(context.WithoutCancel(ctx))
 	committerDone := make(chan error, 1)
 	go func() { committerDone <- s.Committer.Run(cctx) }()
@@ -373,13 +378,33 @@ func (s *Server) Run(ctx context.Context) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.server.Shutdown(shutCtx)
+	stopBackfills()
 	s.closeStores()
 	return err
 }
 
-func (s *Server) closeStores() {
+// Close releases what Open acquired (the listener, the stores and the
+// data dir's lock) for a Server that is not run: Run stops and closes
+// everything itself when it returns, and Close after it does nothing.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		_ = s.listener.Close()
+		s.closeStoresNow()
+	})
+	return nil
+}
+
+// closeStores closes the stores once (Open's failures, Run's end, Close).
+func (s *Server) closeStores() { s.closeOnce.Do(s.closeStoresNow) }
+
+func (s *Server) closeStoresNow() {
 	if s.listener != nil && s.server == nil {
 		s.listener.Close()
+	}
+	if s.Backfills != nil {
+		if err := s.Backfills.Close(); err != nil {
+			s.o.Logger.Error("closing the backfill store", "error", err)
+		}
 	}
 	if s.Index != nil {
 		s.Index.Close()

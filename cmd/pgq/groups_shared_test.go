@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
 )
@@ -56,8 +56,10 @@ func TestGroupsSharedCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	mux := http.NewServeMux()
-	consumers.NewHandler(m).Register(mux)
+	mux, err := httpapi.New(httpapi.Options{Groups: m})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}}

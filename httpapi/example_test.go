@@ -1,9 +1,8 @@
-package consumers_test
+package httpapi_test
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
 )
@@ -43,9 +43,8 @@ func Example() {
 	}
 	m, _ := consumers.NewManager(consumers.ManagerOptions{Journal: j, Index: ix})
 	defer m.Close()
-	mux := http.NewServeMux()
-	consumers.NewHandler(m).Register(mux)
-	srv := httptest.NewServer(mux)
+	h, _ := httpapi.New(httpapi.Options{Groups: m})
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 
 	// The client side.

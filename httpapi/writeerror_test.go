@@ -1,4 +1,4 @@
-package consumers_test
+package httpapi_test
 
 import (
 	"encoding/json"
@@ -9,28 +9,29 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/httpapi"
 )
 
 // TestWriteErrorHidesInternalDetail: a 500 names an error id, not the
 // internal error text (paths, storage errors); a 4xx keeps its message.
 func TestWriteErrorHidesInternalDetail(t *testing.T) {
 	rec := httptest.NewRecorder()
-	consumers.WriteError(rec, errors.New("pebble: open /secret/path/index/000123.sst: input/output error"))
+	httpapi.WriteError(rec, errors.New("pebble: open /secret/path/index/000123.sst: input/output error"))
 	if rec.Code != http.StatusInternalServerError {
 		t.Fatalf("status %d, want 500", rec.Code)
 	}
-	var body struct{ Error consumers.Error }
+	var body struct{ Error api.Error }
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Error.Code != consumers.CodeInternal || strings.Contains(body.Error.Message, "/secret/path") || !strings.Contains(body.Error.Message, "error_id=") {
+	if body.Error.Code != api.CodeInternal || strings.Contains(body.Error.Message, "/secret/path") || !strings.Contains(body.Error.Message, "error_id=") {
 		t.Fatalf("500 body leaks or lacks the error id: %+v", body.Error)
 	}
 
 	rec = httptest.NewRecorder()
-	consumers.WriteError(rec, fmt.Errorf("%w: group %q", consumers.ErrNotFound, "g1"))
-	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `group \"g1\"`) {
+	httpapi.WriteError(rec, api.Errorf(api.ErrNotFound, "group %q not found", "g1"))
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"message":"group \"g1\" not found"`) {
 		t.Fatalf("404 lost its message: %d %s", rec.Code, rec.Body.String())
 	}
 }
@@ -39,8 +40,8 @@ func TestWriteErrorHidesInternalDetail(t *testing.T) {
 // with another method 405 method_not_allowed with Allow, both JSON; a body
 // labelled as a form (curl -d) or not labelled is read as JSON.
 func TestHTTPErrorsAlwaysJSON(t *testing.T) {
-	e := start(t, nil)
-	do := func(method, path, ct, body string) (*http.Response, consumers.Error) {
+	e := start(t, "")
+	do := func(method, path, ct, body string) (*http.Response, api.Error) {
 		t.Helper()
 		req, err := http.NewRequest(method, e.Base+path, strings.NewReader(body))
 		if err != nil {
@@ -54,7 +55,7 @@ func TestHTTPErrorsAlwaysJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var b struct{ Error consumers.Error }
+		var b struct{ Error api.Error }
 		_ = json.NewDecoder(resp.Body).Decode(&b)
 		return resp, b.Error
 	}
@@ -63,10 +64,10 @@ func TestHTTPErrorsAlwaysJSON(t *testing.T) {
 		status       int
 		code, allow  string
 	}{
-		{"GET", "/v1/nope", 404, consumers.CodeNotFound, ""},
-		{"GET", "/nope", 404, consumers.CodeNotFound, ""},
-		{"PUT", "/v1/groups/x", 405, consumers.CodeMethod, "DELETE, GET, HEAD"},
-		{"GET", "/v1/groups/x/fetch", 405, consumers.CodeMethod, "POST"},
+		{"GET", "/v1/nope", 404, api.CodeNotFound, ""},
+		{"GET", "/nope", 404, api.CodeNotFound, ""},
+		{"PUT", "/v1/groups/x", 405, api.CodeMethod, "DELETE, GET, HEAD"},
+		{"GET", "/v1/groups/x/fetch", 405, api.CodeMethod, "POST"},
 	} {
 		resp, apiErr := do(tc.method, tc.path, "", "")
 		if resp.StatusCode != tc.status || apiErr.Code != tc.code || resp.Header.Get("Content-Type") != "application/json" {
@@ -82,7 +83,7 @@ func TestHTTPErrorsAlwaysJSON(t *testing.T) {
 			t.Errorf("create with Content-Type %q: %d %+v", ct, resp.StatusCode, apiErr)
 		}
 	}
-	if resp, apiErr := do("POST", "/v1/groups", "application/msgpack", `{"name":"m"}`); resp.StatusCode != 400 || apiErr.Code != consumers.CodeBadRequest {
+	if resp, apiErr := do("POST", "/v1/groups", "application/msgpack", `{"name":"m"}`); resp.StatusCode != 400 || apiErr.Code != api.CodeBadRequest {
 		t.Errorf("msgpack request body: %d %+v, want 400 bad_request", resp.StatusCode, apiErr)
 	}
 }

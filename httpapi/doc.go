@@ -1,0 +1,36 @@
+// Package httpapi is pgq's HTTP API: the one package that speaks HTTP for
+// the server. It owns the mux and its route table (Routes), bearer-token
+// authentication, content negotiation, body limits and strict decoding,
+// the error envelope, the JSON answers to unknown routes (404) and wrong
+// methods (405), and the handlers of groups (exclusive and shared),
+// backfills, status, health and readiness, each a thin call into a domain
+// package (consumers, backfill) or a function the composition root
+// (package server) passes in. The domain packages import no net/http.
+//
+// # Contract
+//
+// openapi.json (embedded as OpenAPI, served at GET /v1/openapi.json) is
+// the machine-readable contract; docs/http-api.md is the prose. Tests fail
+// when a route, a path parameter or a status of the route table is missing
+// from the document, and validate real JSON answers against it.
+//
+// # Wire formats
+//
+// Request bodies are JSON whatever their Content-Type says (curl -d labels
+// them as a form), except multipart and msgpack, which are refused: at
+// most MaxRequestBytes (413 too_large beyond), unknown fields rejected,
+// exactly one value. Answers are JSON, or msgpack when the request says
+// "Accept: application/msgpack": the same maps as the JSON. A fetch of an
+// exclusive group renders each transaction as a line of `pgq journal
+// dump` (pgq.AppendJSON); with "Accept: application/vnd.pgq.records+msgpack"
+// (the Go client) each is [offset, record body] with the journaled record
+// body spliced verbatim. Errors are always JSON:
+// {"error":{"code":"...","message":"..."}}, the code from api's table
+// (api.Classify) and the message the error's own (api.Errorf); a 500 names
+// an error id under which pgq logged the detail, never the detail.
+//
+// # Concurrency
+//
+// An API is safe for concurrent use: it holds no state of its own beyond
+// its options; response buffers come from a sync.Pool.
+package httpapi

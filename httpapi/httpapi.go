@@ -1,0 +1,276 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/backfill"
+	"github.com/pgq-dev/pgq/consumers"
+)
+
+// MaxRequestBytes is the largest request body the API reads.
+const MaxRequestBytes = 1 << 20
+
+// Options configures the API. Groups is required; every other part is
+// optional, and the routes of a part that is nil are not mounted (a test
+// serving only groups answers not_found for /v1/backfills).
+type Options struct {
+	// Groups serves /v1/groups (exclusive and shared groups). Required.
+	Groups *consumers.Manager
+	// Backfills serves /v1/backfills; nil: not mounted.
+	Backfills *backfill.Manager
+	// Status returns the document of GET /v1/status (encoded as JSON);
+	// nil: not mounted.
+	Status func() any
+	// NotReady returns why pgq cannot take changes, "" when it can: GET
+	// /readyz answers 503 with it, else 200. nil: /readyz is not mounted.
+	NotReady func() string
+	// Metrics serves GET /metrics (Prometheus text); nil: not mounted.
+	Metrics http.Handler
+	// AuthToken, when set, is required as "Authorization: Bearer <token>"
+	// on every route but GET /healthz (compared in constant time).
+	AuthToken string
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if o.Groups == nil {
+		return errors.New("httpapi: Options.Groups is required")
+	}
+	return nil
+}
+
+// API is pgq's HTTP API: an http.Handler.
+type API struct {
+	o       Options
+	handler http.Handler
+}
+
+// New returns the API over the domain parts in o.
+func New(o Options) (*API, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	a := &API{o: o}
+	mux := http.NewServeMux()
+	for _, rt := range a.routes() {
+		if a.has(rt.part) {
+			mux.Handle(rt.Method+" "+rt.Pattern, rt.handler)
+		}
+	}
+	a.handler = requireBearer(o.AuthToken, jsonMuxErrors(mux))
+	return a, nil
+}
+
+// ServeHTTP serves the API.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+
+// Route is one endpoint of the API as openapi.json documents it.
+type Route struct {
+	Method string
+	// Pattern is the path with {name}-style parameters.
+	Pattern string
+	// Statuses are every HTTP status the route answers with.
+	Statuses []int
+	part     part
+	handler  http.HandlerFunc
+}
+
+// Status sets of the routes: each route's success status joins these.
+var (
+	// failed is what any route can answer besides its success: an
+	// internal error and pgq shutting down or restarting.
+	failed = []int{http.StatusInternalServerError, http.StatusServiceUnavailable}
+	// withBody adds what decoding a JSON body answers.
+	withBody = append([]int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}, failed...)
+	// named adds a group or backfill that may not exist (bad names are
+	// bad_request/invalid_name).
+	named = append([]int{http.StatusBadRequest, http.StatusNotFound}, failed...)
+	// namedBody is named with a body.
+	namedBody = append([]int{http.StatusRequestEntityTooLarge}, named...)
+)
+
+func statuses(ok int, sets ...[]int) []int {
+	out := []int{ok}
+	for _, s := range sets {
+		for _, c := range s {
+			if !containsStatus(out, c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func containsStatus(s []int, c int) bool {
+	for _, x := range s {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+var conflict = []int{http.StatusConflict}
+var outOfRange = []int{http.StatusRequestedRangeNotSatisfiable}
+
+// part is the domain part a route needs (Options); a route whose part is
+// missing is not mounted.
+type part int
+
+const (
+	always part = iota
+	partGroups
+	partBackfills
+	partStatus
+	partReady
+	partMetrics
+)
+
+func (a *API) has(p part) bool {
+	switch p {
+	case partGroups:
+		return a.o.Groups != nil
+	case partBackfills:
+		return a.o.Backfills != nil
+	case partStatus:
+		return a.o.Status != nil
+	case partReady:
+		return a.o.NotReady != nil
+	case partMetrics:
+		return a.o.Metrics != nil
+	}
+	return true
+}
+
+// routes is the route table: what New mounts and Routes documents. (The
+// handlers of a missing part are method values on nil and never called.)
+func (a *API) routes() []Route {
+	var (
+		g = &groups{m: a.o.Groups}
+		b = &backfills{m: a.o.Backfills}
+	)
+	rt := func(method, pattern string, p part, st []int, h http.HandlerFunc) Route {
+		return Route{Method: method, Pattern: pattern, Statuses: st, part: p, handler: h}
+	}
+	return []Route{
+		rt("GET", "/healthz", always, []int{http.StatusOK}, healthz),
+		rt("GET", "/readyz", partReady, []int{http.StatusOK, http.StatusServiceUnavailable}, a.ready),
+		rt("GET", "/metrics", partMetrics, []int{http.StatusOK}, a.metrics),
+		rt("GET", "/v1/status", partStatus, statuses(http.StatusOK, failed), a.status),
+		rt("GET", "/v1/openapi.json", always, []int{http.StatusOK}, openapi),
+
+		rt("POST", "/v1/groups", partGroups, statuses(http.StatusCreated, withBody, conflict, outOfRange), g.create),
+		rt("GET", "/v1/groups", partGroups, statuses(http.StatusOK, failed), g.list),
+		rt("GET", "/v1/groups/{name}", partGroups, statuses(http.StatusOK, named), g.get),
+		rt("DELETE", "/v1/groups/{name}", partGroups, statuses(http.StatusOK, named), g.delete),
+		rt("POST", "/v1/groups/{name}/reset", partGroups, statuses(http.StatusOK, namedBody, outOfRange), g.reset),
+		rt("POST", "/v1/groups/{name}/fetch", partGroups, statuses(http.StatusOK, namedBody, conflict, outOfRange), g.fetch),
+		rt("POST", "/v1/groups/{name}/commit", partGroups, statuses(http.StatusOK, namedBody, conflict), g.commit),
+		rt("POST", "/v1/groups/{name}/heartbeat", partGroups, statuses(http.StatusOK, namedBody, conflict), g.heartbeat),
+		rt("POST", "/v1/groups/{name}/release", partGroups, statuses(http.StatusOK, namedBody, conflict), g.release),
+		rt("POST", "/v1/groups/{name}/ack", partGroups, statuses(http.StatusOK, namedBody, conflict), g.settle(settleAck)),
+		rt("POST", "/v1/groups/{name}/nak", partGroups, statuses(http.StatusOK, namedBody, conflict), g.settle(settleNak)),
+		rt("POST", "/v1/groups/{name}/term", partGroups, statuses(http.StatusOK, namedBody, conflict), g.settle(settleTerm)),
+		rt("POST", "/v1/groups/{name}/progress", partGroups, statuses(http.StatusOK, namedBody, conflict), g.settle(settleProgress)),
+		rt("GET", "/v1/groups/{name}/parked", partGroups, statuses(http.StatusOK, named, conflict, outOfRange), g.parked),
+		rt("POST", "/v1/groups/{name}/parked/requeue", partGroups, statuses(http.StatusOK, namedBody, conflict), g.parkedAction(true)),
+		rt("POST", "/v1/groups/{name}/parked/drop", partGroups, statuses(http.StatusOK, namedBody, conflict), g.parkedAction(false)),
+
+		rt("POST", "/v1/backfills", partBackfills, statuses(http.StatusCreated, withBody, []int{http.StatusNotFound}), b.start),
+		rt("GET", "/v1/backfills", partBackfills, statuses(http.StatusOK, failed), b.list),
+		rt("GET", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, named), b.get),
+		rt("PATCH", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, namedBody), b.update),
+		rt("DELETE", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, named), b.cancel),
+	}
+}
+
+// Routes lists every route of a fully configured API with the statuses it
+// answers with; with authRequired (an AuthToken is set) every route but
+// GET /healthz may also answer 401. Every route answers 405 to another
+// method on its path. openapi.json documents exactly these (a test checks).
+func Routes(authRequired bool) []Route {
+	a := &API{o: Options{}}
+	rs := a.routes()
+	for i := range rs {
+		rs[i].handler = nil
+		if authRequired && rs[i].Pattern != "/healthz" {
+			rs[i].Statuses = append(rs[i].Statuses, http.StatusUnauthorized)
+		}
+	}
+	return rs
+}
+
+// jsonMuxErrors wraps a ServeMux so that its own replies for an unknown
+// route (404) and a known route with another method (405, with Allow) are
+// JSON errors like every other: not_found and method_not_allowed.
+func jsonMuxErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&muxErrorWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+// muxErrorWriter replaces the mux's plain-text 404 and 405 bodies.
+type muxErrorWriter struct {
+	http.ResponseWriter
+	r        *http.Request
+	replaced bool // the mux's body is being dropped
+}
+
+func (w *muxErrorWriter) WriteHeader(code int) {
+	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) &&
+		strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.replaced = true
+		err := api.Errorf(api.ErrNotFound, "no route %s %s", w.r.Method, w.r.URL.Path)
+		if code == http.StatusMethodNotAllowed {
+			err = api.Errorf(api.ErrMethod, "%s %s: allowed: %s", w.r.Method, w.r.URL.Path, w.Header().Get("Allow"))
+		}
+		WriteError(w.ResponseWriter, err)
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *muxErrorWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *muxErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// requireBearer wraps next so that every request except GET /healthz needs
+// "Authorization: Bearer <token>" (compared in constant time). An empty
+// token disables the check.
+func requireBearer(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="pgq"`)
+			WriteError(w, api.Errorf(api.ErrUnauthorized, "missing or wrong bearer token"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// errEncode is an internal error of encoding a response.
+func errEncode(err error) error {
+	return fmt.Errorf("%w: encode response: %v", api.ErrInternal, err)
+}

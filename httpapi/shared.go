@@ -1,0 +1,141 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/consumers"
+)
+
+// fetchShared answers a shared group's fetch: {"messages":[…]}, each
+// change as in `pgq journal dump`. msgpack when asked for (either msgpack
+// media type): the same maps.
+func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.FetchBody) {
+	msgs, err := g.m.FetchShared(r.Context(), r.PathValue("name"), consumers.FetchRequest{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait)})
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if !wantsMsgpack(r) && r.Header.Get("Accept") != api.MediaRecords {
+		writeBody(w, http.StatusOK, "application/json", appendMessagesJSON(make([]byte, 0, 256*len(msgs)+16), msgs))
+		return
+	}
+	if msgs == nil {
+		msgs = []api.Message{}
+	}
+	replyJSONShaped(w, r, http.StatusOK, api.MessagesResponse{Messages: msgs})
+}
+
+// appendMessagesJSON appends {"messages":[…]} and a newline, as
+// json.Marshal of api.MessagesResponse would (without its reflection and
+// the revalidation of each change); the changes are compact JSON from
+// pgq.AppendChangeJSON, ack ids and LSNs need no escaping.
+func appendMessagesJSON(b []byte, msgs []api.Message) []byte {
+	b = append(b, `{"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"offset":`...)
+		b = strconv.AppendUint(b, uint64(m.Offset), 10)
+		b = append(b, `,"xid":`...)
+		b = strconv.AppendUint(b, uint64(m.Xid), 10)
+		b = append(b, `,"commit_lsn":"`...)
+		b = append(b, m.CommitLSN...)
+		b = append(b, `","commit_time":"`...)
+		b = m.CommitTime.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","index":`...)
+		b = strconv.AppendInt(b, int64(m.Index), 10)
+		b = append(b, `,"change":`...)
+		b = append(b, m.Change...)
+		b = append(b, `,"delivery":`...)
+		b = strconv.AppendInt(b, int64(m.Delivery), 10)
+		b = append(b, `,"ack_id":"`...)
+		b = append(b, m.AckID...)
+		b = append(b, `"}`...)
+	}
+	return append(b, "]}\n"...)
+}
+
+// settleKind is what a settle route does with a shared group's messages.
+type settleKind int
+
+const (
+	settleAck settleKind = iota
+	settleNak
+	settleTerm
+	settleProgress
+)
+
+func (g *groups) settle(kind settleKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req api.AckBody
+		if !decoded(w, r, &req) {
+			return
+		}
+		if req.All || (kind != settleNak && (req.Delay != 0 || req.Unhandled)) {
+			WriteError(w, api.Errorf(api.ErrBadRequest, "all is for parked requeue and drop; delay and unhandled for nak"))
+			return
+		}
+		if req.Unhandled && req.Delay != 0 {
+			WriteError(w, api.Errorf(api.ErrBadRequest, "unhandled messages are delivered again at once: no delay"))
+			return
+		}
+		name, ctx := r.PathValue("name"), r.Context()
+		var (
+			n   int
+			err error
+		)
+		switch {
+		case req.Unhandled:
+			n, err = g.m.ReleaseUnhandled(ctx, name, req.AckIDs)
+		case kind == settleAck:
+			n, err = g.m.Ack(ctx, name, req.AckIDs)
+		case kind == settleNak:
+			n, err = g.m.Nak(ctx, name, req.AckIDs, time.Duration(req.Delay))
+		case kind == settleTerm:
+			n, err = g.m.Term(ctx, name, req.AckIDs)
+		default:
+			n, err = g.m.InProgress(ctx, name, req.AckIDs)
+		}
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		reply(w, r, http.StatusOK, api.AckResult{Count: n})
+	}
+}
+
+func (g *groups) parked(w http.ResponseWriter, r *http.Request) {
+	ps, err := g.m.Parked(r.Context(), r.PathValue("name"))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	replyJSONShaped(w, r, http.StatusOK, api.ParkedResponse{Parked: ps})
+}
+
+func (g *groups) parkedAction(requeue bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req api.AckBody
+		if !decoded(w, r, &req) {
+			return
+		}
+		if req.Delay != 0 || req.Unhandled {
+			WriteError(w, api.Errorf(api.ErrBadRequest, "delay and unhandled are for nak"))
+			return
+		}
+		act := g.m.Drop
+		if requeue {
+			act = g.m.Requeue
+		}
+		n, err := act(r.Context(), r.PathValue("name"), req.AckIDs, req.All)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		reply(w, r, http.StatusOK, api.AckResult{Count: n})
+	}
+}
