@@ -16,7 +16,7 @@ import (
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/ingest"
-	"github.com/pgq-dev/pgq/internal/apitest"
+	"github.com/pgq-dev/pgq/httpapi/apitest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/server"
 )

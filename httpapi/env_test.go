@@ -22,7 +22,7 @@ import (
 	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
-	"github.com/pgq-dev/pgq/internal/apitest"
+	"github.com/pgq-dev/pgq/httpapi/apitest"
 	"github.com/pgq-dev/pgq/journal"
 )
 

@@ -6,7 +6,7 @@ import _ "embed"
 // embedded): the contract that GET /v1/openapi.json serves, and that the
 // tests hold the server to. openapi_routes_test.go checks that it names
 // every registered route with its parameters and statuses, and
-// internal/apitest validates the JSON responses of the integration tests
+// httpapi/apitest validates the JSON responses of the integration tests
 // against it. docs/http-api.md stays the prose; edit both together.
 //
 //go:embed openapi.json
