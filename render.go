@@ -1,6 +1,7 @@
 package pgq
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -60,9 +61,31 @@ func (c *Change) Get(name string, old bool) (Value, Column, bool) {
 
 const commitTimeLayout = "2006-01-02T15:04:05.999999Z07:00"
 
+// JSONValues says how the JSON renderers write a value of type json or
+// jsonb.
+type JSONValues uint8
+
+const (
+	// JSONEmbedded embeds the value's JSON in the document: the contract
+	// of `pgq journal dump`, `pgq consume` and the JSON answers.
+	JSONEmbedded JSONValues = iota
+	// JSONAsText writes it as a JSON string holding the value's JSON
+	// text byte for byte: the form the msgpack answers are converted from.
+	// Embedded JSON would be parsed by the conversion, which turns numbers
+	// into float64 (2.50 becomes 2.5, 1e400 +Inf, integers beyond 64 bits
+	// lose digits) and collapses the duplicate keys of a json value.
+	JSONAsText
+)
+
 // AppendJSON appends tx as one line of the `pgq journal dump` / `pgq
 // consume` contract (without the trailing newline).
 func AppendJSON(b []byte, tx *Transaction) []byte {
+	return AppendJSONAs(b, tx, JSONEmbedded)
+}
+
+// AppendJSONAs is AppendJSON with json and jsonb values written as jv
+// says.
+func AppendJSONAs(b []byte, tx *Transaction, jv JSONValues) []byte {
 	b = append(b, `{"offset":`...)
 	b = strconv.AppendUint(b, uint64(tx.Offset), 10)
 	b = append(b, `,"xid":`...)
@@ -91,13 +114,19 @@ func AppendJSON(b []byte, tx *Transaction) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = AppendChangeJSON(b, &tx.Changes[i])
+		b = AppendChangeJSONAs(b, &tx.Changes[i], jv)
 	}
 	return append(b, "]}"...)
 }
 
 // AppendChangeJSON appends one change in the contract's JSON form.
 func AppendChangeJSON(b []byte, c *Change) []byte {
+	return AppendChangeJSONAs(b, c, JSONEmbedded)
+}
+
+// AppendChangeJSONAs is AppendChangeJSON with json and jsonb values
+// written as jv says.
+func AppendChangeJSONAs(b []byte, c *Change, jv JSONValues) []byte {
 	b = append(b, `{"op":"`...)
 	b = append(b, c.Op.String()...)
 	b = append(b, '"')
@@ -162,9 +191,9 @@ func AppendChangeJSON(b []byte, c *Change) []byte {
 	b = append(b, `,"table":`...)
 	b = appendString(b, c.Table)
 	b = append(b, `,"new":`...)
-	b = appendTuple(b, c.Columns, c.New, false)
+	b = appendTuple(b, c.Columns, c.New, false, jv)
 	b = append(b, `,"old":`...)
-	b = appendTuple(b, c.Columns, c.Old, c.OldKind == OldKey)
+	b = appendTuple(b, c.Columns, c.Old, c.OldKind == OldKey, jv)
 	toast := false
 	for i, v := range c.New {
 		if v.Kind != ValueUnchangedTOAST || i >= len(c.Columns) {
@@ -181,10 +210,62 @@ func AppendChangeJSON(b []byte, c *Change) []byte {
 	if toast {
 		b = append(b, ']')
 	}
+	b = appendJSONNulls(b, c)
 	return append(b, '}')
 }
 
-func appendTuple(b []byte, cols []Column, vals []Value, keyOnly bool) []byte {
+// appendJSONNulls appends "json_null":{"new":[…],"old":[…]}, the columns
+// of each image whose json or jsonb value is JSON's null, when there are
+// any. Their values render as null, like SQL NULL: a consumer that knows
+// nothing of json_null reads what it always did, one that does can tell
+// the two apart.
+func appendJSONNulls(b []byte, c *Change) []byte {
+	if !hasJSONNull(c.Columns, c.New, false) && !hasJSONNull(c.Columns, c.Old, c.OldKind == OldKey) {
+		return b
+	}
+	b = append(b, `,"json_null":{"new":`...)
+	b = appendJSONNullNames(b, c.Columns, c.New, false)
+	b = append(b, `,"old":`...)
+	b = appendJSONNullNames(b, c.Columns, c.Old, c.OldKind == OldKey)
+	return append(b, '}')
+}
+
+func hasJSONNull(cols []Column, vals []Value, keyOnly bool) bool {
+	for i := range vals {
+		if i < len(cols) && (!keyOnly || cols[i].Key) && IsJSONNull(cols[i].ValueType(), vals[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func appendJSONNullNames(b []byte, cols []Column, vals []Value, keyOnly bool) []byte {
+	b = append(b, '[')
+	first := true
+	for i := range vals {
+		if i >= len(cols) || (keyOnly && !cols[i].Key) || !IsJSONNull(cols[i].ValueType(), vals[i]) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, cols[i].Name)
+	}
+	return append(b, ']')
+}
+
+// IsJSONNull reports whether v, of type typeOID, is a json or jsonb value
+// holding JSON's null (not SQL NULL, which is a Value of kind ValueNull).
+func IsJSONNull(typeOID uint32, v Value) bool {
+	if v.Kind != ValueText || (typeOID != pgtype.JSONOID && typeOID != pgtype.JSONBOID) {
+		return false
+	}
+	// json keeps the text as written, blanks around it included.
+	return string(bytes.Trim(v.Data, " \t\r\n")) == "null"
+}
+
+func appendTuple(b []byte, cols []Column, vals []Value, keyOnly bool, jv JSONValues) []byte {
 	if vals == nil {
 		return append(b, "null"...)
 	}
@@ -200,7 +281,7 @@ func appendTuple(b []byte, cols []Column, vals []Value, keyOnly bool) []byte {
 		first = false
 		b = appendString(b, cols[i].Name)
 		b = append(b, ':')
-		b = AppendValueJSON(b, cols[i].TypeOID, v)
+		b = appendValue(b, cols[i].ValueType(), v, jv)
 	}
 	return append(b, '}')
 }
@@ -208,7 +289,12 @@ func appendTuple(b []byte, cols []Column, vals []Value, keyOnly bool) []byte {
 // AppendValueJSON renders one value by its type: integer types as JSON
 // numbers, bool as true/false, json/jsonb embedded, NULL as null, binary
 // values as base64 strings and every other type as PostgreSQL's text form.
+// For a domain, pass its base type (Column.ValueType).
 func AppendValueJSON(b []byte, typeOID uint32, v Value) []byte {
+	return appendValue(b, typeOID, v, JSONEmbedded)
+}
+
+func appendValue(b []byte, typeOID uint32, v Value, jv JSONValues) []byte {
 	switch v.Kind {
 	case ValueNull, ValueUnchangedTOAST:
 		return append(b, "null"...)
@@ -233,7 +319,7 @@ func AppendValueJSON(b []byte, typeOID uint32, v Value) []byte {
 			return append(b, "false"...)
 		}
 	case pgtype.JSONOID, pgtype.JSONBOID:
-		if json.Valid(v.Data) {
+		if jv == JSONEmbedded && json.Valid(v.Data) {
 			return append(b, v.Data...)
 		}
 	}

@@ -75,6 +75,22 @@ type Column struct {
 	TypeOID uint32
 	// Key is true when the column is part of the replica identity.
 	Key bool
+	// BaseTypeOID is the base type of a column whose type is a domain
+	// (through domains over domains), which its values are rendered and
+	// decoded by: a domain over int4 is a number like int4. 0 when TypeOID
+	// is no domain, or when pgq did not know the base type (records
+	// journaled before pgq recorded it: their domain values render as
+	// PostgreSQL's text form, as they always did).
+	BaseTypeOID uint32
+}
+
+// ValueType is the type OID the column's values are rendered and decoded
+// by: BaseTypeOID when known, else TypeOID.
+func (c *Column) ValueType() uint32 {
+	if c.BaseTypeOID != 0 {
+		return c.BaseTypeOID
+	}
+	return c.TypeOID
 }
 
 // OldKind says what Change.Old holds.

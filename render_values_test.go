@@ -1,0 +1,95 @@
+package pgq
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func tv(s string) Value { return Value{Kind: ValueText, Data: []byte(s)} }
+
+var sqlNull = Value{Kind: ValueNull}
+
+// TestRenderJSONNull: a json or jsonb value holding JSON's null renders as
+// null like SQL NULL, and json_null names it per image, so that the two
+// can be told apart; SQL NULL of a json column, JSON null of a text
+// column (the text "null") and a non-key column of a key-only old image
+// are not listed.
+func TestRenderJSONNull(t *testing.T) {
+	cols := []Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "j", TypeOID: 3802}, {Name: "js", TypeOID: 114, Key: true}, {Name: "t", TypeOID: 25}, {Name: "dj", TypeOID: 16400, BaseTypeOID: 3802}}
+	for _, tc := range []struct {
+		name string
+		c    Change
+		want string
+	}{
+		{"sql null only", Change{Op: OpInsert, Schema: "s", Table: "x", Columns: cols, New: []Value{tv("1"), sqlNull, sqlNull, tv("null"), sqlNull}},
+			`{"op":"insert","schema":"s","table":"x","new":{"id":1,"j":null,"js":null,"t":"null","dj":null},"old":null}`},
+		{"json null", Change{Op: OpInsert, Schema: "s", Table: "x", Columns: cols, New: []Value{tv("1"), tv("null"), tv(" null\n"), sqlNull, tv("null")}},
+			"{\"op\":\"insert\",\"schema\":\"s\",\"table\":\"x\",\"new\":{\"id\":1,\"j\":null,\"js\": null\n,\"t\":null,\"dj\":null},\"old\":null,\"json_null\":{\"new\":[\"j\",\"js\",\"dj\"],\"old\":[]}}"},
+		{"old full", Change{Op: OpUpdate, Schema: "s", Table: "x", Columns: cols, OldKind: OldFull, New: []Value{tv("1"), tv("{}"), sqlNull, sqlNull, sqlNull}, Old: []Value{tv("1"), tv("null"), sqlNull, sqlNull, sqlNull}},
+			`{"op":"update","schema":"s","table":"x","new":{"id":1,"j":{},"js":null,"t":null,"dj":null},"old":{"id":1,"j":null,"js":null,"t":null,"dj":null},"json_null":{"new":[],"old":["j"]}}`},
+		{"old key only", Change{Op: OpDelete, Schema: "s", Table: "x", Columns: cols, OldKind: OldKey, Old: []Value{tv("1"), tv("null"), tv("null"), sqlNull, sqlNull}},
+			`{"op":"delete","schema":"s","table":"x","new":null,"old":{"id":1,"js":null},"json_null":{"new":[],"old":["js"]}}`},
+		{"json string null", Change{Op: OpInsert, Schema: "s", Table: "x", Columns: cols, New: []Value{tv("1"), tv(`"null"`), tv("[null]"), sqlNull, sqlNull}},
+			`{"op":"insert","schema":"s","table":"x","new":{"id":1,"j":"null","js":[null],"t":null,"dj":null},"old":null}`},
+	} {
+		got := string(AppendChangeJSON(nil, &tc.c))
+		if got != tc.want {
+			t.Errorf("%s\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+		if !json.Valid([]byte(got)) {
+			t.Errorf("%s: invalid JSON %s", tc.name, got)
+		}
+	}
+}
+
+// TestRenderDomainByBaseType: a domain column whose base type is known
+// renders as its base type (numbers, booleans, embedded JSON); without
+// a base type (a record journaled before pgq recorded it) it renders as
+// text, as it always did.
+func TestRenderDomainByBaseType(t *testing.T) {
+	cols := []Column{
+		{Name: "i4", TypeOID: 16385, BaseTypeOID: 23}, {Name: "i8", TypeOID: 16386, BaseTypeOID: 20},
+		{Name: "n", TypeOID: 16387, BaseTypeOID: 1700}, {Name: "b", TypeOID: 16388, BaseTypeOID: 16},
+		{Name: "j", TypeOID: 16389, BaseTypeOID: 3802}, {Name: "old", TypeOID: 16385},
+	}
+	c := Change{Op: OpInsert, Schema: "s", Table: "d", Columns: cols,
+		New: []Value{tv("-7"), tv("9223372036854775807"), tv("2.50"), tv("t"), tv(`{"a":2.50}`), tv("42")}}
+	got := string(AppendChangeJSON(nil, &c))
+	want := `{"op":"insert","schema":"s","table":"d","new":{"i4":-7,"i8":9223372036854775807,"n":"2.50","b":true,"j":{"a":2.50},"old":"42"},"old":null}`
+	if got != want {
+		t.Fatalf("\n got %s\nwant %s", got, want)
+	}
+	if v := cols[5].ValueType(); v != 16385 {
+		t.Errorf("ValueType without a base type = %d, want the column's type", v)
+	}
+}
+
+// TestRenderJSONAsText: JSONEmbedded keeps a json value's text byte for
+// byte in the document (numbers beyond float64, duplicate keys); JSONAsText
+// writes it as a JSON string holding that text, for the msgpack answers,
+// while SQL NULL stays null and other types are unchanged.
+func TestRenderJSONAsText(t *testing.T) {
+	cols := []Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "j", TypeOID: 114}, {Name: "jb", TypeOID: 3802}, {Name: "n", TypeOID: 3802}}
+	c := Change{Op: OpInsert, Schema: "s", Table: "x", Columns: cols,
+		New: []Value{tv("1"), tv(`{"a":1,"a":2, "big":123456789012345678901234567890}`), tv("1e400"), tv("null")}}
+	tx := &Transaction{Final: true, Changes: []Change{c, {Op: OpInsert, Schema: "s", Table: "x", Columns: cols, New: []Value{tv("2"), sqlNull, tv("2.50"), tv(`"s"`)}}}}
+
+	emb := string(AppendJSON(nil, tx))
+	for _, want := range []string{`"j":{"a":1,"a":2, "big":123456789012345678901234567890}`, `"jb":1e400`, `"jb":2.50`, `"n":"s"`, `"json_null":{"new":["n"],"old":[]}`} {
+		if !contains(emb, want) {
+			t.Errorf("embedded form lacks %s: %s", want, emb)
+		}
+	}
+	txt := string(AppendJSONAs(nil, tx, JSONAsText))
+	for _, want := range []string{`"j":"{\"a\":1,\"a\":2, \"big\":123456789012345678901234567890}"`, `"jb":"1e400"`, `"jb":"2.50"`, `"n":"\"s\""`, `"n":"null"`, `"j":null`, `"id":2`, `"json_null":{"new":["n"],"old":[]}`} {
+		if !contains(txt, want) {
+			t.Errorf("text form lacks %s: %s", want, txt)
+		}
+	}
+	if !json.Valid([]byte(txt)) {
+		t.Fatalf("text form is not JSON: %s", txt)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
