@@ -27,6 +27,12 @@ import (
 //	[6] final         bool
 //	[7] relations     array of [schema str, table str, columns array]
 //	                  where columns is flat: name str, type OID uint, key bool, ...
+//	                  A relation with a domain column whose base type is known
+//	                  has a fourth element: base types, an array of one uint
+//	                  per column (the base type's OID, 0 for no domain). Every
+//	                  other relation keeps 3 elements, byte for byte as
+//	                  before; a 3-element relation decodes with every
+//	                  Column.BaseTypeOID 0.
 //	[8] changes       array of changes, each an array whose first element is the op:
 //	    insert/update/delete (and any unknown op):
 //	        [op, relation index uint, old kind uint, new values|nil, old values|nil]
@@ -196,7 +202,12 @@ func appendRowChange(b []byte, op pgq.Op, rel int, oldKind pgq.OldKind, newRow, 
 
 // appendRelation appends one entry of a record's relation table.
 func appendRelation(b []byte, r *relRef) []byte {
-	b = appendArrayHdr(b, 3)
+	domains := hasBaseTypes(r.cols)
+	if domains {
+		b = appendArrayHdr(b, 4)
+	} else {
+		b = appendArrayHdr(b, 3)
+	}
 	b = appendStr(b, r.schema)
 	b = appendStr(b, r.table)
 	b = appendArrayHdr(b, 3*len(r.cols))
@@ -205,7 +216,44 @@ func appendRelation(b []byte, r *relRef) []byte {
 		b = appendUint(b, uint64(col.TypeOID))
 		b = appendBool(b, col.Key)
 	}
+	if domains {
+		b = appendArrayHdr(b, len(r.cols))
+		for _, col := range r.cols {
+			b = appendUint(b, uint64(col.BaseTypeOID))
+		}
+	}
 	return b
+}
+
+// hasBaseTypes reports whether a relation needs its fourth element.
+func hasBaseTypes(cols []pgq.Column) bool {
+	for i := range cols {
+		if cols[i].BaseTypeOID != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// relationLen reads a relation's array header: 3 elements, or 4 with
+// base types.
+func (d *reader) relationLen() int {
+	n := d.ArrayLen()
+	if d.Err == nil && n != 3 && n != 4 {
+		d.Fail("relation: want 3 or 4 elements, got %d", n)
+	}
+	return n
+}
+
+// decodeBaseTypes reads a relation's fourth element into cols.
+func (d *reader) decodeBaseTypes(cols []pgq.Column) {
+	if n := d.ArrayLen(); d.Err == nil && n != len(cols) {
+		d.Fail("relation base types: %d for %d columns", n, len(cols))
+		return
+	}
+	for i := 0; i < len(cols) && d.Err == nil; i++ {
+		cols[i].BaseTypeOID = uint32(d.Uint(math.MaxUint32, "base type OID"))
+	}
 }
 
 // bodyLen is the number of elements of tx's body array.
@@ -542,7 +590,7 @@ func (d *reader) decodeRelation(r *relRef) {
 		}
 		d.P = start
 	}
-	d.ExpectArray(3, "relation")
+	nrel := d.relationLen()
 	r.schema = d.Str()
 	r.table = d.Str()
 	n := d.ArrayLen()
@@ -558,6 +606,9 @@ func (d *reader) decodeRelation(r *relRef) {
 			cols[i].Key = d.Bool()
 		}
 		r.cols = cols
+	}
+	if nrel == 4 {
+		d.decodeBaseTypes(r.cols)
 	}
 	if d.rels != nil && d.Err == nil {
 		if d.rels.rels == nil || len(d.rels.rels) >= maxCachedRelations {
@@ -665,7 +716,7 @@ func (d *reader) decodeRowChange(c *pgq.Change, i, nch int, rels []relRef, width
 // skipRelation steps over one entry of the relation table, checking its
 // shape, without allocating.
 func (d *reader) skipRelation() {
-	d.ExpectArray(3, "relation")
+	nrel := d.relationLen()
 	d.Bytes()
 	d.Bytes()
 	n := d.ArrayLen()
@@ -677,6 +728,16 @@ func (d *reader) skipRelation() {
 		d.Bytes()
 		d.Uint(math.MaxUint32, "type OID")
 		d.Bool()
+	}
+	if nrel != 4 || d.Err != nil {
+		return
+	}
+	if nb := d.ArrayLen(); d.Err == nil && nb != n/3 {
+		d.Fail("relation base types: %d for %d columns", nb, n/3)
+		return
+	}
+	for i := 0; i < n/3 && d.Err == nil; i++ {
+		d.Uint(math.MaxUint32, "base type OID")
 	}
 }
 

@@ -13,7 +13,14 @@
 // part, final, a relation table (schema, table and the flat name/type
 // OID/key list of each relation used) and the changes, each referring to
 // its relation by index, so any record decodes alone; records of a
-// backfill chunk carry a tenth element, the backfill id. Truncate,
+// backfill chunk carry a tenth element, the backfill id. A relation with
+// a domain column carries a fourth element, the base type of each column
+// (Column.BaseTypeOID, which values render and decode by); relations
+// without one keep their three elements byte for byte, and records
+// journaled before base types were recorded decode with BaseTypeOID 0 (a
+// domain's values then render as text, as they did). A pgq older than
+// the base types refuses a relation with four elements: do not go back to
+// one once a domain column was journaled. Truncate,
 // message, ddl and gap changes have their own short forms. The decoder is
 // bounds-checked and never panics on bad bytes (FuzzRecord). It reads
 // with internal/msgp, pgq's one hand-written msgpack reader, which the Go
