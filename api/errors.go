@@ -9,7 +9,7 @@ import (
 // Error codes of the HTTP API ({"error":{"code":...}}).
 const (
 	CodeBadRequest    = "bad_request"        // malformed body, unknown field, bad value
-	CodeInvalidName   = "invalid_name"       // group name not [A-Za-z0-9_.-]{1,128}
+	CodeInvalidName   = "invalid_name"       // group name not [A-Za-z0-9_.-]{1,128}, or "." / ".."
 	CodeBadPosition   = "bad_position"       // unparsable start position
 	CodeNotFound      = "not_found"          // no such group (or route)
 	CodeMethod        = "method_not_allowed" // the route exists, not with this method (see Allow)

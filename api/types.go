@@ -40,10 +40,16 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
-// ValidateName checks a group name: 1 to 128 of [A-Za-z0-9_.-].
+// ValidateName checks a group name: 1 to 128 of [A-Za-z0-9_.-], and not
+// "." or "..": those are dot segments of a URL path, which HTTP clients
+// and servers resolve away (/v1/groups/.. is /v1), so such a group could
+// never be named in a request.
 func ValidateName(name string) error {
 	if !nameRE.MatchString(name) {
 		return Errorf(ErrInvalidName, "invalid group name %q: want 1 to 128 of A-Z a-z 0-9 _ . -", name)
+	}
+	if name == "." || name == ".." {
+		return Errorf(ErrInvalidName, "invalid group name %q: \".\" and \"..\" are path segments a URL cannot carry", name)
 	}
 	return nil
 }

@@ -86,7 +86,8 @@ func (p Position) String() string {
 	return "invalid"
 }
 
-// ValidateName checks a group name: 1 to 128 of [A-Za-z0-9_.-].
+// ValidateName checks a group name (api.ValidateName): 1 to 128 of
+// [A-Za-z0-9_.-], not "." or "..".
 func ValidateName(name string) error { return api.ValidateName(name) }
 
 // Filter selects changes. The zero Filter selects everything.
