@@ -609,7 +609,7 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 	deadline := time.Now().Add(req.Wait)
 	for {
 		changed := m.j.Changed()
-		out, notify, next, err := m.fetchSharedStep(g, req.Max)
+		out, notify, next, err := m.fetchSharedStep(g, req.Max, req.JSONValues)
 		if err != nil {
 			return nil, err
 		}
@@ -642,7 +642,7 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 // a pending message becomes visible or an in-flight one expires. What it
 // changed (delivery counts, parks of expired messages) is written in the
 // background (writeSoonLocked): a fetch does not wait for an fsync.
-func (m *Manager) fetchSharedStep(g *group, max int) (out []api.Message, notify <-chan struct{}, next time.Time, err error) {
+func (m *Manager) fetchSharedStep(g *group, max int, jv pgq.JSONValues) (out []api.Message, notify <-chan struct{}, next time.Time, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
@@ -717,7 +717,7 @@ func (m *Manager) fetchSharedStep(g *group, max int) (out []api.Message, notify 
 		}
 		sh.inFlight++
 		seq = sh.queueDelivery(msg, 0)
-		buf = pgq.AppendChangeJSON(buf[:0], &msg.tx.Changes[msg.id.idx])
+		buf = pgq.AppendChangeJSONAs(buf[:0], &msg.tx.Changes[msg.id.idx], jv)
 		out = append(out, api.Message{Offset: msg.id.off, Xid: msg.tx.Xid, CommitLSN: msg.tx.CommitLSN.String(), CommitTime: msg.tx.CommitTime.UTC(),
 			Index: msg.id.idx, Change: append([]byte(nil), buf...), Delivery: msg.delivery, AckID: formatAckID(msg.id, msg.delivery, sh.epoch)})
 	}
@@ -802,8 +802,12 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 	sh, cfg := g.sh, g.st.Shared
 	now := m.o.Now()
 	seq := g.expireLocked(now)
-	// Check every id first: a bad one changes nothing.
+	// Check every id first: a bad one changes nothing. A message named
+	// twice (the same id repeated, or spelled twice) is settled once:
+	// settling it again would count it twice and, for a nak, take it out
+	// of flight twice.
 	msgs := make([]*sharedMsg, 0, len(ackIDs))
+	seen := make(map[*sharedMsg]bool, len(ackIDs))
 	for _, s := range ackIDs {
 		msg, acked, err := g.settleTargetLocked(s, kind)
 		if err != nil {
@@ -815,7 +819,10 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 			seq = sh.seq
 			continue
 		}
-		msgs = append(msgs, msg)
+		if !seen[msg] {
+			seen[msg] = true
+			msgs = append(msgs, msg)
+		}
 	}
 	for _, msg := range msgs {
 		seq = g.settleMsgLocked(msg, kind, delay, cfg, now, seq)
@@ -899,6 +906,12 @@ func (g *group) settleMsgLocked(msg *sharedMsg, kind int, delay time.Duration, c
 // Parked lists a shared group's parked messages (not those requeued), in
 // commit order.
 func (m *Manager) Parked(ctx context.Context, name string) ([]api.ParkedMessage, error) {
+	return m.ParkedAs(ctx, name, pgq.JSONEmbedded)
+}
+
+// ParkedAs is Parked with json values of the changes rendered as jv says
+// (httpapi's msgpack answers ask for pgq.JSONAsText).
+func (m *Manager) ParkedAs(ctx context.Context, name string, jv pgq.JSONValues) ([]api.ParkedMessage, error) {
 	g, err := m.sharedGroup(name)
 	if err != nil {
 		return nil, err
@@ -934,7 +947,7 @@ func (m *Manager) Parked(ctx context.Context, name string) ([]api.ParkedMessage,
 		if tx == nil || p.Index >= len(tx.Changes) {
 			return nil, fmt.Errorf("consumers: group %q: parked message %d.%d is not in its record", name, p.Offset, p.Index)
 		}
-		buf = pgq.AppendChangeJSON(buf[:0], &tx.Changes[p.Index])
+		buf = pgq.AppendChangeJSONAs(buf[:0], &tx.Changes[p.Index], jv)
 		id := msgID{p.Offset, p.Index}
 		out = append(out, api.ParkedMessage{Message: api.Message{Offset: p.Offset, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
 			Index: p.Index, Change: append([]byte(nil), buf...), Delivery: p.Delivery, AckID: formatAckID(id, max(p.Delivery, 1), "")},
