@@ -40,7 +40,7 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 			if !m.First {
 				return true, fmt.Errorf("ingest: stream block of xid %d without its first block", m.Xid)
 			}
-			t = newSpillTx(s.in.o.SpillDir, m.Xid, s.chunkBytes())
+			t = s.newSpill(m.Xid)
 			st.open[m.Xid] = t
 			s.in.tracker.StreamStarted()
 			s.in.o.Metrics.StreamsStarted.Inc()
@@ -57,6 +57,7 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 		}
 		if m.SubXid != m.Xid {
 			t.abortSub(m.SubXid)
+			t.ddl.reset() // a proof row of the aborted subtransaction proves nothing
 			return true, nil
 		}
 		delete(st.open, m.Xid)
@@ -70,14 +71,18 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 		switch m := msg.(type) {
 		case *pgoutput.Origin:
 			st.cur.origin = m.Name
-		case *pgoutput.Relation, *pgoutput.TypeMsg:
+		case *pgoutput.Relation:
 			// Cached by the decoder; spilled changes carry names and types.
+			s.resolveBaseTypes(ctx, m)
+		case *pgoutput.TypeMsg:
 		case *pgoutput.Row:
 			xid := m.Xid
 			if xid == 0 {
 				xid = st.cur.xid
 			}
-			asDDL(&m.Change)
+			if s.checkDDL(&st.cur.ddl, &m.Change, xid) {
+				return true, nil // a proof row: pgq's, not the user's
+			}
 			return true, st.cur.add(xid, &m.Change)
 		default:
 			return true, fmt.Errorf("ingest: unexpected %T inside a stream block", msg)
