@@ -40,7 +40,7 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 			if !m.First {
 				return true, fmt.Errorf("ingest: stream block of xid %d without its first block", m.Xid)
 			}
-			t = s.newSpill(m.Xid)
+			t = newSpillTx(s.in.o.SpillDir, m.Xid, s.chunkBytes())
 			st.open[m.Xid] = t
 			s.in.tracker.StreamStarted()
 			s.in.o.Metrics.StreamsStarted.Inc()
@@ -71,10 +71,8 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 		switch m := msg.(type) {
 		case *pgoutput.Origin:
 			st.cur.origin = m.Name
-		case *pgoutput.Relation:
+		case *pgoutput.Relation, *pgoutput.TypeMsg:
 			// Cached by the decoder; spilled changes carry names and types.
-			s.resolveBaseTypes(ctx, m)
-		case *pgoutput.TypeMsg:
 		case *pgoutput.Row:
 			xid := m.Xid
 			if xid == 0 {
