@@ -105,7 +105,7 @@ func (f *BridgeFlags) tlsConfig() (*tls.Config, error) {
 func (c *BridgeJetStreamCmd) Run(ctx context.Context, log *slog.Logger) error {
 	o, err := c.options()
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -132,7 +132,7 @@ func (c *BridgeJetStreamCmd) options() (jetstream.Options, error) {
 func (c *BridgeKafkaCmd) Run(ctx context.Context, log *slog.Logger) error {
 	o, err := c.options()
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	p, err := kafka.New(ctx, o)
 	if err != nil {
@@ -164,7 +164,7 @@ func (c *BridgeKafkaCmd) options() (kafka.Options, error) {
 func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publisher) error {
 	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken})
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	// Fail at once on a missing group or a bad token; pgq being down is
 	// waited out by the bridge itself.

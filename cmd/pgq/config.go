@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -46,6 +47,9 @@ func configResolver(data []byte) (*fileResolver, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkKeys(data); err != nil {
+		return nil, err
+	}
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 		js = []byte("{}")
 	}
@@ -54,6 +58,34 @@ func configResolver(data []byte) (*fileResolver, error) {
 		return nil, fmt.Errorf("want a map of flag names to values: %w", err)
 	}
 	return &fileResolver{values: values}, nil
+}
+
+// checkKeys refuses the keys a map would hide: one given twice (also as
+// pg-url and pg_url, which name one flag), of which the map keeps only the
+// last, and config, which cannot take effect (the file is already being
+// read). It walks the YAML nodes for their line numbers.
+func checkKeys(data []byte) error {
+	var doc yaml3.Node
+	if err := yaml3.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	if doc.Kind != yaml3.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml3.MappingNode {
+		return nil // empty, or not a map: configResolver says so
+	}
+	m := doc.Content[0]
+	seen := map[string]*yaml3.Node{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i]
+		name := strings.ReplaceAll(k.Value, "_", "-")
+		if name == "config" {
+			return fmt.Errorf("line %d: key %s: a config file cannot name another (give --config or PGQ_CONFIG once)", k.Line, k.Value)
+		}
+		if first, dup := seen[name]; dup {
+			return fmt.Errorf("line %d: key %s repeats %s of line %d (give each flag once)", k.Line, k.Value, first.Value, first.Line)
+		}
+		seen[name] = k
+	}
+	return nil
 }
 
 // fileResolver resolves a flag from the file's key of the same name, with

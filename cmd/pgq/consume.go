@@ -40,7 +40,7 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 	}
 	cl, err := client.Dial(c.Addr, client.Options{Token: c.AuthToken, Retry: client.RetryOptions{GiveUp: giveUp}})
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	gi, err := cl.Group(ctx, c.Group)
 	if err != nil {

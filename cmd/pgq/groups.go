@@ -21,7 +21,8 @@ type APIFlags struct {
 // client dials the API. Admin commands retry a restarting pgq for a
 // short while, then report it unreachable.
 func (f APIFlags) client() (*client.Client, error) {
-	return client.Dial(f.Addr, client.Options{Token: f.AuthToken, Retry: client.RetryOptions{GiveUp: 5 * time.Second}})
+	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken, Retry: client.RetryOptions{GiveUp: 5 * time.Second}})
+	return cl, usage(err)
 }
 
 // GroupsCmd is `pgq groups`.
@@ -76,7 +77,7 @@ func (c *GroupsCreateCmd) Run(ctx context.Context) error {
 	for _, b := range splitList(c.Backoff) {
 		d, err := time.ParseDuration(b)
 		if err != nil {
-			return fmt.Errorf("--backoff %q: %w", b, err)
+			return usage(fmt.Errorf("--backoff %q: %w", b, err))
 		}
 		req.Backoff = append(req.Backoff, api.Duration(d))
 	}
@@ -242,7 +243,7 @@ func (c *GroupsParkedDropCmd) Run(ctx context.Context) error { return c.run(ctx,
 
 func (c *GroupsParkedActionCmd) run(ctx context.Context, requeue bool) error {
 	if c.All == (len(c.AckIDs) > 0) {
-		return errors.New("give ack ids or --all")
+		return usage(errors.New("give ack ids or --all"))
 	}
 	cl, err := c.client()
 	if err != nil {

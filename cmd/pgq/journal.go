@@ -32,7 +32,7 @@ type JournalDumpCmd struct {
 func journalDir(dataDir string) (string, error) {
 	dir := filepath.Join(dataDir, "journal")
 	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("no journal in %s: %w", dataDir, err)
+		return "", usage(fmt.Errorf("no journal in %s: %w", dataDir, err))
 	}
 	return dir, nil
 }
@@ -92,7 +92,7 @@ func (c *JournalVerifyCmd) Run() error {
 	}
 	sum, err := journal.Verify(dir)
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return err
 	}
 	if c.json() {
 		return printJSON(map[string]any{"ok": true, "records": sum.Records, "first_offset": sum.First, "last_offset": sum.Last, "last_end_lsn": sum.LastEndLSN})

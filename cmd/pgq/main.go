@@ -14,6 +14,9 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/ingest"
 )
 
 var version = "dev"
@@ -37,28 +40,90 @@ type CLI struct {
 	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
+// Exit statuses, the same for every command (README, "Exit status").
+const (
+	// exitRuntime: a failure while working (an unreachable server, a full
+	// disk, a corrupt journal, a gap, a lost lease): running again later
+	// may succeed.
+	exitRuntime = 1
+	// exitUsage: the command line, the config file, the environment or
+	// the database's setup is wrong: running the same again fails the
+	// same way (a supervisor should not restart it).
+	exitUsage = 2
+)
+
+const description = `A PostgreSQL logical replication slot as a durable local queue.
+
+Exit status (every command): 0 done; 1 a runtime failure (unreachable server, full disk, corrupt journal, gap, lost lease: running again later may succeed); 2 a usage or configuration error (bad flag, config file or value; wal_level not logical, missing slot or publication, missing privilege; an API answer bad_request, invalid_name, bad_position or unauthorized): running the same again fails the same way.`
+
 func main() {
 	var cli CLI
-	kctx := kong.Parse(&cli,
+	k, err := kong.New(&cli,
 		kong.Name("pgq"),
-		kong.Description("A PostgreSQL logical replication slot as a durable local queue."),
-		kong.UsageOnError(),
+		kong.Description(description),
 		kong.Vars{"version": versionString()},
 	)
+	if err != nil {
+		exit(err, exitRuntime) // the CLI's own definition is broken
+	}
+	kctx, err := k.Parse(os.Args[1:])
+	if err != nil {
+		exit(err, exitUsage)
+	}
 	logger := newLogger(cli.LogLevel, cli.LogFormat)
 	slog.SetDefault(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	kctx.Bind(logger)
-	if err := kctx.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "pgq: "+errorLine(err))
-		var ec interface{ ExitCode() int }
-		if errors.As(err, &ec) {
-			os.Exit(ec.ExitCode())
-		}
-		os.Exit(1)
+	err = kctx.Run()
+	stop()
+	if err != nil {
+		exit(err, exitCode(err))
 	}
+}
+
+// exit prints err as pgq's one error line and exits with code.
+func exit(err error, code int) {
+	fmt.Fprintln(os.Stderr, "pgq: "+errorLine(err))
+	os.Exit(code)
+}
+
+// usageError marks an error of the command line or the configuration
+// found while a command runs (a flag value only it can check).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usage marks err (nil stays nil) as a usage error: exitUsage.
+func usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &usageError{err: err}
+}
+
+// configErrors are the refusals only a change of the configuration ends:
+// ingest's preflight (the options, the server's wal_level, the slot, the
+// publication, the role's privileges) and the API's answers to a request
+// built from bad flags or with a bad token.
+var configErrors = []error{
+	ingest.ErrConfig, ingest.ErrWALLevel, ingest.ErrSlotMissing, ingest.ErrSlotPlugin, ingest.ErrPubMissing, ingest.ErrPrivilege,
+	api.ErrBadRequest, api.ErrInvalidName, api.ErrBadPosition, api.ErrUnauthorized,
+}
+
+// exitCode is the exit status of a command's error.
+func exitCode(err error) int {
+	var u *usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	for _, c := range configErrors {
+		if errors.Is(err, c) {
+			return exitUsage
+		}
+	}
+	return exitRuntime
 }
 
 func newLogger(level, format string) *slog.Logger {
@@ -91,13 +156,3 @@ func errorLine(err error) string {
 	}
 	return s
 }
-
-// exitError carries a specific exit code.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-func (e *exitError) ExitCode() int { return e.code }
