@@ -142,17 +142,28 @@ func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult,
 	res.First = m.j.FirstOffset()
 	res.Dropped = uint64(res.First - first)
 	m.o.Logger.Info("retention: dropped journal records", "dropped", res.Dropped, "first", res.First, "target", target)
-	// A cap (age or size) may drop what a group has not committed: say so
-	// loudly, per group, with the offsets it will never see.
-	for _, g := range m.List(ctx) {
-		if lost := g.Committed + 1; lost < res.First && lost >= first {
-			res.Lost = append(res.Lost, GroupLoss{Group: g.Name, From: lost, To: res.First - 1})
-			m.retentionLost.WithLabelValues(g.Name).Add(float64(res.First - lost))
-			m.o.Logger.Warn("retention: dropped records a group had not consumed (--retain-max-age / --retain-max-bytes); the group is out of range until reset",
-				"group", g.Name, "lost_from", lost, "lost_to", res.First-1, "records", uint64(res.First-lost))
-		}
-	}
+	m.reportLost(ctx, &res, first)
 	return res, nil
+}
+
+// reportLost records, per group, what a pass that moved the journal's
+// start from first to res.First dropped before the group committed it:
+// a cap (age or size) may do that, and it is said loudly, with the
+// offsets the group will never see. A group still out of range from an
+// earlier pass (its cursor below first) loses this pass's records too:
+// they count from first, so that the counter and the warnings add up to
+// every record the group lost, not only those of the first pass.
+func (m *Manager) reportLost(ctx context.Context, res *RetainResult, first pgq.Offset) {
+	for _, g := range m.List(ctx) {
+		if g.Committed+1 >= res.First {
+			continue
+		}
+		lost := max(g.Committed+1, first)
+		res.Lost = append(res.Lost, GroupLoss{Group: g.Name, From: lost, To: res.First - 1})
+		m.retentionLost.WithLabelValues(g.Name).Add(float64(res.First - lost))
+		m.o.Logger.Warn("retention: dropped records a group had not consumed (--retain-max-age / --retain-max-bytes); the group is out of range until reset",
+			"group", g.Name, "lost_from", lost, "lost_to", res.First-1, "records", uint64(res.First-lost))
+	}
 }
 
 // RunRetention runs Retain every o.Interval until ctx ends. Errors are
