@@ -45,7 +45,11 @@ func (in *Ingester) coveredLSN() pgq.LSN { return pgq.LSN(in.covered.Load()) }
 func (in *Ingester) raiseCovered(lsn pgq.LSN) {
 	for {
 		old := in.covered.Load()
-		if uint64(lsn) <= old || in.covered.CompareAndSwap(old, uint64(lsn)) {
+		if uint64(lsn) <= old {
+			return
+		}
+		if in.covered.CompareAndSwap(old, uint64(lsn)) {
+			in.spillRecovered(lsn)
 			return
 		}
 	}
@@ -147,6 +151,28 @@ func (in *Ingester) warnTables(info ServerInfo) {
 	if len(missing) > 0 {
 		in.o.Logger.Warn("the publication does not publish tables named in --create-publication", "publication", in.o.Publication, "tables", strings.Join(missing, ","))
 	}
+}
+
+// dropRefusedSlot drops the slot when this Ingester created it and Run
+// stops before any session streamed from it (a refused start: the
+// continuity check, a preflight refusal after the creation, giving up on
+// reconnecting). Such a slot holds nothing the journal needs, and left
+// behind it would make PostgreSQL keep WAL for a pgq that is not running.
+// A slot that existed before, or that streamed, is never dropped here.
+func (in *Ingester) dropRefusedSlot() {
+	if !in.createdSlot {
+		return
+	}
+	in.createdSlot = false
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Not forced: nothing of pgq's uses it, and whoever does now is not
+	// pgq's to stop.
+	if err := DropSlot(ctx, in.o.PGURL, in.o.Slot, false); err != nil {
+		in.o.Logger.Error("cannot drop the slot this refused start created: drop it (pgq slot drop)", "slot", in.o.Slot, "error", err)
+		return
+	}
+	in.o.Logger.Info("dropped the slot this refused start created", "slot", in.o.Slot)
 }
 
 // dropOnExit drops the slot after a clean stop with

@@ -173,10 +173,17 @@
 // # Reconnect and stop
 //
 // Transient errors reconnect with exponential backoff between ReconnectMin
-// and ReconnectMax (reset after a session that streamed), each wait drawn
-// from [backoff/2, backoff] so that many instances do not reconnect in
-// lockstep. Configuration
-// errors found on reconnect (slot or publication dropped, privilege revoked)
-// are fatal. When ctx is cancelled, the session waits for the in-flight
-// group commit, sends the final confirmation and Run returns nil.
+// and ReconnectMax, each wait drawn from [backoff/2, backoff] so that many
+// instances do not reconnect in lockstep. The backoff and ReconnectGiveUp's
+// clock restart only after a session that made progress (journaled a
+// transaction, covered more WAL, or streamed at least ReconnectMax and
+// failed between transactions): an error that recurs inside the same
+// transaction, such as a full spill directory (ErrSpill, shown in
+// Status.SpillError), backs off and gives up however far each session
+// streams. Configuration errors found on reconnect (slot or publication
+// dropped, privilege revoked) are fatal. A slot this process created is
+// dropped when Run fails before any session streamed from it (a refused
+// start); a slot that existed before never is. When ctx is cancelled, the
+// session waits for the in-flight group commit, sends the final
+// confirmation and Run returns nil.
 package ingest

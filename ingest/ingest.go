@@ -50,6 +50,10 @@ type Status struct {
 	CoveredLSN     pgq.LSN `json:"covered_lsn"`
 	RecordsWritten uint64  `json:"records_written"`
 	Reconnects     uint64  `json:"reconnects"`
+	// SpillError is the spill file failure (a full spill disk) that
+	// interrupted streaming, until a spill write succeeds or the journal
+	// moves past where it happened; nil while healthy.
+	SpillError *string `json:"spill_error"`
 }
 
 // Ingester reads one slot and appends committed transactions to the
@@ -82,11 +86,14 @@ type Ingester struct {
 	recordsWritten atomic.Uint64
 	changesWritten atomic.Uint64
 	// startAt is where a brand-new journal begins (Options.Start); warned
-	// names the tables already warned about. Only Run's goroutine touches
-	// them.
-	startAt    pgq.LSN
-	warned     map[string]bool
-	reconnects atomic.Uint64
+	// names the tables already warned about; createdSlot is true from the
+	// moment this Ingester created the slot (not a temporary one) until a
+	// session streams from it: a start refused in between drops it (see
+	// dropRefusedSlot). Only Run's goroutine touches them.
+	startAt     pgq.LSN
+	warned      map[string]bool
+	createdSlot bool
+	reconnects  atomic.Uint64
 
 	// received is the LSN of the newest XLogData (a pgq.LSN) and
 	// lastMsgAt when the server last sent anything (Unix nanoseconds, 0:
@@ -107,6 +114,12 @@ type Ingester struct {
 	streaming bool
 	// walEnd and confirmed are LSNs for status.
 	walEnd, confirmed pgq.LSN
+	// spillErr is the spill failure that ended a session ("": none or
+	// recovered) and spillErrLSN the last LSN received before it;
+	// spillFailed is spillErr != "", readable without the lock.
+	spillErr    string
+	spillErrLSN pgq.LSN
+	spillFailed atomic.Bool
 }
 
 // New validates o and prepares an Ingester. It installs itself as the
@@ -117,7 +130,7 @@ func New(o Options, onDurable func([]*journal.Record)) (*Ingester, error) {
 		return nil, err
 	}
 	if o.SpillDir != "" {
-		n, err := cleanSpillDir(o.SpillDir)
+		n, err := cleanSpillDir(o.FS, o.SpillDir)
 		if err != nil {
 			return nil, err
 		}
@@ -201,6 +214,10 @@ func (in *Ingester) Status() Status {
 		t := in.lastErrAt
 		s.LastErrorAt = &t
 	}
+	if in.spillErr != "" {
+		e := in.spillErr
+		s.SpillError = &e
+	}
 	if ns := in.lastMsgAt.Load(); ns != 0 {
 		t := time.Unix(0, ns).UTC()
 		s.LastMessageAt = &t
@@ -245,9 +262,8 @@ func (in *Ingester) Run(ctx context.Context) error {
 		in.running = false
 		in.mu.Unlock()
 	}()
-	delay := in.o.ReconnectMin
+	retry := backoff.Retry{Min: in.o.ReconnectMin, Max: in.o.ReconnectMax, GiveUp: in.o.ReconnectGiveUp}
 	first := true
-	var failingSince time.Time // when the current run of failures began
 	for {
 		err := in.session(ctx, first)
 		if ctx.Err() != nil {
@@ -257,48 +273,63 @@ func (in *Ingester) Run(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("ingest: replication stream ended")
 		}
-		in.setErr(err)
-		// On the first start every preflight problem is fatal (one clear
-		// line, non-zero exit); later, only configuration errors are.
-		if IsFatal(err) {
-			return err
-		}
-		if in.o.NoReconnect {
-			return fmt.Errorf("ingest: replication interrupted (--no-reconnect): %w", err)
+		wait, stop := in.afterFailure(err, &retry)
+		if stop != nil {
+			in.dropRefusedSlot()
+			return stop
 		}
 		first = false
-		if errors.Is(err, errStartedStreaming) || failingSince.IsZero() {
-			failingSince = time.Now()
-		}
-		if g := in.o.ReconnectGiveUp; g > 0 && time.Since(failingSince) >= g {
-			return fmt.Errorf("ingest: gave up reconnecting after %s (--reconnect-give-up): %w", g, err)
-		}
-		if errors.Is(err, errStartedStreaming) {
-			delay = in.o.ReconnectMin
-		}
-		wait := backoff.Jitter(delay)
-		in.o.Logger.Warn("replication interrupted; reconnecting", "error", err, "in", wait)
 		select {
 		case <-ctx.Done():
+			in.dropOnExit()
 			return nil
 		case <-time.After(wait):
 		}
-		delay = min(delay*2, in.o.ReconnectMax)
 		in.reconnects.Add(1)
 		in.o.Metrics.Reconnects.Inc()
 	}
 }
 
-// errStartedStreaming wraps errors that happened after streaming began, so
-// the backoff restarts from its minimum.
-var errStartedStreaming = errors.New("after streaming started")
+// afterFailure records a session's error and decides what follows: the
+// wait before reconnecting, or the error Run stops with. Fatal errors stop
+// at once: on the first start every configuration problem; later, those
+// that mean the configuration broke.
+func (in *Ingester) afterFailure(err error, retry *backoff.Retry) (wait time.Duration, stop error) {
+	in.setErr(err)
+	in.noteSpillErr(err)
+	if IsFatal(err) {
+		return 0, err
+	}
+	if in.o.NoReconnect {
+		return 0, fmt.Errorf("ingest: replication interrupted (--no-reconnect): %w", err)
+	}
+	var se *streamErr
+	progress := errors.As(err, &se) && se.progress
+	wait, giveUp := retry.Failed(time.Now(), progress)
+	if giveUp {
+		return 0, fmt.Errorf("ingest: gave up reconnecting after %s without progress (--reconnect-give-up): %w", in.o.ReconnectGiveUp, err)
+	}
+	if errors.Is(err, ErrSpill) {
+		// Like a full journal disk, but not fail-stop: spill files die
+		// with their session, so space may come back by itself.
+		in.o.Logger.Error("cannot write the spill directory (full disk?): free space in it; reconnecting", "dir", in.o.SpillDir,
+			"error", err, "in", wait, "failing_for", retry.Failing(time.Now()).Round(time.Millisecond))
+		return wait, nil
+	}
+	in.o.Logger.Warn("replication interrupted; reconnecting", "error", err, "in", wait)
+	return wait, nil
+}
 
-type streamErr struct{ err error }
+// streamErr is an error that ended a session after streaming started.
+// progress says whether the session got anything done that a reconnect
+// does not redo (see session.progressed).
+type streamErr struct {
+	err      error
+	progress bool
+}
 
 func (e *streamErr) Error() string { return e.err.Error() }
-func (e *streamErr) Unwrap() []error {
-	return []error{e.err, errStartedStreaming}
-}
+func (e *streamErr) Unwrap() error { return e.err }
 
 // tablesCheckTimeout bounds the table warnings' queries (a session's end
 // waits for them).
@@ -315,6 +346,10 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	if err != nil {
 		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
 	}
+	// Journaled text is UTF-8 whatever the database's encoding, and pgx's
+	// simple protocol (preflight) needs it too. PostgreSQL defaults the
+	// client encoding to the database's; the URL cannot override this one.
+	cfg.RuntimeParams["client_encoding"] = "UTF8"
 	// The same server and credentials, as a replication connection (a
 	// deep copy: its own runtime parameters).
 	replCfg := cfg.Config.Copy()
@@ -329,6 +364,9 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		replication <- dialed{c, err}
 	}()
 	info, pre, err := preflight(ctx, cfg, &in.o, first)
+	if info.SlotCreated {
+		in.createdSlot = true
+	}
 	if err != nil {
 		if d := <-replication; d.err == nil {
 			d.conn.Close(context.WithoutCancel(ctx))
@@ -394,9 +432,13 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication, PluginArgs: args}); err != nil {
 		return classifyServerErr(fmt.Errorf("ingest: start replication on slot %q: %w", in.o.Slot, err))
 	}
+	// The slot streams: what it keeps from now on is the journal's to
+	// resume from, so it is never dropped as a refused start's.
+	in.createdSlot = false
 	in.setErr(nil)
 	in.setConnected(true)
 	defer in.setConnected(false)
+	began, mark := time.Now(), in.progressMark()
 	in.o.Logger.Info("streaming", "slot", in.o.Slot, "publication", in.o.Publication, "start_lsn", start,
 		"proto_version", proto, "streaming_in_progress", streaming)
 
@@ -410,9 +452,30 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	defer stop()
 	err = s.loop(ctx)
 	if err != nil && ctx.Err() == nil {
-		return &streamErr{err: err}
+		return &streamErr{err: err, progress: s.progressed(mark, began)}
 	}
 	return s.finish(ctx)
+}
+
+// progressMark is how far ingest got: the newest transaction handed to the
+// journal (durable, or the journal fails and pgq stops) or, past it, what
+// the coverage file says the journal covers.
+func (in *Ingester) progressMark() pgq.LSN { return max(in.lastSubmitted, in.coveredLSN()) }
+
+// progressed reports whether a session that fails got something done that
+// a reconnect does not redo, so its error does not count as the same
+// failure again: it journaled a transaction or covered more WAL (the
+// server resumes past it), or it streamed for at least ReconnectMax and
+// failed between transactions (an idle stream that drops now and then
+// is healthy, and no faster than the slowest retry). A session that fails
+// inside the same transaction every time (a full spill directory) made
+// none, however long it streamed.
+func (s *session) progressed(mark pgq.LSN, began time.Time) bool {
+	if s.in.progressMark() > mark {
+		return true
+	}
+	inTx := s.cur != nil || s.curSpill != nil || len(s.streams.open) > 0
+	return !inTx && time.Since(began) >= s.in.o.ReconnectMax
 }
 
 // newSession prepares the state of one replication connection.
@@ -722,7 +785,7 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 		s.cur.Changes = append(s.cur.Changes, m.Change)
 		if s.curSize > s.in.o.MaxRecordBytes && s.in.o.SpillDir != "" {
 			// Too large to keep assembling in memory: spill it.
-			s.curSpill = newSpillTx(s.in.o.SpillDir, s.cur.Xid, s.chunkBytes())
+			s.curSpill = s.newSpill(s.cur.Xid)
 			for i := range s.cur.Changes {
 				if err := s.curSpill.add(s.cur.Xid, &s.cur.Changes[i]); err != nil {
 					return err

@@ -74,8 +74,10 @@ type Options struct {
 	// reconnect is a gap; refused over a non-empty journal without
 	// AcceptGap).
 	SlotLifecycle string
-	// ReconnectGiveUp ends Run with the last error once reconnecting has
-	// failed for this long; zero → never.
+	// ReconnectGiveUp ends Run with the last error once sessions have
+	// failed without progress for this long (see session.progressed: a
+	// session that journals nothing and fails inside a transaction counts
+	// as failing however long it streamed); zero → never.
 	ReconnectGiveUp time.Duration
 	// NoReconnect ends Run with the error of the first interruption.
 	NoReconnect bool

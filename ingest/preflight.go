@@ -103,6 +103,9 @@ func preflight(ctx context.Context, cfg *pgx.ConnConfig, o *Options, firstStart 
 			conn.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	if err := checkEncoding(conn); err != nil {
+		return info, nil, err
+	}
 
 	var level, version, current string
 	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level'), current_setting('server_version_num'), current_database(), pg_current_wal_insert_lsn()::text").Scan(&level, &version, &info.Database, &current); err != nil {
@@ -128,6 +131,25 @@ func preflight(ctx context.Context, cfg *pgx.ConnConfig, o *Options, firstStart 
 		return info, nil, err
 	}
 	return info, conn, nil
+}
+
+// checkEncoding refuses a database whose text PostgreSQL cannot convert
+// to UTF-8. pgq asks for client_encoding UTF8 on its connections (see
+// session), so pgoutput sends every other encoding converted; SQL_ASCII
+// declares no encoding at all: its bytes pass through unconverted, and
+// the server accepts any client_encoding without checking them. Without
+// this check such a start failed on every query ("simple protocol queries
+// must be run with client_encoding=UTF8") and was retried forever.
+func checkEncoding(conn *pgx.Conn) error {
+	server := conn.PgConn().ParameterStatus("server_encoding")
+	if server == "SQL_ASCII" {
+		return fatalf(ErrConfig, "database %q has encoding SQL_ASCII, which PostgreSQL cannot convert to UTF-8 (pgq journals UTF-8 text): use a database with a real encoding, e.g. UTF8",
+			conn.Config().Database)
+	}
+	if client := conn.PgConn().ParameterStatus("client_encoding"); client != "UTF8" {
+		return fatalf(ErrConfig, "database %q (encoding %s) answers in client_encoding %s: pgq needs UTF8", conn.Config().Database, server, client)
+	}
+	return nil
 }
 
 func unwrapConnectErr(err error) error {
@@ -310,10 +332,11 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 			}
 			return &FatalError{Err: fmt.Errorf("%w: create slot %q: %v", ErrConfig, o.Slot, err)}
 		}
+		// Set before the check: a start refused from here on drops it.
+		info.SlotCreated = true
 		if err := checkSlot(ctx, conn, o, info, false); err != nil {
 			return err
 		}
-		info.SlotCreated = true
 		o.Logger.Info("created replication slot", "slot", o.Slot, "confirmed_flush_lsn", info.SlotConfirmed)
 		return nil
 	}

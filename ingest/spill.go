@@ -12,9 +12,17 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/record"
 )
+
+// ErrSpill marks a failed read or write of a spill file (a full disk: the
+// error also wraps syscall.ENOSPC). It is not fatal: the session ends,
+// its spill files are removed, and ingest reconnects with a growing
+// backoff (see Options.ReconnectGiveUp) while Status.SpillError shows it.
+var ErrSpill = errors.New("spill file I/O failed")
 
 // spillSuffix names spill files: <toplevel xid>.spill.
 const spillSuffix = ".spill"
@@ -29,19 +37,22 @@ const maxSpillChunk = 1 << 30
 
 // cleanSpillDir creates dir and removes the spill files a previous process
 // left behind (a spill never outlives its replication session).
-func cleanSpillDir(dir string) (removed int, err error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+func cleanSpillDir(fs vfs.FS, dir string) (removed int, err error) {
+	if err := fs.MkdirAll(dir, 0o750); err != nil {
 		return 0, fmt.Errorf("ingest: spill dir %s: %w", dir, err)
 	}
-	ents, err := os.ReadDir(dir)
+	names, err := fs.List(dir)
 	if err != nil {
 		return 0, fmt.Errorf("ingest: spill dir %s: %w", dir, err)
 	}
-	for _, e := range ents {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), spillSuffix) {
+	for _, name := range names {
+		if !strings.HasSuffix(name, spillSuffix) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if st, err := fs.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
+			continue
+		}
+		if err := fs.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return removed, fmt.Errorf("ingest: clean spill dir: %w", err)
 		}
 		removed++
@@ -49,14 +60,57 @@ func cleanSpillDir(dir string) (removed int, err error) {
 	return removed, nil
 }
 
+// newSpill starts the spill of the transaction xid. Its files go through
+// Options.FS, like every other file of pgq's.
+func (s *session) newSpill(xid uint32) *spillTx {
+	t := newSpillTx(s.in.o.FS, s.in.o.SpillDir, xid, s.chunkBytes())
+	t.onWrite = s.in.spillWritten
+	return t
+}
+
+// noteSpillErr shows err in Status.SpillError when it is a spill failure,
+// until a spill write succeeds again or the journal covers the LSN where
+// it happened (see spillRecovered).
+func (in *Ingester) noteSpillErr(err error) {
+	if !errors.Is(err, ErrSpill) {
+		return
+	}
+	in.mu.Lock()
+	in.spillErr, in.spillErrLSN = err.Error(), pgq.LSN(in.received.Load())
+	in.mu.Unlock()
+	in.spillFailed.Store(true)
+}
+
+// spillWritten runs after every successful spill write: the directory
+// takes writes again.
+func (in *Ingester) spillWritten() { in.spillRecovered(0) }
+
+// spillRecovered clears the spill error once the journal covers lsn past
+// the failure (0: unconditionally). The flag keeps the hot paths
+// (committer hook, every spill write) lock-free while nothing failed.
+func (in *Ingester) spillRecovered(lsn pgq.LSN) {
+	if !in.spillFailed.Load() {
+		return
+	}
+	in.mu.Lock()
+	if lsn == 0 || lsn > in.spillErrLSN {
+		in.spillErr = ""
+		in.spillFailed.Store(false)
+	}
+	in.mu.Unlock()
+}
+
 // spillTx is one in-progress transaction whose changes go to a spill file
 // (see the package documentation for the format). Only the session
 // goroutine touches it.
 type spillTx struct {
 	xid   uint32 // toplevel xid
+	fs    vfs.FS
 	path  string
-	f     *os.File // nil until the first chunk is written
+	f     vfs.File // nil until the first chunk is written
 	chunk int      // limit of the write buffer, bytes
+	// onWrite (may be nil) runs after each chunk written.
+	onWrite func()
 
 	pending      []pgq.Change // the write buffer: changes of pendingXid
 	pendingXid   uint32
@@ -70,9 +124,10 @@ type spillTx struct {
 	ddl     ddlProof            // DDL capture state of a streamed transaction (ddl.go)
 }
 
-func newSpillTx(dir string, xid uint32, chunk int) *spillTx {
+func newSpillTx(fs vfs.FS, dir string, xid uint32, chunk int) *spillTx {
 	return &spillTx{
 		xid:     xid,
+		fs:      fs,
 		path:    filepath.Join(dir, strconv.FormatUint(uint64(xid), 10)+spillSuffix),
 		chunk:   chunk,
 		subxids: map[uint32]struct{}{},
@@ -106,9 +161,9 @@ func (t *spillTx) flush() error {
 		return nil
 	}
 	if t.f == nil {
-		f, err := os.OpenFile(t.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err := t.fs.Create(t.path, vfs.WriteCategoryUnspecified)
 		if err != nil {
-			return fmt.Errorf("ingest: spill xid %d: %w", t.xid, err)
+			return t.failed(err)
 		}
 		t.f = f
 	}
@@ -122,7 +177,10 @@ func (t *spillTx) flush() error {
 	start := len(hdr) - n
 	copy(t.enc[start:], hdr[:n])
 	if _, err := t.f.Write(t.enc[start:]); err != nil {
-		return fmt.Errorf("ingest: spill xid %d: %w", t.xid, err)
+		return t.failed(err)
+	}
+	if t.onWrite != nil {
+		t.onWrite()
 	}
 	t.written += int64(len(t.enc) - start)
 	if cap(t.enc) > 4*t.chunk {
@@ -163,16 +221,13 @@ func (t *spillTx) replayChunks(fn func(rec []byte) error) error {
 	if t.f == nil {
 		return nil
 	}
-	if _, err := t.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("ingest: read spill xid %d: %w", t.xid, err)
-	}
-	r := bufio.NewReaderSize(t.f, 256<<10)
+	r := bufio.NewReaderSize(io.NewSectionReader(t.f, 0, t.written), 256<<10)
 	var buf []byte
 	var read int64
 	for read < t.written {
 		n, err := binary.ReadUvarint(r)
 		if err != nil {
-			return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
+			return t.failed(fmt.Errorf("read at byte %d: %w", read, err))
 		}
 		if n > maxSpillChunk {
 			return fmt.Errorf("ingest: read spill xid %d at byte %d: chunk of %d bytes", t.xid, read, n)
@@ -182,7 +237,7 @@ func (t *spillTx) replayChunks(fn func(rec []byte) error) error {
 		}
 		buf = buf[:n]
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return fmt.Errorf("ingest: read spill xid %d at byte %d: %w", t.xid, read, err)
+			return t.failed(fmt.Errorf("read at byte %d: %w", read, err))
 		}
 		info, err := record.Peek(buf)
 		if err != nil {
@@ -207,13 +262,19 @@ func (t *spillTx) discard() error {
 	}
 	cerr := t.f.Close()
 	t.f = nil
-	if err := os.Remove(t.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := t.fs.Remove(t.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("ingest: remove spill: %w", err)
 	}
 	if cerr != nil {
 		return fmt.Errorf("ingest: close spill: %w", cerr)
 	}
 	return nil
+}
+
+// failed wraps an I/O error of t's file as ErrSpill, naming the directory
+// the operator must free.
+func (t *spillTx) failed(err error) error {
+	return fmt.Errorf("ingest: %w in %s: xid %d: %w", ErrSpill, filepath.Dir(t.path), t.xid, err)
 }
 
 func uvarintLen(x uint64) int {

@@ -40,7 +40,7 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 			if !m.First {
 				return true, fmt.Errorf("ingest: stream block of xid %d without its first block", m.Xid)
 			}
-			t = newSpillTx(s.in.o.SpillDir, m.Xid, s.chunkBytes())
+			t = s.newSpill(m.Xid)
 			st.open[m.Xid] = t
 			s.in.tracker.StreamStarted()
 			s.in.o.Metrics.StreamsStarted.Inc()

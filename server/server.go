@@ -277,6 +277,11 @@ func (s *Server) notReady() string {
 		return "journal not writable: " + err.Error()
 	}
 	st := s.Ingester.Status()
+	if st.SpillError != nil {
+		// A full spill disk stops ingest like a full journal disk, only
+		// not for good (ingest reconnects with backoff).
+		return "spill directory not writable: " + *st.SpillError
+	}
 	if !st.Connected {
 		if st.LastError != nil {
 			return "not connected to PostgreSQL: " + *st.LastError
