@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -62,8 +64,8 @@ func TestErrorsCarryTheirOwnMessage(t *testing.T) {
 	}
 }
 
-// TestBearerToken: with a token every route but /healthz wants it; the
-// scheme is matched as sent by the Go client ("Bearer").
+// TestBearerToken: with a token every route but /healthz wants it, with
+// the Bearer scheme in any case.
 func TestBearerToken(t *testing.T) {
 	e := start(t, "s3cret")
 	if resp, _, _ := e.do("GET", "/healthz", ""); resp.StatusCode != 200 {
@@ -78,8 +80,16 @@ func TestBearerToken(t *testing.T) {
 			t.Errorf("GET %s with a wrong token: %d", path, resp.StatusCode)
 		}
 	}
-	if resp, b, _ := e.do("GET", "/v1/groups", "", "Authorization", "Bearer s3cret"); resp.StatusCode != 200 {
-		t.Errorf("GET /v1/groups with the token: %d %s", resp.StatusCode, b)
+	// The scheme's name is case-insensitive (RFC 7235 section 2.1).
+	for _, h := range []string{"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"} {
+		if resp, b, _ := e.do("GET", "/v1/groups", "", "Authorization", h); resp.StatusCode != 200 {
+			t.Errorf("GET /v1/groups with %q: %d %s", h, resp.StatusCode, b)
+		}
+	}
+	for _, h := range []string{"Basic s3cret", "Bearers3cret", "s3cret", "Bearer", "Bearer S3CRET"} {
+		if resp, _, _ := e.do("GET", "/v1/groups", "", "Authorization", h); resp.StatusCode != 401 {
+			t.Errorf("GET /v1/groups with %q: %d, want 401", h, resp.StatusCode)
+		}
 	}
 }
 
@@ -146,5 +156,27 @@ func TestEveryRouteIsServed(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestProbeHandler: the probe listener's handler answers /healthz,
+// /readyz and /metrics without the API's token, and nothing else.
+func TestProbeHandler(t *testing.T) {
+	e := start(t, "s3cret")
+	srv := httptest.NewServer(e.api.ProbeHandler())
+	defer srv.Close()
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/v1/groups": 404, "/v1/status": 404, "/v1/openapi.json": 404} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("probe listener GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	e.ready = "not connected to PostgreSQL"
+	if resp, err := http.Get(srv.URL + "/readyz"); err != nil || resp.StatusCode != 503 {
+		t.Errorf("probe listener /readyz while not ready: %v %v", resp, err)
 	}
 }

@@ -29,6 +29,18 @@
 // (api.Classify) and the message the error's own (api.Errorf); a 500 names
 // an error id under which pgq logged the detail, never the detail.
 //
+// # Limits
+//
+// NewServer and Listener bound what clients hold (Limits): concurrent
+// connections (beyond the cap a few probe connections answer only
+// /healthz and /readyz, the rest wait in the kernel's queue), header,
+// body and idle timeouts, and a write deadline set per request (a fetch
+// gets its longest wait on top, so long polls are never cut). The body's
+// read deadline is lifted once the body is read: net/http's watch for a
+// closed connection would otherwise cancel a long poll at it.
+// ProbeHandler serves /healthz, /readyz and /metrics alone, without the
+// token, for a second listener.
+//
 // # Concurrency
 //
 // An API is safe for concurrent use: it holds no state of its own beyond

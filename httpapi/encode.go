@@ -146,8 +146,10 @@ func reply(w http.ResponseWriter, r *http.Request, status int, v any) {
 }
 
 // replyJSONShaped writes v as JSON, or as the msgpack form of that JSON
-// (so that embedded raw JSON becomes maps, not strings, and types without
-// msgpack tags keep their JSON names).
+// (so that embedded raw JSON, a shared group's changes, becomes maps, not
+// strings, and types without msgpack tags keep their JSON names). Changes
+// in v meant for msgpack must have been rendered with pgq.JSONAsText: the
+// conversion parses numbers.
 func replyJSONShaped(w http.ResponseWriter, r *http.Request, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -168,7 +170,10 @@ func replyJSONShaped(w http.ResponseWriter, r *http.Request, status int, v any) 
 }
 
 // jsonToMsgpack re-encodes a JSON document as msgpack: objects as maps,
-// integers as integers, other numbers as float64.
+// strings byte for byte, integers as integers, other numbers as float64.
+// It is for pgq's own answers, whose only other numbers are counters and
+// rates: json and jsonb values reach it as strings (pgq.JSONAsText), so
+// their numbers and duplicate keys are never parsed.
 func jsonToMsgpack(js []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()

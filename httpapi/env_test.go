@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,9 +20,9 @@ import (
 	"github.com/pgq-dev/pgq/backfill"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/httpapi"
+	"github.com/pgq-dev/pgq/httpapi/apitest"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
-	"github.com/pgq-dev/pgq/httpapi/apitest"
 	"github.com/pgq-dev/pgq/journal"
 )
 
@@ -33,14 +33,23 @@ import (
 type env struct {
 	t     *testing.T
 	Base  string
+	Addr  string // host:port of the listener
 	j     *journal.Journal
 	ix    *index.Index
 	m     *consumers.Manager
 	ready string // what NotReady answers
+	api   *httpapi.API
 	last  pgq.LSN
 }
 
 func start(t *testing.T, token string) *env {
+	t.Helper()
+	return startLimited(t, token, httpapi.Limits{})
+}
+
+// startLimited is start with the HTTP limits l, served as pgq serves
+// them (httpapi.NewServer over httpapi.Listener).
+func startLimited(t *testing.T, token string, l httpapi.Limits) *env {
 	t.Helper()
 	dir := t.TempDir()
 	j, err := journal.Open(journal.Options{Dir: filepath.Join(dir, "journal")})
@@ -70,10 +79,23 @@ func start(t *testing.T, token string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(apitest.Validator(t)(h))
-	e.Base = srv.URL
+	e.api = h
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpapi.NewServer(apitest.Validator(t)(h), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(httpapi.Listener(ln, l)) }()
+	e.Base = "http://" + ln.Addr().String()
+	e.Addr = ln.Addr().String()
 	t.Cleanup(func() {
-		srv.Close()
+		_ = srv.Close()
 		_ = m.Close()
 		_ = bf.Close()
 		_ = ix.Close()

@@ -119,10 +119,8 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	b := getBuf()
 	defer putBuf(b)
-	appendFetchJSON(b, res)
 	if wantsMsgpack(r) {
-		// The language-neutral msgpack form: the JSON response's maps.
-		mp, err := jsonToMsgpack(b.Bytes())
+		mp, err := fetchMsgpack(b, res)
 		if err != nil {
 			WriteError(w, errEncode(err))
 			return
@@ -130,7 +128,16 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusOK, api.MediaMsgpack, mp)
 		return
 	}
+	appendFetchJSON(b, res, pgq.JSONEmbedded)
 	writeBody(w, http.StatusOK, "application/json", b.Bytes())
+}
+
+// fetchMsgpack is the language-neutral msgpack form of an exclusive
+// fetch: the JSON answer's maps, except that json and jsonb values are
+// strings of their JSON text (pgq.JSONAsText). b is scratch space.
+func fetchMsgpack(b *bytes.Buffer, res *consumers.RecordBatch) ([]byte, error) {
+	appendFetchJSON(b, res, pgq.JSONAsText)
+	return jsonToMsgpack(b.Bytes())
 }
 
 // writeRecords answers a fetch in the records form: each record body
@@ -155,15 +162,16 @@ func writeRecords(w http.ResponseWriter, res *consumers.RecordBatch) {
 }
 
 // appendFetchJSON writes an exclusive fetch's JSON answer, each
-// transaction exactly as a `pgq journal dump` line.
-func appendFetchJSON(b *bytes.Buffer, res *consumers.RecordBatch) {
+// transaction exactly as a `pgq journal dump` line (with json values as
+// jv says).
+func appendFetchJSON(b *bytes.Buffer, res *consumers.RecordBatch, jv pgq.JSONValues) {
 	buf := make([]byte, 0, 4096)
 	b.WriteString(`{"transactions":[`)
 	for i := range res.Records {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		buf = pgq.AppendJSON(buf[:0], res.Records[i].Tx)
+		buf = pgq.AppendJSONAs(buf[:0], res.Records[i].Tx, jv)
 		b.Write(buf)
 	}
 	b.WriteString(`],"next_offset":`)

@@ -67,6 +67,20 @@ func New(o Options) (*API, error) {
 	return a, nil
 }
 
+// ProbeHandler serves only GET /healthz, GET /readyz and GET /metrics,
+// without a token: the handler of the probe listener (--probe-listen),
+// which a flood of the API's port cannot reach and which Kubernetes
+// probes and Prometheus scrapes use without carrying the token.
+func (a *API) ProbeHandler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range a.routes() {
+		if rt.probe && a.has(rt.part) {
+			mux.Handle(rt.Method+" "+rt.Pattern, rt.handler)
+		}
+	}
+	return jsonMuxErrors(mux)
+}
+
 // ServeHTTP serves the API.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
 
@@ -78,6 +92,7 @@ type Route struct {
 	// Statuses are every HTTP status the route answers with.
 	Statuses []int
 	part     part
+	probe    bool // also served by ProbeHandler
 	handler  http.HandlerFunc
 }
 
@@ -158,10 +173,11 @@ func (a *API) routes() []Route {
 	rt := func(method, pattern string, p part, st []int, h http.HandlerFunc) Route {
 		return Route{Method: method, Pattern: pattern, Statuses: st, part: p, handler: h}
 	}
+	probe := func(r Route) Route { r.probe = true; return r }
 	return []Route{
-		rt("GET", "/healthz", always, []int{http.StatusOK}, healthz),
-		rt("GET", "/readyz", partReady, []int{http.StatusOK, http.StatusServiceUnavailable}, a.ready),
-		rt("GET", "/metrics", partMetrics, []int{http.StatusOK}, a.metrics),
+		probe(rt("GET", "/healthz", always, []int{http.StatusOK}, healthz)),
+		probe(rt("GET", "/readyz", partReady, []int{http.StatusOK, http.StatusServiceUnavailable}, a.ready)),
+		probe(rt("GET", "/metrics", partMetrics, []int{http.StatusOK}, a.metrics)),
 		rt("GET", "/v1/status", partStatus, statuses(http.StatusOK, failed), a.status),
 		rt("GET", "/v1/openapi.json", always, []int{http.StatusOK}, openapi),
 
@@ -259,7 +275,7 @@ func requireBearer(token string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearer(r.Header.Get("Authorization"))
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pgq"`)
@@ -268,6 +284,16 @@ func requireBearer(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearer returns the credentials of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 7235 section 2.1).
+func bearer(h string) (string, bool) {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(cred, " "), true
 }
 
 // errEncode is an internal error of encoding a response.

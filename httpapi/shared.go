@@ -5,20 +5,23 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
 )
 
 // fetchShared answers a shared group's fetch: {"messages":[…]}, each
 // change as in `pgq journal dump`. msgpack when asked for (either msgpack
-// media type): the same maps.
+// media type): the same maps, json values as strings of their text.
 func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.FetchBody) {
-	msgs, err := g.m.FetchShared(r.Context(), r.PathValue("name"), consumers.FetchRequest{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait)})
+	mp := wantsMsgpack(r) || r.Header.Get("Accept") == api.MediaRecords
+	msgs, err := g.m.FetchShared(r.Context(), r.PathValue("name"), consumers.FetchRequest{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes,
+		Wait: time.Duration(req.Wait), JSONValues: jsonValuesFor(mp)})
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	if !wantsMsgpack(r) && r.Header.Get("Accept") != api.MediaRecords {
+	if !mp {
 		writeBody(w, http.StatusOK, "application/json", appendMessagesJSON(make([]byte, 0, 256*len(msgs)+16), msgs))
 		return
 	}
@@ -57,6 +60,15 @@ func appendMessagesJSON(b []byte, msgs []api.Message) []byte {
 		b = append(b, `"}`...)
 	}
 	return append(b, "]}\n"...)
+}
+
+// jsonValuesFor is how changes render json values for an answer: as
+// strings of their text when it will be msgpack (see pgq.JSONAsText).
+func jsonValuesFor(msgpack bool) pgq.JSONValues {
+	if msgpack {
+		return pgq.JSONAsText
+	}
+	return pgq.JSONEmbedded
 }
 
 // settleKind is what a settle route does with a shared group's messages.
@@ -109,7 +121,8 @@ func (g *groups) settle(kind settleKind) http.HandlerFunc {
 }
 
 func (g *groups) parked(w http.ResponseWriter, r *http.Request) {
-	ps, err := g.m.Parked(r.Context(), r.PathValue("name"))
+	mp := wantsMsgpack(r) || r.Header.Get("Accept") == api.MediaRecords
+	ps, err := g.m.ParkedAs(r.Context(), r.PathValue("name"), jsonValuesFor(mp))
 	if err != nil {
 		WriteError(w, err)
 		return

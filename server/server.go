@@ -59,6 +59,13 @@ type Options struct {
 	// Consumers configures the consumer-group manager; its Journal, Index
 	// and Logger are filled in here.
 	Consumers consumers.ManagerOptions
+	// HTTP bounds what API clients can hold (connections, timeouts); see
+	// httpapi.Limits for the defaults.
+	HTTP httpapi.Limits
+	// ProbeListen, when set, is a second HTTP address that serves only
+	// /healthz, /readyz and /metrics, without the token: probes and
+	// scrapes reach it whatever the clients of the API's port do.
+	ProbeListen string
 	// WrapHandler, when set, wraps the HTTP API's handler (an embedding
 	// program's middleware; the tests validate every answer against the
 	// OpenAPI document with it). nil: the API as it is.
@@ -79,6 +86,16 @@ func (o *Options) Validate() error {
 	if err := o.Retention.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ingest.ErrConfig, err)
 	}
+	if o.HTTP.MaxWait == 0 {
+		o.HTTP.MaxWait = o.Consumers.MaxWait // a fetch's write deadline covers its longest wait
+	}
+	if o.HTTP.MaxWait == 0 {
+		o.HTTP.MaxWait = consumers.DefaultMaxWait
+	}
+	if err := o.HTTP.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ingest.ErrConfig, err)
+	}
+	o.HTTP = fitFileLimit(o.HTTP, openFileLimit(), o.Logger)
 	return nil
 }
 
@@ -95,6 +112,9 @@ type Server struct {
 
 	listener net.Listener
 	server   *http.Server
+	// probes serves the probe listener (Options.ProbeListen); nil: none.
+	probes      *http.Server
+	probeListen net.Listener
 	// failed holds the journal's first write or sync error (fail-stop).
 	failed atomic.Pointer[error]
 	// indexBusy is true while an index update runs (see indexBatch).
@@ -225,8 +245,49 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if o.WrapHandler != nil {
 		handler = o.WrapHandler(handler)
 	}
-	s.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv, err := httpapi.NewServer(handler, o.HTTP)
+	if err != nil {
+		s.closeStores()
+		return nil, err
+	}
+	s.server = srv
+	s.listener = httpapi.Listener(s.listener, o.HTTP)
+	if o.ProbeListen != "" {
+		if err := s.openProbes(h); err != nil {
+			_ = s.listener.Close()
+		if s.probeListen != nil {
+			_ = s.probeListen.Close()
+		}
+			s.server = nil
+			s.closeStores()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// ownFiles is what pgq keeps of the open-file limit for itself, whatever
+// API clients do: journal segments, the index's and the backfill store's
+// Pebble files, PostgreSQL connections, spill files.
+const ownFiles = 128
+
+// fitFileLimit lowers the API's connection caps so that clients can hold
+// at most half of what the open-file limit leaves beyond ownFiles: a flood
+// of connections then makes new clients wait, never pgq fail to open or
+// fsync its own files.
+func fitFileLimit(l httpapi.Limits, limit uint64, log *slog.Logger) httpapi.Limits {
+	if limit == 0 || limit > 1<<30 {
+		return l
+	}
+	budget := (int(limit) - ownFiles) / 2
+	if l.MaxConns+l.ProbeConns <= budget {
+		return l
+	}
+	probes := min(l.ProbeConns, max(1, budget/8))
+	conns := max(1, budget-probes)
+	log.Warn("the open-file limit is low: API connections capped below --http-max-conns so that pgq keeps its own files", "open_file_limit", limit, "http_max_conns", conns, "probe_conns", probes)
+	l.MaxConns, l.ProbeConns = conns, probes
+	return l
 }
 
 // indexWait is how long the committer waits for one index update. The
@@ -265,6 +326,35 @@ func (s *Server) indexBatch(batch []*journal.Record) {
 	case <-t.C:
 		s.o.Logger.Error("index update blocked; ingest goes on and the index heals from the journal once its disk answers", "waited", indexWait)
 	}
+}
+
+// probeLimits bound the probe listener: a few connections, short
+// timeouts (its answers are small and immediate).
+var probeLimits = httpapi.Limits{MaxConns: 16, ProbeConns: 1, HeaderTimeout: 5 * time.Second, BodyTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second}
+
+// openProbes listens on Options.ProbeListen with the API's probe routes.
+func (s *Server) openProbes(api *httpapi.API) error {
+	l, err := net.Listen("tcp", s.o.ProbeListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (--probe-listen): %w", s.o.ProbeListen, err)
+	}
+	lim := probeLimits
+	srv, err := httpapi.NewServer(api.ProbeHandler(), lim)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	_ = lim.Validate()
+	s.probes, s.probeListen = srv, httpapi.Listener(l, lim)
+	return nil
+}
+
+// ProbeAddr is the probe listener's address, "" without one.
+func (s *Server) ProbeAddr() string {
+	if s.probeListen == nil {
+		return ""
+	}
+	return s.probeListen.Addr().String()
 }
 
 // Addr is the HTTP listener's address.
@@ -330,8 +420,11 @@ func (s *Server) Run(ctx context.Context) error {
 	cctx, cancelCommitter := context.WithCancel(context.WithoutCancel(ctx))
 	committerDone := make(chan error, 1)
 	go func() { committerDone <- s.Committer.Run(cctx) }()
-	httpDone := make(chan error, 1)
+	httpDone := make(chan error, 2)
 	go func() { httpDone <- s.server.Serve(s.listener) }()
+	if s.probes != nil {
+		go func() { httpDone <- s.probes.Serve(s.probeListen) }()
+	}
 
 	hctx, cancelHealer := context.WithCancel(ctx)
 	healerDone := make(chan struct{})
@@ -383,6 +476,9 @@ func (s *Server) Run(ctx context.Context) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.server.Shutdown(shutCtx)
+	if s.probes != nil {
+		_ = s.probes.Shutdown(shutCtx)
+	}
 	stopBackfills()
 	s.closeStores()
 	return err
@@ -394,6 +490,9 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		_ = s.listener.Close()
+		if s.probeListen != nil {
+			_ = s.probeListen.Close()
+		}
 		s.closeStoresNow()
 	})
 	return nil

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/server"
 )
@@ -22,7 +23,7 @@ type RunCmd struct {
 	DataDir           string     `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"path" help:"Directory for the journal and index."`
 	CreateSlot        bool       `name:"create-slot" env:"PGQ_CREATE_SLOT" help:"Create the slot when missing."`
 	AcceptGap         bool       `name:"accept-gap" env:"PGQ_ACCEPT_GAP" help:"When the slot resumes past the journal's end (a new slot over an existing journal, a lost journal tail), journal a gap change naming the missing LSN range and go on, instead of refusing to start."`
-	CreatePublication string     `name:"create-publication" env:"PGQ_CREATE_PUBLICATION" placeholder:"all|schema.table,..." help:"Create the publication when missing. FOR ALL TABLES makes UPDATE/DELETE fail in the application on tables without a primary key or replica identity (pgq warns naming them; see --skip-tables-without-key)."`
+	CreatePublication string     `name:"create-publication" env:"PGQ_CREATE_PUBLICATION" placeholder:"all|schema.table,..." help:"Create the publication when missing (an empty value is refused). FOR ALL TABLES makes UPDATE/DELETE fail in the application on tables without a primary key or replica identity (pgq warns naming them; see --skip-tables-without-key)."`
 	Start             string     `default:"slot" env:"PGQ_START" placeholder:"slot|latest|lsn:X/Y" help:"Where a brand-new journal begins: the slot's position (slot), the server's current WAL (latest), or an LSN the slot can still serve. Ignored once the journal has records."`
 	SlotLifecycle     string     `name:"slot-lifecycle" default:"keep" enum:"keep,drop-on-exit,temporary" env:"PGQ_SLOT_LIFECYCLE" help:"keep: the slot outlives pgq. drop-on-exit: dropped after a clean shutdown (changes made while pgq is stopped are lost). temporary: a TEMPORARY slot per connection (every reconnect loses changes; for throwaway runs)."`
 	ReconnectGiveUp   Duration   `name:"reconnect-give-up" env:"PGQ_RECONNECT_GIVE_UP" help:"Exit non-zero with the last error once reconnecting failed for this long without progress (0: never): a session that journals nothing and fails inside the same transaction again counts as failing."`
@@ -33,10 +34,15 @@ type RunCmd struct {
 	ReconnectMax      Duration   `name:"reconnect-max" default:"30s" env:"PGQ_RECONNECT_MAX" help:"Longest reconnect delay."`
 	StatusInterval    Duration   `name:"status-interval" default:"10s" env:"PGQ_STATUS_INTERVAL" help:"Longest time between standby status updates."`
 	ReceiveCoalesce   Duration   `name:"receive-coalesce" default:"500us" env:"PGQ_RECEIVE_COALESCE" help:"While PostgreSQL streams at full speed (over 32 messages per millisecond), let messages gather in the socket for up to this long before reading them: far less CPU per message, at most this much added latency, and only at that speed (0: off; at most 10ms)."`
-	SegmentSize       ByteSize   `name:"segment-size" default:"16MiB" env:"PGQ_SEGMENT_SIZE" help:"Journal segment size (bytes, or with a unit: 16MiB; the tail segment is held in memory)."`
-	MaxRecordBytes    ByteSize   `name:"max-record-bytes" default:"8MiB" env:"PGQ_MAX_RECORD_BYTES" help:"Record size limit: a larger transaction is journaled as several records (parts)."`
+	SegmentSize       ByteSize   `name:"segment-size" default:"16MiB" env:"PGQ_SEGMENT_SIZE" help:"Journal segment size (bytes, or with a unit: 16MiB; the tail segment is held in memory): 4KiB to 1GiB."`
+	MaxRecordBytes    ByteSize   `name:"max-record-bytes" default:"8MiB" env:"PGQ_MAX_RECORD_BYTES" help:"Record size limit: a larger transaction is journaled as several records (parts): 4KiB to 1GiB."`
 	MemoryLimit       ByteSize   `name:"memory-limit" default:"192MiB" env:"PGQ_MEMORY_LIMIT" help:"Soft memory limit of the Go runtime (0: none); the GOMEMLIMIT environment variable takes precedence."`
 	AuthToken         string     `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
+	ProbeListen       string     `name:"probe-listen" env:"PGQ_PROBE_LISTEN" placeholder:"HOST:PORT" help:"Also serve /healthz, /readyz and /metrics, without the token, on this address (probes and scrapes keep answering whatever clients of --listen do)."`
+	HTTPMaxConns      int        `name:"http-max-conns" default:"256" env:"PGQ_HTTP_MAX_CONNS" help:"Concurrent API connections; beyond them 8 more answer only /healthz and /readyz, and the rest wait to be accepted (lowered to fit the open-file limit, keeping pgq's own files)."`
+	HTTPBodyTimeout   Duration   `name:"http-body-timeout" default:"30s" env:"PGQ_HTTP_BODY_TIMEOUT" help:"Longest time to read a request body."`
+	HTTPIdleTimeout   Duration   `name:"http-idle-timeout" default:"60s" env:"PGQ_HTTP_IDLE_TIMEOUT" help:"Close keep-alive connections idle this long."`
+	HTTPWriteTimeout  Duration   `name:"http-write-timeout" default:"30s" env:"PGQ_HTTP_WRITE_TIMEOUT" help:"Longest time to write an answer (a fetch gets its longest wait on top)."`
 	RetainMinAge      Duration   `name:"retain-min-age" env:"PGQ_RETAIN_MIN_AGE" help:"Keep journal records younger than this even when every group committed them (e.g. 1h, 7d)."`
 	RetainMaxAge      Duration   `name:"retain-max-age" env:"PGQ_RETAIN_MAX_AGE" help:"Drop journal records older than this, even if a group still needs them (0: no cap; e.g. 7d)."`
 	RetainMaxBytes    ByteSize   `name:"retain-max-bytes" env:"PGQ_RETAIN_MAX_BYTES" help:"Drop the oldest segments while the journal is larger than this, regardless of groups (0: no cap; e.g. 50GiB)."`
@@ -67,7 +73,10 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		SegmentSize: int(c.SegmentSize),
 		Logger:      logger,
 		AuthToken:   c.AuthToken,
-		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge.D(), MaxAge: c.RetainMaxAge.D(), MaxBytes: int64(c.RetainMaxBytes), Interval: c.RetainInterval.D()},
+		ProbeListen: c.ProbeListen,
+		HTTP: httpapi.Limits{MaxConns: c.HTTPMaxConns, BodyTimeout: c.HTTPBodyTimeout.D(), IdleTimeout: c.HTTPIdleTimeout.D(),
+			WriteTimeout: c.HTTPWriteTimeout.D()},
+		Retention: consumers.RetentionOptions{MinAge: c.RetainMinAge.D(), MaxAge: c.RetainMaxAge.D(), MaxBytes: int64(c.RetainMaxBytes), Interval: c.RetainInterval.D()},
 		Ingest: ingest.Options{
 			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
 			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication, AcceptGap: c.AcceptGap,
@@ -81,6 +90,6 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("pgq running", "listen", s.Addr(), "data_dir", c.DataDir)
+	logger.Info("pgq running", "listen", s.Addr(), "probe_listen", s.ProbeAddr(), "data_dir", c.DataDir)
 	return s.Run(ctx)
 }
