@@ -255,9 +255,9 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if o.ProbeListen != "" {
 		if err := s.openProbes(h); err != nil {
 			_ = s.listener.Close()
-		if s.probeListen != nil {
-			_ = s.probeListen.Close()
-		}
+			if s.probeListen != nil {
+				_ = s.probeListen.Close()
+			}
 			s.server = nil
 			s.closeStores()
 			return nil, err
