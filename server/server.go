@@ -254,11 +254,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	s.listener = httpapi.Listener(s.listener, o.HTTP)
 	if o.ProbeListen != "" {
 		if err := s.openProbes(h); err != nil {
-			_ = s.listener.Close()
-			if s.probeListen != nil {
-				_ = s.probeListen.Close()
-			}
-			s.server = nil
+			s.server = nil // closeStores closes the API's listener then
 			s.closeStores()
 			return nil, err
 		}
