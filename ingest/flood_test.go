@@ -56,6 +56,7 @@ func TestSlowClientFloodUnderLowFileLimit(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	t0 := time.Now()
 	waitFor(t, 20*time.Second, "pgq listening", func() bool { return healthz(addr) == 200 && healthz(probeAddr) == 200 })
 	waitFor(t, 20*time.Second, "pgq streaming", func() bool {
 		st := authedStatus(t, addr, "s3cret")
@@ -77,11 +78,12 @@ func TestSlowClientFloodUnderLowFileLimit(t *testing.T) {
 		flood = append(flood, fc)
 		fmt.Fprintf(fc, "POST /v1/groups HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
 	}
+	t.Logf("%s: flood of 400 on", time.Since(t0))
 	const rows = 300
 	stop := time.Now().Add(6 * time.Second)
 	probes, answered := 0, 0
-	for i := 1; i <= rows; i++ {
-		db.Exec(t, fmt.Sprintf(`INSERT INTO fl VALUES (%d)`, i))
+	for i := 10; i <= rows; i += 10 {
+		db.Exec(t, fmt.Sprintf(`INSERT INTO fl SELECT generate_series(%d, %d)`, i-9, i))
 		if i%30 == 0 {
 			for _, fc := range flood {
 				_, _ = fc.Write([]byte(" ")) // one more byte each
@@ -103,15 +105,18 @@ func TestSlowClientFloodUnderLowFileLimit(t *testing.T) {
 	if answered != probes {
 		t.Errorf("/healthz on the probe listener answered %d of %d probes during the flood", answered, probes)
 	}
+	t.Logf("%s: rows inserted", time.Since(t0))
 	for _, fc := range flood {
 		_ = fc.Close()
 	}
 	flood = nil
 	waitFor(t, 30*time.Second, "the API's port answering again", func() bool { return healthz(addr) == 200 })
+	t.Logf("%s: API port answers", time.Since(t0))
 	waitFor(t, 30*time.Second, "every row journaled after the flood", func() bool {
 		st := authedStatus(t, addr, "s3cret")
 		return st["journal_error"] == nil && st["changes_written"] != nil && st["changes_written"].(float64) >= rows
 	})
+	t.Logf("%s: every row journaled", time.Since(t0))
 	select {
 	case err := <-exited:
 		t.Fatalf("pgq exited: %v\n%s", err, stderr.String())
