@@ -91,8 +91,9 @@ func TestGapNewSlotOverJournal(t *testing.T) {
 	if last := lines[len(lines)-1]; code == 0 || !strings.HasPrefix(last, "pgq: journal and slot disagree: slot "+slot+" was just created at ") {
 		t.Fatalf("pgq run over a new slot: exit %d, last line %q", code, last)
 	}
-	if err := ingest.DropSlot(t.Context(), db.URL, slot, true); err != nil {
-		t.Fatal(err)
+	// The refused start dropped the slot it created (issue 23 item 12).
+	if ok, _ := slotExists(t, db, slot); ok {
+		t.Fatal("the refused start left the slot it created behind")
 	}
 
 	r = startSidecar(t, db, dir, nil) // --create-slot, as the README runs it
