@@ -18,6 +18,18 @@ import (
 // Options.MaxRecordBytes is zero.
 const DefaultMaxRecordBytes = 8 << 20
 
+// MinMaxRecordBytes and MaxMaxRecordBytes bound Options.MaxRecordBytes. A
+// record's header is 43 bytes and an ordinary row change with its column
+// names and types a few hundred (a ten-column update with old and new
+// values about 1 KiB), so below 4 KiB nearly every change would be a
+// record of its own, and the spill buffer, at most this size, would write
+// a change at a time. Above 1 GiB, PostgreSQL's own limit for one value, a
+// transaction would be assembled in that much memory before it spills.
+const (
+	MinMaxRecordBytes = 4 << 10
+	MaxMaxRecordBytes = 1 << 30
+)
+
 // Options configures an Ingester. Zero values get the defaults noted.
 type Options struct {
 	// PGURL is a libpq-style URL or DSN; sslmode and sslrootcert are
@@ -59,7 +71,8 @@ type Options struct {
 	SpillDir string
 	// MaxRecordBytes bounds the (estimated) size of a journal record: a
 	// larger transaction is journaled as several consecutive records
-	// (parts). Zero → DefaultMaxRecordBytes.
+	// (parts). Zero → DefaultMaxRecordBytes; else MinMaxRecordBytes to
+	// MaxMaxRecordBytes.
 	MaxRecordBytes int
 	// Start says where a brand-new journal (empty, no coverage file)
 	// begins: "" or "slot" → the slot's confirmed position (everything the
@@ -178,10 +191,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: --reconnect-max (%s) is below --reconnect-min (%s)", ErrConfig, o.ReconnectMax, o.ReconnectMin)
 	}
 	switch {
-	case o.MaxRecordBytes < 0:
-		return fmt.Errorf("%w: the record size limit (%d) is negative", ErrConfig, o.MaxRecordBytes)
 	case o.MaxRecordBytes == 0:
 		o.MaxRecordBytes = DefaultMaxRecordBytes
+	case o.MaxRecordBytes < MinMaxRecordBytes || o.MaxRecordBytes > MaxMaxRecordBytes:
+		return fmt.Errorf("%w: --max-record-bytes %d is out of range: want 4KiB to 1GiB", ErrConfig, o.MaxRecordBytes)
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = 10 * time.Second

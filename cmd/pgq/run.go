@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"runtime/debug"
 
@@ -49,14 +47,9 @@ type RunCmd struct {
 	RetainInterval    Duration   `name:"retain-interval" default:"10s" env:"PGQ_RETAIN_INTERVAL" help:"Time between retention passes."`
 }
 
-// Run runs the sidecar until SIGINT/SIGTERM.
+// Run runs the sidecar until SIGINT/SIGTERM. The flags were checked by
+// Validate (runflags.go).
 func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
-	if int64(c.SegmentSize) > math.MaxInt32 || int64(c.MaxRecordBytes) > math.MaxInt32 {
-		return fmt.Errorf("%w: --segment-size and --max-record-bytes must be below 2GiB", ingest.ErrConfig)
-	}
-	if c.ReceiveCoalesce < 0 {
-		return fmt.Errorf("%w: --receive-coalesce is negative", ingest.ErrConfig)
-	}
 	coalesce := c.ReceiveCoalesce.D()
 	if coalesce == 0 {
 		coalesce = -1 // off; zero in ingest.Options means the default

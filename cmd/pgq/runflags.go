@@ -1,0 +1,52 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/pgq-dev/pgq/ingest"
+)
+
+// Bounds of --segment-size. A segment is a file: every roll creates one and
+// fsyncs the directory, and readers open it, so below a page (--segment-size
+// 1 made a file per record) that cost is paid every few records without
+// saving any disk. The tail segment is held in memory (up to 1.25 times its
+// size), which caps it at 1 GiB. The journal's own API takes smaller
+// segments: its tests roll them every few records.
+const (
+	minSegmentSize = 4 << 10
+	maxSegmentSize = 1 << 30
+)
+
+// Validate refuses `pgq run` values pgq cannot run with, while parsing:
+// before anything is opened, with the usage exit status.
+func (c *RunCmd) Validate(kctx *kong.Context) error {
+	if c.SegmentSize < minSegmentSize || c.SegmentSize > maxSegmentSize {
+		return fmt.Errorf("--segment-size %d is out of range: want 4KiB to 1GiB", c.SegmentSize)
+	}
+	if c.MaxRecordBytes < ingest.MinMaxRecordBytes || c.MaxRecordBytes > ingest.MaxMaxRecordBytes {
+		return fmt.Errorf("--max-record-bytes %d is out of range: want 4KiB to 1GiB", c.MaxRecordBytes)
+	}
+	if c.ReceiveCoalesce < 0 {
+		return errors.New("--receive-coalesce is negative")
+	}
+	if c.CreatePublication == "" && flagSet(kctx, "create-publication") {
+		// Read as "do not create", an empty value would leave a missing
+		// publication missing although creating it was asked for.
+		return errors.New(`--create-publication is empty: want all or schema.table,... (leave it out not to create a publication)`)
+	}
+	return nil
+}
+
+// flagSet reports whether a flag of the command line was given a value by
+// the command line, the environment or the config file (not its default).
+func flagSet(kctx *kong.Context, name string) bool {
+	for _, f := range kctx.Flags() {
+		if f.Name == name {
+			return f.Set
+		}
+	}
+	return false
+}
