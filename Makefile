@@ -36,6 +36,7 @@ fuzz:
 	$(GO) test ./record -run '^$$' -fuzz FuzzRecord -fuzztime 30s
 	$(GO) test ./internal/msgp -run '^$$' -fuzz FuzzSkip -fuzztime 30s
 	$(GO) test ./client -run '^$$' -fuzz FuzzDecodeFetch -fuzztime 30s
+	$(GO) test ./backfill -run '^$$' -fuzz FuzzWhere -fuzztime 30s
 
 clean:
 	rm -rf bin

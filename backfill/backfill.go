@@ -40,6 +40,12 @@ const (
 // watermark in time.
 var ErrRedoLimit = errors.New("backfill: too many retries of one chunk")
 
+// ErrNoProgress fails a backfill whose chunk read a row that does not
+// come after the previous chunk's last key: reading on would journal the
+// same rows again and again. It cannot happen with a predicate that
+// checkWhereSyntax accepts; it is the defence behind it.
+var ErrNoProgress = errors.New("backfill: a chunk did not advance past the previous one")
+
 // DefaultChunkSize is the chunk size when a request gives none.
 const DefaultChunkSize = 10000
 
@@ -172,6 +178,10 @@ func Open(o Options) (*Manager, error) {
 		_ = st.close()
 		return nil, err
 	}
+	if err := m.loadWatermarkSecret(); err != nil {
+		_ = st.close()
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -270,16 +280,26 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	st := Status{Backfill: api.Backfill{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, MaxRate: req.MaxRate, CreatedAt: time.Now().UTC()}}
-	for _, name := range req.Tables {
+	names, err := distinctTables(req.Tables)
+	if err != nil {
+		return Status{}, err
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
 		t, err := describe(ctx, conn, name)
 		if err != nil {
 			return Status{}, err
 		}
-		if err := checkWhere(ctx, conn, t, req.Where); err != nil {
-			return Status{}, err
+		// Two names of one table (t and public.t, "s"."t" and s.t) read
+		// it once.
+		if q := t.qualified(); !seen[q] {
+			if err := checkWhere(ctx, conn, t, req.Where); err != nil {
+				return Status{}, err
+			}
+			seen[q] = true
+			st.Tables = append(st.Tables, q)
+			st.RowsEstimate += t.estimate
 		}
-		st.Tables = append(st.Tables, t.qualified())
-		st.RowsEstimate += t.estimate
 	}
 	st.Table = st.Tables[0]
 	m.mu.Lock()
@@ -297,6 +317,30 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	m.launch(j)
 	m.o.Logger.Info("backfill started", "id", st.ID, "tables", st.Tables, "chunk_size", st.ChunkSize, "max_rate", st.MaxRate, "where", st.Where)
 	return m.view(j), nil
+}
+
+// distinctTables is names without the ones that parse to a table named
+// before, in their order, or an error for a name that does not parse or
+// for more than MaxTables distinct names. It needs no database, so a
+// request of many copies of one name costs no more than one.
+func distinctTables(names []string) ([]string, error) {
+	var out []string
+	seen := map[tableRef]bool{}
+	for _, name := range names {
+		ref, err := parseTable(name)
+		if err != nil {
+			return nil, err
+		}
+		if seen[ref] {
+			continue
+		}
+		if len(out) == MaxTables {
+			return nil, api.Errorf(api.ErrBadRequest, "backfill: more than %d distinct tables: start several backfills", MaxTables)
+		}
+		seen[ref] = true
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // put stores st and the last id number in one synced batch; m.mu is
@@ -490,7 +534,7 @@ func permanent(err error) bool {
 		}
 		return false
 	}
-	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrRedoLimit) || errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrBadRequest)
+	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrRedoLimit) || errors.Is(err, ErrNoProgress) || errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrBadRequest)
 }
 
 // run drives one backfill until it is done, fails or ctx ends.
@@ -534,6 +578,12 @@ func (m *Manager) runOnce(ctx context.Context, j *job) error {
 	st := j.st
 	st.lastKey = slices.Clone(j.st.lastKey)
 	m.mu.Unlock()
+	// Checked again on this session: its standard_conforming_strings may
+	// differ from the one Start saw, and a backfill stored by an older
+	// pgq was never checked.
+	if err := checkWhereSyntax(st.Where, standardStrings(conn)); err != nil {
+		return err
+	}
 	for ti := st.TableIndex; ti < len(st.Tables); ti++ {
 		t, err := describe(ctx, conn, st.Tables[ti])
 		if err != nil {
@@ -699,10 +749,10 @@ func (tr *tableRun) readNext(sctx context.Context, scancel context.CancelFunc) <
 	prev, next := tr.prev, tr.next
 	var high, low *ingest.Watermark
 	if prev != nil {
-		high = &ingest.Watermark{ID: prev.id, Kind: "high", Xmin: prev.snap.xmin, Xmax: prev.snap.xmax, Xip: prev.snap.xip}
+		high = &ingest.Watermark{ID: prev.id, Key: prev.ch.Key(), Kind: "high", Xmin: prev.snap.xmin, Xmax: prev.snap.xmax, Xip: prev.snap.xip}
 	}
 	if next != nil {
-		low = &ingest.Watermark{ID: next.id, Kind: "low"}
+		low = &ingest.Watermark{ID: next.id, Key: next.ch.Key(), Kind: "low"}
 	}
 	conn, t, where, limit, id := tr.conn, tr.t, tr.where, tr.limit, tr.id
 	out := make(chan stepResult, 1)

@@ -32,25 +32,17 @@ type table struct {
 	estimate     int64
 }
 
-func (t *table) qualified() string { return t.schema + "." + t.name }
+func (t *table) qualified() string { return qualifiedName(t.schema, t.name) }
 
-// parseTable parses "schema.table" or "table" (schema public).
-func parseTable(s string) (schema, name string, err error) {
-	s = strings.TrimSpace(s)
-	schema, name, ok := strings.Cut(s, ".")
-	if !ok {
-		schema, name = "public", s
-	}
-	if schema == "" || name == "" || strings.Contains(name, ".") {
-		return "", "", api.Errorf(api.ErrBadRequest, "table %q: want schema.table", s)
-	}
-	return schema, name, nil
-}
-
-// describe loads a table's columns (as pgoutput sends them: not dropped,
-// not generated, in attnum order), its key and its row estimate.
+// describe loads the columns of the table named qualified (parseTable)
+// as pgoutput sends them (not dropped, not generated, in attnum order),
+// its key and its row estimate.
 func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, error) {
-	schema, name, err := parseTable(qualified)
+	ref, err := parseTable(qualified)
+	if err != nil {
+		return nil, err
+	}
+	schema, name, err := resolve(ctx, conn, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +104,11 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 }
 
 // chunkSQL is the keyset query of one chunk: rows after the last key
-// (none: from the start), in key order.
+// (none: from the start), in key order. After a key, each row also has
+// a last column, true when the row's key comes after it: step checks it
+// (see ErrNoProgress), PostgreSQL computing it by its own types and
+// collations; the select list comes before the predicate, so nothing
+// pasted in the predicate changes it.
 func (t *table) chunkSQL(where string, after bool, limit int) string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
@@ -122,8 +118,6 @@ func (t *table) chunkSQL(where string, after bool, limit int) string {
 		}
 		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
 	}
-	b.WriteString(" FROM ")
-	b.WriteString(pgx.Identifier{t.schema, t.name}.Sanitize())
 	var conds []string
 	if after {
 		var l, r []string
@@ -131,10 +125,15 @@ func (t *table) chunkSQL(where string, after bool, limit int) string {
 			l = append(l, pgx.Identifier{t.columns[i].Name}.Sanitize())
 			r = append(r, fmt.Sprintf("$%d::text::%s", n+1, t.types[i]))
 		}
-		conds = append(conds, "("+strings.Join(l, ", ")+") > ("+strings.Join(r, ", ")+")")
+		past := "(" + strings.Join(l, ", ") + ") > (" + strings.Join(r, ", ") + ")"
+		b.WriteString(", " + past)
+		conds = append(conds, past)
 	}
+	b.WriteString(" FROM ")
+	b.WriteString(pgx.Identifier{t.schema, t.name}.Sanitize())
 	if where != "" {
-		conds = append(conds, "("+where+")")
+		// The newline ends a -- comment the predicate ends with.
+		conds = append(conds, "("+where+"\n)")
 	}
 	if len(conds) > 0 {
 		b.WriteString(" WHERE ")
@@ -151,13 +150,15 @@ func (t *table) chunkSQL(where string, after bool, limit int) string {
 	return b.String()
 }
 
-// checkWhere lets PostgreSQL parse the predicate against the table.
+// checkWhere makes sure the predicate cannot change the chunk query's
+// structure (checkWhereSyntax), then lets PostgreSQL parse it against the
+// table.
 func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) error {
 	if where == "" {
 		return nil
 	}
-	if strings.Contains(where, ";") {
-		return api.Errorf(api.ErrBadRequest, "--where must be a single predicate (no ';')")
+	if err := checkWhereSyntax(where, standardStrings(conn)); err != nil {
+		return err
 	}
 	_, err := conn.Exec(ctx, "EXPLAIN "+t.chunkSQL(where, false, 1))
 	var pgErr *pgconn.PgError
@@ -168,6 +169,13 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 		return fmt.Errorf("backfill: check --where on %s: %w", t.qualified(), err)
 	}
 	return nil
+}
+
+// standardStrings reports the session's standard_conforming_strings,
+// which decides what a backslash in a quoted literal does (PostgreSQL reports
+// it to the client, and again when it changes).
+func standardStrings(conn *pgx.Conn) bool {
+	return conn.PgConn().ParameterStatus("standard_conforming_strings") != "off"
 }
 
 // step is one round trip of runTable, sent as one pipeline: when high or
@@ -265,7 +273,17 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 			}
 			enc := record.NewReadsEncoder(buf.encoded[:0], t.schema, t.name, t.columns)
 			for rr.NextRow() {
-				row := buf.row(rr.Values())
+				vals := rr.Values()
+				if lastKey != nil {
+					if err == nil && (len(vals) != len(t.columns)+1 || string(vals[len(t.columns)]) != "t") {
+						err = fmt.Errorf("%w: a row of %s read after key %v does not come after it", ErrNoProgress, t.qualified(), lastKey)
+					}
+					vals = vals[:min(len(vals), len(t.columns))]
+				}
+				if err != nil {
+					continue // the rest is read and dropped
+				}
+				row := buf.row(vals)
 				rows = append(rows, pgq.Change{Op: pgq.OpRead, Schema: t.schema, Table: t.name, Columns: t.columns, New: row})
 				enc.Add(row)
 			}

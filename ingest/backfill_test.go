@@ -921,3 +921,91 @@ func TestBackfillServerRestart(t *testing.T) {
 	t.Logf("backfill %+v; %d concurrent operations", fin, *ops)
 	checkConverged(t, db, dir, map[string][]string{"public.bf": {"id"}})
 }
+
+// TestBackfillWhereAndTableNames (issue 23 items 10, 15, 16): a where
+// predicate that would break out of its parentheses in the chunk query
+// (whatever literal, identifier or comment it hides behind) is refused
+// with 400 before anything runs, where before it was accepted and
+// journaled the same chunk forever; one that keeps to them (parentheses
+// and semicolons in literals, a trailing -- comment) reads what it
+// selects. Tables whose schema or name holds a dot or a quote are read,
+// named quoted or, without quotes, as changes show them; a table named
+// several ways is read once, and the status shows each table in a form
+// that names it again.
+func TestBackfillWhereAndTableNames(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
+		`CREATE TABLE t (id int PRIMARY KEY, v text)`, `INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 40) g`,
+		`CREATE SCHEMA "my.schema"`,
+		`CREATE TABLE "my.schema"."a""b" (id int PRIMARY KEY)`, `INSERT INTO "my.schema"."a""b" SELECT generate_series(1, 25)`,
+		`CREATE TABLE "my.schema".t2 (id int PRIMARY KEY)`, `INSERT INTO "my.schema".t2 SELECT generate_series(1, 15)`)
+	dir := t.TempDir()
+	r := startSidecar(t, db, dir, nil)
+	r.waitStreaming(t)
+
+	for _, where := range []string{
+		"false) or (true",
+		"id > 0) OR (true) --",
+		`v = 'a\') OR (true) --'`,
+		`v = E'\'' ) OR (true) --'`,
+		`v = $$'$$ ) OR (true) --'`,
+		"true -- '\n ) OR (true) --'",
+		`true /* /* */ ' */ ) OR (true) --'`,
+		"true; SELECT 1",
+		"id > $1",
+	} {
+		code, b := bfCall(t, r, "POST", "/v1/backfills", map[string]any{"tables": []string{"t"}, "where": where, "chunk_size": 10})
+		if code == http.StatusCreated {
+			var st bfStatus
+			_ = json.Unmarshal(b, &st)
+			bfCall(t, r, "DELETE", "/v1/backfills/"+st.ID, nil)
+		}
+		if code != 400 || !strings.Contains(string(b), `"bad_request"`) || !strings.Contains(string(b), "where must be one predicate") {
+			t.Errorf("where %q: %d %s", where, code, b)
+		}
+	}
+	code, b := bfCall(t, r, "POST", "/v1/backfills", map[string]any{"chunk_size": 10, "tables": []string{
+		`"my.schema"."a""b"`, "t", "public.t", `"public"."t"`, "my.schema.t2", `"my.schema".t2`, `"my.schema"."a""b"`}})
+	var st struct {
+		ID     string   `json:"id"`
+		Tables []string `json:"tables"`
+	}
+	if code != http.StatusCreated || json.Unmarshal(b, &st) != nil {
+		t.Fatalf("POST: %d %s", code, b)
+	}
+	if want := []string{`"my.schema"."a""b"`, "public.t", `"my.schema".t2`}; !slices.Equal(st.Tables, want) {
+		t.Fatalf("tables %q, want %q", st.Tables, want)
+	}
+	if s := waitBackfill(t, r, st.ID, "done", 60*time.Second); s.Rows != 25+40+15 {
+		t.Fatalf("rows %d, want %d", s.Rows, 25+40+15)
+	}
+	syncJournal(t, db, dir)
+	got := map[string]map[string]bool{}
+	for _, tx := range records(t, dir) {
+		if tx.Backfill != st.ID {
+			continue
+		}
+		for _, c := range tx.Changes {
+			k := c.Schema + "|" + c.Table
+			if got[k] == nil {
+				got[k] = map[string]bool{}
+			}
+			id := string(c.New[0].Data)
+			if got[k][id] {
+				t.Errorf("%s id %s journaled twice", k, id)
+			}
+			got[k][id] = true
+		}
+	}
+	for k, n := range map[string]int{`my.schema|a"b`: 25, "public|t": 40, "my.schema|t2": 15} {
+		if len(got[k]) != n {
+			t.Errorf("%s: %d rows journaled, want %d", k, len(got[k]), n)
+		}
+	}
+
+	w := startBackfill(t, r, map[string]any{"tables": []string{"t"}, "where": "(id % 2 = 0) AND v <> ');' -- even ids only", "chunk_size": 7})
+	if w = waitBackfill(t, r, w.ID, "done", 60*time.Second); w.Rows != 20 {
+		t.Fatalf("where: %d rows, want 20", w.Rows)
+	}
+}
