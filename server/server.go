@@ -133,45 +133,68 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
 	s := &Server{o: o, Registry: prometheus.NewRegistry()}
+	for _, step := range []func(context.Context) error{s.openStores, s.openConsumers, s.registerMetrics, s.openIngest, s.openHTTP} {
+		if err := step(ctx); err != nil {
+			s.closeStores()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// openStores opens the journal and the index and catches the index up
+// with the journal.
+func (s *Server) openStores(ctx context.Context) error {
 	syncs := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "pgq_fsync_seconds", Help: "Latency of fsyncs of pgq's storage (store: journal, index).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	}, []string{"store"})
 	if err := s.Registry.Register(syncs); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return fmt.Errorf("metrics: %w", err)
 	}
+	o := &s.o
 	journalSyncs := syncs.WithLabelValues("journal")
 	j, err := journal.Open(journal.Options{Dir: filepath.Join(o.DataDir, "journal"), SegmentSize: o.SegmentSize, NoSync: o.NoSync, Logger: o.Logger,
 		FS: o.FS, OnSync: func(d time.Duration) { journalSyncs.Observe(d.Seconds()) }})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.Journal = j
 	indexSyncs := syncs.WithLabelValues("index")
 	ix, err := index.Open(index.Options{Dir: filepath.Join(o.DataDir, "index"), Logger: o.Logger,
 		FS: o.FS, OnSync: func(d time.Duration) { indexSyncs.Observe(d.Seconds()) }})
 	if err != nil {
-		j.Close()
-		return nil, err
+		return err
 	}
 	s.Index = ix
 	if err := ix.CatchUp(ctx, j); err != nil {
-		s.closeStores()
-		return nil, fmt.Errorf("index: catch up with journal: %w", err)
+		return fmt.Errorf("index: catch up with journal: %w", err)
 	}
 	// The pending bound is what the committer may hold in memory: with
 	// ingest's size estimates (decoded changes) 32 MiB keeps a multi-part
 	// transaction of any size within pgq's memory bound.
 	s.Committer = journal.NewCommitter(j, journal.CommitterOptions{MaxPendingBytes: 8 << 20})
-	co := o.Consumers
-	co.Journal, co.Index, co.Logger = j, ix, o.Logger
+	return nil
+}
+
+// openConsumers opens the consumer-group manager.
+func (s *Server) openConsumers(context.Context) error {
+	co := s.o.Consumers
+	co.Journal, co.Index, co.Logger = s.Journal, s.Index, s.o.Logger
 	cm, err := consumers.NewManager(co)
 	if err != nil {
-		s.closeStores()
-		return nil, err
+		return err
 	}
 	s.Consumers = cm
+	if err := s.Registry.Register(cm.Collector()); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
 
+// registerMetrics registers the process's, the index's and the journal
+// committer's metrics.
+func (s *Server) registerMetrics(context.Context) error {
 	indexStat := func(f func(index.Stats) float64) func() float64 {
 		return func() float64 { return f(s.Index.Stats()) }
 	}
@@ -191,31 +214,43 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 			func() float64 { return s.Committer.SubmitWaited().Seconds() }),
 	} {
 		if err := s.Registry.Register(c); err != nil {
-			s.closeStores()
-			return nil, fmt.Errorf("metrics: %w", err)
+			return fmt.Errorf("metrics: %w", err)
 		}
 	}
+	return nil
+}
+
+// openIngest prepares ingest (it connects in Run) and the backfill store
+// that feeds it.
+func (s *Server) openIngest(context.Context) error {
 	metrics, err := ingest.NewMetrics(s.Registry)
 	if err != nil {
-		s.closeStores()
-		return nil, err
+		return err
 	}
-	io := o.Ingest
-	io.Journal, io.Committer, io.Logger, io.Metrics, io.FS = j, s.Committer, o.Logger, metrics, o.FS
+	io := s.o.Ingest
+	io.Journal, io.Committer, io.Logger, io.Metrics, io.FS = s.Journal, s.Committer, s.o.Logger, metrics, s.o.FS
 	if io.SpillDir == "" {
-		io.SpillDir = filepath.Join(o.DataDir, "spill")
+		io.SpillDir = filepath.Join(s.o.DataDir, "spill")
 	}
 	in, err := ingest.New(io, s.indexBatch)
 	if err != nil {
-		s.closeStores()
-		return nil, err
+		return err
 	}
 	s.Ingester = in
+	bf, err := s.openBackfills() // backfill.go
+	if err != nil {
+		return err
+	}
+	s.Backfills = bf
+	return nil
+}
 
+// openHTTP listens on Options.Listen (and ProbeListen) with the API.
+func (s *Server) openHTTP(context.Context) error {
+	o := &s.o
 	l, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		s.closeStores()
-		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
+		return fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
 	s.listener = l
 	if o.AuthToken == "" {
@@ -225,21 +260,10 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 			}
 		}
 	}
-	bf, err := s.openBackfills() // backfill.go
-	if err != nil {
-		s.closeStores()
-		return nil, err
-	}
-	s.Backfills = bf
-	if err := s.Registry.Register(cm.Collector()); err != nil {
-		s.closeStores()
-		return nil, err
-	}
-	h, err := httpapi.New(httpapi.Options{Groups: cm, Backfills: bf, Status: s.statusDoc, NotReady: s.notReady,
+	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.statusDoc, NotReady: s.notReady,
 		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken})
 	if err != nil {
-		s.closeStores()
-		return nil, err
+		return err
 	}
 	var handler http.Handler = h
 	if o.WrapHandler != nil {
@@ -247,19 +271,16 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	}
 	srv, err := httpapi.NewServer(handler, o.HTTP)
 	if err != nil {
-		s.closeStores()
-		return nil, err
+		return err
+	}
+	if o.ProbeListen != "" {
+		if err := s.openProbes(h); err != nil {
+			return err // closeStores closes the API's listener: s.server is not set yet
+		}
 	}
 	s.server = srv
 	s.listener = httpapi.Listener(s.listener, o.HTTP)
-	if o.ProbeListen != "" {
-		if err := s.openProbes(h); err != nil {
-			s.server = nil // closeStores closes the API's listener then
-			s.closeStores()
-			return nil, err
-		}
-	}
-	return s, nil
+	return nil
 }
 
 // ownFiles is what pgq keeps of the open-file limit for itself, whatever
