@@ -25,7 +25,7 @@ func wireSample() []*pgq.Transaction {
 	}
 }
 
-// wireFetch and wireTx are the server's records form (consumers/http.go).
+// wireFetch and wireTx are the server's records form (httpapi/groups.go).
 type wireFetch struct {
 	Transactions []wireTx  `msgpack:"transactions"`
 	NextOffset   uint64    `msgpack:"next_offset"`

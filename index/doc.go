@@ -21,7 +21,7 @@
 //
 // # Stale and failed; healing
 //
-// The sidecar calls Add after every durable journal batch. When an Add
+// Package server calls Add after every durable journal batch. When an Add
 // fails (a storage error, ErrGap after a lost batch, an invalid entry) the
 // index does not quietly answer from what it has: it marks itself stale.
 // While stale, Add is refused at once with ErrStale (the records are in
@@ -34,7 +34,7 @@
 //
 // Heal (or CatchUp) clears the mark: it runs the catch-up from the journal
 // that start-up runs, under the writer lock. RunHealer is the background
-// loop the sidecar runs next to the journal's committer: woken by the
+// loop package server runs next to the journal's committer: woken by the
 // failure, it heals at once and retries with backoff while that fails, so
 // the committer's after-append hook only ever calls Add and never waits
 // for a heal. Stats (stale, failed, counters, last error) and Err report

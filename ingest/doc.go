@@ -51,7 +51,7 @@
 //
 // # Large transactions: streaming, spill and parts
 //
-// On PostgreSQL 14+ with Options.SpillDir set (the sidecar uses
+// On PostgreSQL 14+ with Options.SpillDir set (package server uses
 // DataDir/spill), pgq asks for proto_version '2' with streaming 'on'
 // (/v1/status reports proto_version and streaming); older servers get
 // version 1. The server then sends a transaction that outgrows its

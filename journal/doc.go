@@ -114,7 +114,7 @@
 // LastEndLSN).
 //
 // Options.OnSync receives the latency of every fsync of segment data and
-// of the directory (a Prometheus histogram in the sidecar), and an fsync
+// of the directory (a Prometheus histogram in package server), and an fsync
 // slower than Options.SlowSync (1 s by default) is logged at warning
 // level.
 //
@@ -174,7 +174,7 @@
 // The Committer turns many producers into few fsyncs: Submit (or
 // SubmitRecord) queues, one Run goroutine appends everything queued as one
 // batch, and a second goroutine runs the OnAppend hook of each durable
-// batch (ingest's slot bookkeeping, the sidecar's index update), then
+// batch (ingest's slot bookkeeping, package server's index update), then
 // publishes Durable and closes the DurableChanged channel, in batch order,
 // while the next batch is written: the hook never delays the next fsync.
 // It uses no timers: an idle committer writes a single transaction
