@@ -739,7 +739,9 @@ const (
 // Ack acknowledges messages of a shared group: they are done, and written
 // when Ack returns. Acking a message that is already acked is a no-op;
 // acking a delivery that is no longer in flight (redelivered, naked,
-// parked) fails with ErrConflict and changes nothing.
+// parked) fails with ErrConflict and changes nothing, and an id naming no
+// delivery that was made (no such change, a delivery not made yet) with
+// ErrNotFound.
 func (m *Manager) Ack(ctx context.Context, name string, ackIDs []string) (int, error) {
 	return m.settle(name, ackIDs, ackAck, 0)
 }
@@ -808,8 +810,9 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 	// of flight twice.
 	msgs := make([]*sharedMsg, 0, len(ackIDs))
 	seen := make(map[*sharedMsg]bool, len(ackIDs))
+	changes := map[pgq.Offset]int{} // records read to tell acked messages from none
 	for _, s := range ackIDs {
-		msg, acked, err := g.settleTargetLocked(s, kind)
+		msg, acked, err := m.settleTargetLocked(g, s, kind, changes)
 		if err != nil {
 			return nil, 0, 0, err
 		}
@@ -835,8 +838,9 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 // settleTargetLocked checks ack id s for a settle of kind and returns the
 // in-flight message it settles, or acked when it is a retried ack of a
 // message acked already. Any other id is an error, so that a settle with
-// one bad id changes nothing.
-func (g *group) settleTargetLocked(s string, kind int) (msg *sharedMsg, acked bool, err error) {
+// one bad id changes nothing. changes caches the change counts of the
+// records read to tell an acked message from an id naming none.
+func (m *Manager) settleTargetLocked(g *group, s string, kind int, changes map[pgq.Offset]int) (msg *sharedMsg, acked bool, err error) {
 	name, sh := g.name, g.sh
 	id, d, epoch, err := parseAckID(s)
 	if err != nil {
@@ -852,6 +856,10 @@ func (g *group) settleTargetLocked(s string, kind int) (msg *sharedMsg, acked bo
 		return nil, false, errf(ErrConflict, "group %q: ack id %s is from an earlier delivery run (pgq restarted or the group was reset since): the message is delivered again", name, s)
 	case msg != nil && msg.inFlight && msg.delivery == d:
 		return msg, false, nil
+	case msg != nil && d > msg.delivery && !msg.requeued:
+		// A requeued message restarts its count, so only for it may a
+		// higher number be a delivery that was made.
+		return nil, false, errf(ErrNotFound, "group %q: ack id %s: delivery %d of the message was never made (it had %d)", name, s, d, msg.delivery)
 	case msg != nil:
 		state := "waiting for redelivery"
 		if msg.inFlight {
@@ -861,10 +869,35 @@ func (g *group) settleTargetLocked(s string, kind int) (msg *sharedMsg, acked bo
 	case parked && !p.Requeued:
 		return nil, false, errf(ErrConflict, "group %q: ack id %s: the message is parked", name, s)
 	case id.off <= sh.scanned && kind == ackAck && !parked:
-		return nil, true, nil
-	default:
-		return nil, false, errf(ErrNotFound, "group %q: ack id %s: no such delivered message", name, s)
+		// Read, not outstanding, not parked: acked already, unless the id
+		// names no message of the group at all.
+		ok, err := m.isMessageLocked(g, id, changes)
+		if err != nil || ok {
+			return nil, ok, err
+		}
 	}
+	return nil, false, errf(ErrNotFound, "group %q: ack id %s: no such delivered message", name, s)
+}
+
+// isMessageLocked reports whether id names a change of g's filtered
+// journal; counts caches the change count of each record read. A record
+// removed by retention cannot tell: its messages count as acked (the
+// group's cursor or a cap moved past them). g.mu is held.
+func (m *Manager) isMessageLocked(g *group, id msgID, counts map[pgq.Offset]int) (bool, error) {
+	n, ok := counts[id.off]
+	if !ok {
+		tx, err := m.readRecord(g, id.off)
+		switch {
+		case errors.Is(err, ErrOutOfRange):
+			return true, nil
+		case err != nil:
+			return false, err
+		case tx != nil:
+			n = len(tx.Changes)
+		}
+		counts[id.off] = n
+	}
+	return id.idx < n, nil
 }
 
 // settleMsgLocked settles one in-flight message (ack, term, progress, nak
