@@ -1,8 +1,13 @@
 package ingest
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -12,14 +17,19 @@ import (
 )
 
 // WatermarkPrefix is the logical message prefix of backfill watermarks
-// (see package backfill). Watermark messages are consumed by ingest and
-// never journaled.
+// (see package backfill). A watermark of this process (its Key proves it:
+// Chunk.Key) is consumed by ingest and never journaled; any other message
+// with the prefix is journaled as the message it is, with a WARN.
 const WatermarkPrefix = "pgq.wm"
 
 // Watermark is the content (JSON) of a watermark message.
 type Watermark struct {
 	// ID names the chunk (Backfills.Open).
 	ID string `json:"id"`
+	// Key is the chunk's Chunk.Key: a MAC of ID under a secret that never
+	// leaves the process, so no other writer of logical messages can
+	// make a watermark ingest takes for one.
+	Key string `json:"key"`
 	// Kind is "low" or "high".
 	Kind string `json:"kind"`
 	// Xmin, Xmax and Xip, on a high watermark, are the chunk's read
@@ -103,6 +113,7 @@ type Chunk struct {
 	b                       *Backfills
 	w                       *Watch
 	id, backfill            string
+	key                     string // the MAC of id its watermarks carry
 	result                  chan ChunkResult
 	lowSeen, dirty, dropAll bool
 	reason                  string
@@ -124,6 +135,9 @@ type Backfills struct {
 	byTable map[string][]*Chunk // schema.table → open chunks
 	watches map[string][]*Watch // schema.table → watches
 	nwatch  int                 // watches in total
+	// secret keys the MAC of watermark ids (see key): random from
+	// NewBackfills, or the one SetSecret loads from the data dir.
+	secret []byte
 	// expect is lastSubmitted as ingest left it after the previous commit
 	// it saw: a different value at the next commit means a record was
 	// journaled without passing the hook (a streamed or spilled
@@ -133,7 +147,49 @@ type Backfills struct {
 
 // NewBackfills returns an empty registry.
 func NewBackfills() *Backfills {
-	return &Backfills{chunks: map[string]*Chunk{}, byTable: map[string][]*Chunk{}, watches: map[string][]*Watch{}}
+	b := &Backfills{chunks: map[string]*Chunk{}, byTable: map[string][]*Chunk{}, watches: map[string][]*Watch{}, secret: make([]byte, 32)}
+	_, _ = rand.Read(b.secret) // crypto/rand.Read never fails (Go 1.24+)
+	return b
+}
+
+// SetSecret replaces the secret of watermark keys by one kept with the
+// data dir (package backfill stores it), so that watermarks a previous
+// process emitted and PostgreSQL sends again after a restart are still
+// known as pgq's own and dropped, not journaled as messages. Call it
+// before ingest starts and before any chunk is opened.
+func (b *Backfills) SetSecret(secret []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.secret = slices.Clone(secret)
+}
+
+// key is the MAC of a chunk id its watermarks carry: HMAC-SHA256 under
+// the registry's secret, 128 bits in hex. It is derived rather than kept
+// per chunk so that a watermark of a chunk already closed (timed out,
+// abandoned) is still recognised as pgq's own and dropped. b.mu is held.
+func (b *Backfills) key(id string) string {
+	m := hmac.New(sha256.New, b.secret)
+	m.Write([]byte(id))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// ownWatermark decodes c, a message with the watermark prefix, and reports
+// whether it is a watermark of this process; when not, it logs why.
+func (b *Backfills) ownWatermark(c *pgq.Change, log *slog.Logger, lsn pgq.LSN) (Watermark, bool) {
+	var wm Watermark
+	reason := ""
+	switch err := json.Unmarshal(c.Content, &wm); {
+	case !c.Transactional:
+		reason = "not transactional"
+	case err != nil:
+		reason = "malformed content: " + err.Error()
+	case !hmac.Equal([]byte(wm.Key), []byte(b.key(wm.ID))):
+		reason = "no key of this process (written by another role or another pgq, or re-sent from before a restart)"
+	default:
+		return wm, true
+	}
+	log.Warn("journaling a message with pgq's watermark prefix as a message change, not a watermark", "lsn", lsn, "reason", reason)
+	return wm, false
 }
 
 // Watch starts following schema.table, keyed by keyCols. Every
@@ -183,6 +239,7 @@ func (w *Watch) Open(id, backfill string) *Chunk {
 	b := w.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	c.key = b.key(id)
 	b.chunks[id] = c
 	qt := w.schema + "." + w.table
 	b.byTable[qt] = append(b.byTable[qt], c)
@@ -206,6 +263,10 @@ func (c *Chunk) SetChanges(columns []pgq.Column, changes []pgq.Change, encoded [
 	c.columns, c.changes, c.encoded, c.hasRows = columns, changes, encoded, true
 	c.b.mu.Unlock()
 }
+
+// Key is what the chunk's watermarks carry in Watermark.Key: ingest takes
+// a message with the watermark prefix for a watermark only with it.
+func (c *Chunk) Key() string { return c.key }
 
 // Result delivers the outcome once ingest saw the high watermark.
 func (c *Chunk) Result() <-chan ChunkResult { return c.result }
@@ -240,13 +301,15 @@ func (b *Backfills) OpenChunks() int {
 	return len(b.chunks)
 }
 
-// isWatermark reports whether c is a watermark message.
+// isWatermark reports whether c has the watermark prefix: a watermark
+// when Backfills.ownWatermark says so.
 func isWatermark(c *pgq.Change) bool {
-	return c.Op == pgq.OpMessage && c.Transactional && c.Prefix == WatermarkPrefix
+	return c.Op == pgq.OpMessage && c.Prefix == WatermarkPrefix
 }
 
 // backfillCommit is ingest's hook for a committed transaction, called in
-// commit order before it is journaled. It removes watermark messages,
+// commit order before it is journaled. It removes this process's
+// watermark messages (others with the prefix stay, as messages),
 // records the keys the transaction changed in the watches and the open
 // chunk windows, and at a high watermark replaces the transaction's
 // changes by the chunk's surviving rows (read changes, Transaction.Backfill
@@ -280,31 +343,7 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) (i
 	var highs []*Chunk
 	var wms []Watermark
 	if hasWM || len(b.watches) > 0 {
-		kept := tx.Changes[:0]
-		for i := range tx.Changes {
-			c := &tx.Changes[i]
-			if isWatermark(c) {
-				var wm Watermark
-				if err := json.Unmarshal(c.Content, &wm); err != nil {
-					s.in.o.Logger.Warn("ignoring a malformed backfill watermark", "lsn", tx.EndLSN, "error", err)
-					continue
-				}
-				ch := b.chunks[wm.ID]
-				switch {
-				case ch == nil: // another pgq's, or an abandoned chunk's
-				case wm.Kind == "low":
-					ch.lowSeen = true
-				case wm.Kind == "high" && ch.lowSeen:
-					highs = append(highs, ch)
-					wms = append(wms, wm)
-				}
-				continue
-			}
-			b.track(tx.Xid, c)
-			kept = append(kept, *c)
-		}
-		clear(tx.Changes[len(kept):])
-		tx.Changes = kept
+		highs, wms = b.takeWatermarks(tx, s.in.o.Logger)
 	}
 	var rec *journal.Record
 	for i, ch := range highs {
@@ -330,6 +369,35 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) (i
 		b.expect = tx.EndLSN
 	}
 	return size, rec
+}
+
+// takeWatermarks removes this process's watermarks from tx, marks the
+// low ones seen and returns the high ones of open chunks, and tracks the
+// keys tx's other changes touch. b.mu is held.
+func (b *Backfills) takeWatermarks(tx *pgq.Transaction, log *slog.Logger) (highs []*Chunk, wms []Watermark) {
+	kept := tx.Changes[:0]
+	for i := range tx.Changes {
+		c := &tx.Changes[i]
+		if isWatermark(c) {
+			if wm, own := b.ownWatermark(c, log, tx.EndLSN); own {
+				ch := b.chunks[wm.ID]
+				switch {
+				case ch == nil: // a chunk of this process closed before (timed out, abandoned)
+				case wm.Kind == "low":
+					ch.lowSeen = true
+				case wm.Kind == "high" && ch.lowSeen:
+					highs = append(highs, ch)
+					wms = append(wms, wm)
+				}
+				continue
+			}
+		}
+		b.track(tx.Xid, c)
+		kept = append(kept, *c)
+	}
+	clear(tx.Changes[len(kept):])
+	tx.Changes = kept
+	return highs, wms
 }
 
 // encodedRecord is the chunk's record encoded ahead (SetChanges), stamped

@@ -1,6 +1,12 @@
 package ingest
 
-import "testing"
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/pgq-dev/pgq"
+)
 
 // TestWatermarkVisible checks PostgreSQL's snapshot rules on the 32-bit
 // xids pgoutput carries, across the wraparound of the full xids' low bits.
@@ -26,5 +32,57 @@ func TestWatermarkVisible(t *testing.T) {
 		if got := tc.wm.visible(tc.xid); got != tc.want {
 			t.Errorf("%s: visible(%d) to %+v = %v, want %v", tc.name, tc.xid, tc.wm, got, tc.want)
 		}
+	}
+}
+
+// TestOwnWatermark: a message with the watermark prefix is a watermark
+// only with the key of its chunk id under this registry's secret: the
+// right id without a key, with a wrong key, or with the key of another
+// registry (another pgq) stays in the transaction as a message and
+// changes no chunk; the chunk's own key makes it a watermark, also once
+// the chunk is closed.
+func TestOwnWatermark(t *testing.T) {
+	b, other := NewBackfills(), NewBackfills()
+	w := b.Watch("public", "t", []string{"id"})
+	ch := w.Open("bf1.n.1", "bf1")
+	ow := other.Watch("public", "t", []string{"id"})
+	och := ow.Open("bf1.n.1", "bf1")
+	if ch.Key() == och.Key() || len(ch.Key()) != 32 {
+		t.Fatalf("keys %q, %q", ch.Key(), och.Key())
+	}
+	log := slog.New(slog.DiscardHandler)
+	msg := func(content string) pgq.Change {
+		return pgq.Change{Op: pgq.OpMessage, Prefix: WatermarkPrefix, Transactional: true, Content: []byte(content)}
+	}
+	for _, content := range []string{
+		`{"id":"bf1.n.1","kind":"low"}`,
+		`{"id":"bf1.n.1","kind":"low","key":"` + strings.Repeat("0", 32) + `"}`,
+		`{"id":"bf1.n.1","kind":"low","key":"` + och.Key() + `"}`,
+		`{"id":"bf1.n.1","kind":"low","key":"` + ch.Key()[:31] + `"}`,
+		`{"id":"bf1.n.2","kind":"low","key":"` + ch.Key() + `"}`,
+		`{`,
+	} {
+		tx := &pgq.Transaction{Changes: []pgq.Change{msg(content)}}
+		b.mu.Lock()
+		highs, _ := b.takeWatermarks(tx, log)
+		b.mu.Unlock()
+		if len(tx.Changes) != 1 || string(tx.Changes[0].Content) != content || ch.lowSeen || len(highs) != 0 {
+			t.Fatalf("%s: changes %v, lowSeen %v, highs %d", content, tx.Changes, ch.lowSeen, len(highs))
+		}
+	}
+	tx := &pgq.Transaction{Changes: []pgq.Change{msg(`{"id":"bf1.n.1","kind":"low","key":"` + ch.Key() + `"}`)}}
+	b.mu.Lock()
+	b.takeWatermarks(tx, log)
+	b.mu.Unlock()
+	if len(tx.Changes) != 0 || !ch.lowSeen {
+		t.Fatalf("own watermark: changes %v, lowSeen %v", tx.Changes, ch.lowSeen)
+	}
+	ch.Close()
+	tx = &pgq.Transaction{Changes: []pgq.Change{msg(`{"id":"bf1.n.1","kind":"high","key":"` + ch.Key() + `"}`)}}
+	b.mu.Lock()
+	highs, _ := b.takeWatermarks(tx, log)
+	b.mu.Unlock()
+	if len(tx.Changes) != 0 || len(highs) != 0 {
+		t.Fatalf("closed chunk's own watermark: changes %v, highs %d", tx.Changes, len(highs))
 	}
 }
