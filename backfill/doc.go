@@ -83,7 +83,16 @@
 // holds a new table's backfill until it answers or the waiting
 // transactions are cancelled (logged after 5 s). Watermarks themselves
 // commit with synchronous_commit local: they need no standby. Watermark
-// messages are never journaled.
+// messages are never journaled. A watermark carries, beside its chunk id,
+// the chunk's key (ingest.Chunk.Key: HMAC-SHA256 of the id under a secret
+// this store creates on first open and hands ingest.Backfills.SetSecret at
+// every Open), and ingest takes a message with the watermark prefix for a
+// watermark only with it: any role can emit messages with the prefix,
+// none can make the key. Others (another role's, another pgq's over the
+// same database) are journaled as message changes with a WARN. The secret
+// lives with the data dir, not the process, because watermarks emitted
+// since the slot's last confirmation are sent again after a restart and
+// must still be known as pgq's own.
 //
 // A chunk is read again (ChunkResult.Redo, counted in "redone") when a
 // transaction in its window could not be inspected cheaply (a large

@@ -170,6 +170,28 @@
 // whose slot was advanced past the journal by idle keepalives reports a
 // gap once; --accept-gap records it.
 //
+// # DDL capture and pgq's message prefixes
+//
+// Any role may call pg_logical_emit_message, and a pgoutput message
+// carries no role, so a prefix alone proves nothing. A message with the
+// DDL prefix (pgq.ddl) becomes a ddl change only when the change right
+// before it in its transaction is an insert into pgq_ddl.proof whose id
+// the message's "proof" names: pgq ddl install makes the capture trigger's
+// function (SECURITY DEFINER, owned by the installing superuser) insert
+// that row right before emitting the message, and grants nobody else
+// anything on the schema or the table; nothing can run between the two.
+// The session keeps that state per transaction (ddlProof: the session's
+// for an assembled transaction, the spill's for a streamed one; a
+// subtransaction abort in a stream resets it) and drops every change of
+// the proof table. Any other message with the prefix is journaled as a
+// message change with a WARN. A message with the watermark prefix
+// (pgq.wm) is a backfill watermark only with the key of its chunk id
+// (Backfills: an HMAC under a secret package backfill keeps in its
+// store); else it too is journaled as a message with a WARN, so a
+// transaction holding only such a message is not hidden. At each start
+// the check connection looks for an old capture trigger (or a proof table
+// the publication does not publish) and warns once.
+//
 // # Reconnect and stop
 //
 // Transient errors reconnect with exponential backoff between ReconnectMin
