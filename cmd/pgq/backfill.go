@@ -22,9 +22,9 @@ type BackfillCmd struct {
 // BackfillStartCmd is `pgq backfill start`.
 type BackfillStartCmd struct {
 	APIFlags
-	Table     []string `required:"" help:"Table to backfill (schema.table; repeat for several, read one after the other)."`
+	Table     []string `required:"" help:"Table to backfill (schema.table, a part quoted to hold a dot or a quote: '\"my.schema\".t'; repeat for several, read one after the other; a table named twice is read once; at most 1000)."`
 	ChunkSize int      `name:"chunk-size" default:"10000" help:"Rows per chunk (one journal record per chunk)."`
-	Where     string   `help:"Only rows matching this SQL predicate (pasted into the chunk query)."`
+	Where     string   `help:"Only rows matching this SQL predicate (pasted into the chunk query between parentheses; it must be one predicate: no unbalanced parenthesis, ; or $1 outside literals and comments)."`
 	MaxRate   float64  `name:"max-rate" help:"Read at most this many rows per second, to leave the database and the stream room (0: as fast as the server reads; change it later with pgq backfill throttle)."`
 	Wait      bool     `help:"Wait until the backfill ends (a progress bar on a terminal); exit non-zero unless it is done."`
 }
