@@ -264,34 +264,7 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 				snap, err = parseSnapshot(rr.Values()[0])
 			}
 		case read:
-			// Each row becomes its read change as it arrives, while the
-			// server is still sending the next ones.
-			buf.reset()
-			rows = buf.changes[:0]
-			if cap(rows) < limit {
-				rows = make([]pgq.Change, 0, limit)
-			}
-			enc := record.NewReadsEncoder(buf.encoded[:0], t.schema, t.name, t.columns)
-			for rr.NextRow() {
-				vals := rr.Values()
-				if lastKey != nil {
-					if err == nil && (len(vals) != len(t.columns)+1 || string(vals[len(t.columns)]) != "t") {
-						err = fmt.Errorf("%w: a row of %s read after key %v does not come after it", ErrNoProgress, t.qualified(), lastKey)
-					}
-					vals = vals[:min(len(vals), len(t.columns))]
-				}
-				if err != nil {
-					continue // the rest is read and dropped
-				}
-				row := buf.row(vals)
-				rows = append(rows, pgq.Change{Op: pgq.OpRead, Schema: t.schema, Table: t.name, Columns: t.columns, New: row})
-				enc.Add(row)
-			}
-			buf.changes = rows
-			if len(rows) > 0 {
-				encoded = enc.Finish(backfill)
-				buf.encoded = enc.Storage()
-			}
+			rows, encoded, err = readChunk(rr, t, lastKey, limit, backfill, buf)
 		}
 		if _, cerr := rr.Close(); cerr != nil || err != nil {
 			return nil, nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
@@ -308,6 +281,40 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
 	return rows, encoded, snap, nil
+}
+
+// readChunk turns the rows of a chunk's read into its read changes and
+// their record (see step), each row as it arrives, while the server is
+// still sending the next ones. After a key, it checks each row's last
+// column (see chunkSQL) and drops the row's values of it: a row that
+// does not come after lastKey is an ErrNoProgress (the rest is read and
+// dropped).
+func readChunk(rr *pgconn.ResultReader, t *table, lastKey []string, limit int, backfill string, buf *chunkBuf) (rows []pgq.Change, encoded []byte, err error) {
+	buf.reset()
+	rows = buf.changes[:0]
+	if cap(rows) < limit {
+		rows = make([]pgq.Change, 0, limit)
+	}
+	enc := record.NewReadsEncoder(buf.encoded[:0], t.schema, t.name, t.columns)
+	n := len(t.columns)
+	for rr.NextRow() {
+		vals := rr.Values()
+		if lastKey != nil && err == nil && (len(vals) != n+1 || string(vals[n]) != "t") {
+			err = fmt.Errorf("%w: a row of %s read after key %v does not come after it", ErrNoProgress, t.qualified(), lastKey)
+		}
+		if err != nil {
+			continue
+		}
+		row := buf.row(vals[:n])
+		rows = append(rows, pgq.Change{Op: pgq.OpRead, Schema: t.schema, Table: t.name, Columns: t.columns, New: row})
+		enc.Add(row)
+	}
+	buf.changes = rows
+	if len(rows) > 0 {
+		encoded = enc.Finish(backfill)
+		buf.encoded = enc.Storage()
+	}
+	return rows, encoded, err
 }
 
 // chunkBuf is the storage of one chunk's rows, their changes and their
