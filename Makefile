@@ -4,7 +4,15 @@ PKGS := ./...
 # Packages that run goroutines concurrently: tested with -race too.
 RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/... ./client/... ./bridge/... ./internal/wal/... ./backfill/...
 
-.PHONY: all build test race vet fmt demo bench fuzz clean
+# make test-matrix: ingest's integration tests (fidelity against
+# test_decoding, every op and type, continuity, streaming of large
+# transactions, DDL capture) on each major below, from the npm bundle that
+# scripts/pg-server.sh fetches and caches. make test covers the installed
+# server (15 on Debian bookworm).
+MATRIX_MAJORS ?= 14 16 17 18
+MATRIX_RUN := TestFidelityAgainstTestDecoding|TestEveryOpAndType|TestGap|TestNoGap|TestStream|TestMultiPartLayout|TestDDL|TestFailover
+
+.PHONY: all build test test-matrix race vet fmt demo bench fuzz clean
 
 all: build
 
@@ -24,6 +32,16 @@ test: vet build
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 
+# Each leg first proves (internal/pgtest TestServerMajor) that the harness
+# runs the major asked for, so a leg cannot pass on the installed server.
+test-matrix:
+	@set -e; for m in $(MATRIX_MAJORS); do \
+	  bin=$$(./scripts/pg-server.sh $$m); \
+	  echo "==> PostgreSQL $$m ($$bin)"; \
+	  PGQ_PG_BINDIR=$$bin PGQ_PG_MAJOR=$$m $(GO) test -count=1 -timeout 10m -run 'TestServerMajor' ./internal/pgtest; \
+	  PGQ_PG_BINDIR=$$bin PGQ_PG_MAJOR=$$m $(GO) test -count=1 -timeout 15m -run '$(MATRIX_RUN)' ./ingest; \
+	done
+
 demo: build
 	./scripts/demo.sh
 
@@ -36,6 +54,7 @@ fuzz:
 	$(GO) test ./record -run '^$$' -fuzz FuzzRecord -fuzztime 30s
 	$(GO) test ./internal/msgp -run '^$$' -fuzz FuzzSkip -fuzztime 30s
 	$(GO) test ./client -run '^$$' -fuzz FuzzDecodeFetch -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzMsgpackAnswer -fuzztime 30s
 	$(GO) test ./backfill -run '^$$' -fuzz FuzzWhere -fuzztime 30s
 
 clean:

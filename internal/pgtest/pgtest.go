@@ -52,8 +52,22 @@ type Cluster struct {
 	running bool
 }
 
-// BinDir returns the PostgreSQL server binary directory.
+// BinDirEnv names the environment variable that points the harness at
+// another server's bin directory (make test-matrix sets it to each major
+// fetched by scripts/pg-server.sh).
+const BinDirEnv = "PGQ_PG_BINDIR"
+
+// BinDir returns the PostgreSQL server binary directory: $PGQ_PG_BINDIR when
+// set, else the installed server's.
 func BinDir() (string, error) {
+	if dir := os.Getenv(BinDirEnv); dir != "" {
+		// A set but wrong directory must fail, not fall back: the matrix
+		// would otherwise pass on the installed major and prove nothing.
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err != nil {
+			return "", fmt.Errorf("pgtest: %s=%s holds no initdb: %w", BinDirEnv, dir, err)
+		}
+		return dir, nil
+	}
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
 		dir := strings.TrimSpace(string(out))
 		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
@@ -229,6 +243,16 @@ func (c *Cluster) Stop() {
 	}
 	_ = c.StopServer()
 	_ = os.RemoveAll(c.Dir)
+}
+
+// Major returns the server's major version (from the data directory's
+// PG_VERSION, so it works while the server is stopped).
+func (c *Cluster) Major() (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.dataDir(), "PG_VERSION"))
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: %w", err)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
 // Log returns the server log so far.
