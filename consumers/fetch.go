@@ -26,7 +26,8 @@ type FetchRequest struct {
 	// FailFast returns ErrConflict at once when another member holds the
 	// lease, instead of waiting up to Wait for it.
 	FailFast bool
-	// LeaseTTL overrides the Manager's lease TTL for this member.
+	// LeaseTTL overrides the Manager's lease TTL for this member; at most
+	// MaxLeaseTTL.
 	LeaseTTL time.Duration
 	// Session identifies the consumer's incarnation (a random id per
 	// process or Consumer). A fetch from a new session of the member
@@ -39,6 +40,10 @@ type FetchRequest struct {
 	// lost, delivery resumes there (never below the cursor) instead of
 	// after what the server last handed out.
 	From pgq.Offset
+	// JSONValues is how a shared group's messages render json and jsonb
+	// values (zero: embedded, the JSON contract); httpapi's msgpack
+	// answers ask for pgq.JSONAsText.
+	JSONValues pgq.JSONValues
 }
 
 // FetchResult is what a fetch delivered.
@@ -62,17 +67,19 @@ func (m *Manager) clampFetch(req *FetchRequest) error {
 	if req.Member == "" || len(req.Member) > maxMemberLen {
 		return errf(ErrBadRequest, "member must be 1 to %d bytes", maxMemberLen)
 	}
-	if req.Max < 0 || req.MaxBytes < 0 || req.Wait < 0 || req.LeaseTTL < 0 {
-		return errf(ErrBadRequest, "max, max_bytes, wait and lease_ttl must not be negative")
+	if req.Max < 0 || req.MaxBytes < 0 || req.Wait < 0 {
+		return errf(ErrBadRequest, "max, max_bytes and wait must not be negative")
 	}
+	ttl, err := m.leaseTTL(req.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	req.LeaseTTL = ttl
 	if req.Max == 0 {
 		req.Max = 100
 	}
 	if req.MaxBytes == 0 {
 		req.MaxBytes = 1 << 20
-	}
-	if req.LeaseTTL == 0 {
-		req.LeaseTTL = m.o.LeaseTTL
 	}
 	req.Max = min(req.Max, m.o.MaxFetch)
 	req.MaxBytes = min(req.MaxBytes, m.o.MaxFetchBytes)
