@@ -29,6 +29,24 @@ func (g *group) resumeLocked(session string, from pgq.Offset) {
 	}
 }
 
+// MaxLeaseTTL bounds a member's lease (lease_ttl of fetch, commit and
+// heartbeat, and ManagerOptions.LeaseTTL): a member that dies holding its
+// lease blocks its group until the lease ends, so no request may make
+// that longer than an hour. A slow consumer renews with heartbeats.
+// Leases stored before the bound keep their expiry.
+const MaxLeaseTTL = time.Hour
+
+// leaseTTL checks a requested lease TTL; zero is the Manager's default.
+func (m *Manager) leaseTTL(ttl time.Duration) (time.Duration, error) {
+	if ttl < 0 || ttl > MaxLeaseTTL {
+		return 0, errf(ErrBadRequest, "lease_ttl %s: want 0 (the default, %s) up to %s", ttl, m.o.LeaseTTL, MaxLeaseTTL)
+	}
+	if ttl == 0 {
+		return m.o.LeaseTTL, nil
+	}
+	return ttl, nil
+}
+
 func (g *group) newLeaseLocked() {
 	g.gen++
 	g.delivered = g.st.Cursor
@@ -88,8 +106,9 @@ func (m *Manager) holderLocked(g *group, member string, now time.Time) error {
 
 // Heartbeat renews member's lease without fetching.
 func (m *Manager) Heartbeat(ctx context.Context, name, member string, ttl time.Duration) (time.Time, error) {
-	if ttl <= 0 {
-		ttl = m.o.LeaseTTL
+	ttl, err := m.leaseTTL(ttl)
+	if err != nil {
+		return time.Time{}, err
 	}
 	g, err := m.get(name)
 	if err != nil {
