@@ -147,12 +147,32 @@ type Transaction struct {
 	Origin     string
 	// Part is the 0-based part number; Final is true on the last part. A
 	// transaction that fits one record has Part 0 and Final true.
-	Part    uint32
-	Final   bool
-	Changes []Change
+	Part  uint32
+	Final bool
+	// FirstOrdinal is the ordinal (see Ordinal) of the record's first
+	// change: 0 for part 0, the number of changes of the earlier parts for
+	// the others.
+	FirstOrdinal uint32
+	// Ordinals holds one ordinal per change when they are not
+	// FirstOrdinal, FirstOrdinal+1, ... (a group's filter dropped changes
+	// in between); nil otherwise.
+	Ordinals []uint32
+	Changes  []Change
 	// Backfill is the id of the backfill whose chunk of read changes the
 	// record holds (see package backfill); empty for everything else.
 	Backfill string
+}
+
+// Ordinal returns the position of change i within its whole transaction
+// (all parts, counted from 0, before any group filter). With the commit
+// LSN it names the change in PostgreSQL's history, the same in every
+// journal: a fresh data dir, a restored one and the old one (design
+// invariant 9).
+func (tx *Transaction) Ordinal(i int) uint32 {
+	if tx.Ordinals != nil {
+		return tx.Ordinals[i]
+	}
+	return tx.FirstOrdinal + uint32(i)
 }
 
 // PGEpoch is PostgreSQL's timestamp epoch (2000-01-01 UTC).

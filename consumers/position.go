@@ -102,8 +102,17 @@ type Filter struct {
 	Ops []string `json:"ops,omitempty" msgpack:"ops,omitempty"`
 }
 
+// MaxTablePatterns bounds the table patterns of a group: every change a
+// group reads is matched against each of them, so their number is work
+// per change; a thousand covers listing tables one by one, and globs
+// cover more. Groups stored with more keep them.
+const MaxTablePatterns = 1000
+
 // Validate checks the patterns and op names.
 func (f Filter) Validate() error {
+	if len(f.Tables) > MaxTablePatterns {
+		return errf(ErrBadRequest, "%d table patterns: at most %d (use globs such as \"public.*\")", len(f.Tables), MaxTablePatterns)
+	}
 	for _, t := range f.Tables {
 		if _, err := path.Match(t, ""); err != nil || t == "" || !strings.Contains(t, ".") {
 			return errf(ErrBadRequest, "table pattern %q: want schema.table (globs allowed)", t)
@@ -191,10 +200,15 @@ func (f Filter) Apply(tx *pgq.Transaction) *pgq.Transaction {
 	}
 	out := *tx
 	out.Changes = make([]pgq.Change, 0, n)
+	// The kept changes keep their ordinals in the whole transaction: a
+	// bridge names its messages by them.
+	out.Ordinals = make([]uint32, 0, n)
 	for i := range tx.Changes {
 		if f.Match(&tx.Changes[i]) {
 			out.Changes = append(out.Changes, tx.Changes[i])
+			out.Ordinals = append(out.Ordinals, tx.Ordinal(i))
 		}
 	}
+	out.FirstOrdinal = out.Ordinals[0]
 	return &out
 }

@@ -71,8 +71,10 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 		switch m := msg.(type) {
 		case *pgoutput.Origin:
 			st.cur.origin = m.Name
-		case *pgoutput.Relation, *pgoutput.TypeMsg:
+		case *pgoutput.Relation:
 			// Cached by the decoder; spilled changes carry names and types.
+			s.resolveBaseTypes(ctx, m)
+		case *pgoutput.TypeMsg:
 		case *pgoutput.Row:
 			xid := m.Xid
 			if xid == 0 {
@@ -232,6 +234,9 @@ func (w *partWriter) finish(ctx context.Context) error {
 func (w *partWriter) submit(ctx context.Context, final bool) error {
 	tx := w.hdr
 	tx.Part, tx.Final, tx.Changes = w.part, final, w.cur
+	// w.changes already counts w.cur: its first change's ordinal is the
+	// count of the changes before it.
+	tx.FirstOrdinal = uint32(w.changes - len(w.cur))
 	if err := w.submitTx(ctx, &journal.Record{Tx: &tx}, w.curMem); err != nil {
 		return err
 	}
@@ -244,6 +249,7 @@ func (w *partWriter) submit(ctx context.Context, final bool) error {
 func (w *partWriter) restamp(rec []byte, final bool) (*journal.Record, error) {
 	tx := w.hdr
 	tx.Part, tx.Final = w.part, final
+	tx.FirstOrdinal = uint32(w.changes) // the changes of the parts before
 	enc, n, err := record.Restamp(nil, rec, &tx)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: spilled chunk of xid %d: %w", tx.Xid, err)

@@ -40,8 +40,18 @@ import (
 //	    message and ddl: [op, prefix str, content bin, transactional bool]
 //	    gap:      [op, from LSN uint, to LSN uint]
 //	[9] backfill      str, only in records of a backfill chunk (read
-//	                  changes): the body is then an array of 10 elements.
-//	                  Every other record keeps 9, byte for byte as before.
+//	                  changes), or "" when [10] follows: the body is then an
+//	                  array of 10 elements. Every other record keeps 9, byte
+//	                  for byte as before.
+//	[10] ordinals     the changes' ordinals within their whole transaction
+//	                  (pgq.Transaction.Ordinal): a uint, the first change's (the
+//	                  rest follow one by one), or an array of one uint per
+//	                  change when they are not consecutive (a fetch answer
+//	                  whose group filter dropped changes). Only when the
+//	                  ordinals are not simply 0, 1, 2, ...: a later part of
+//	                  a multi-part transaction, or a filtered answer. The
+//	                  body then has 11 elements; a record of 9 or 10 decodes
+//	                  with ordinal = index.
 //
 // A value is nil (NULL), false (unchanged TOAST), str (text form), bin
 // (binary form), or [kind uint, data bin] for any other kind. Each relation
@@ -140,7 +150,8 @@ func appendBody(b []byte, tx *pgq.Transaction) []byte {
 		}
 	}
 
-	b = appendHeader(b, tx)
+	nbody := bodyLen(tx)
+	b = appendHeaderN(b, tx, nbody)
 
 	b = appendArrayHdr(b, len(rels))
 	for k := range rels {
@@ -183,10 +194,48 @@ func appendBody(b []byte, tx *pgq.Transaction) []byte {
 			b = appendRowChange(b, c.Op, last, c.OldKind, c.New, c.Old)
 		}
 	}
-	if tx.Backfill != "" {
+	if nbody >= 10 {
 		b = appendStr(b, tx.Backfill)
 	}
+	if nbody == 11 {
+		b = appendOrdinals(b, tx)
+	}
 	return b
+}
+
+// appendOrdinals writes element [10]: the first change's ordinal, or the
+// array of every change's ordinal when they are not consecutive.
+func appendOrdinals(b []byte, tx *pgq.Transaction) []byte {
+	if tx.Ordinals == nil {
+		return appendUint(b, uint64(tx.FirstOrdinal))
+	}
+	b = appendArrayHdr(b, len(tx.Ordinals))
+	for _, o := range tx.Ordinals {
+		b = appendUint(b, uint64(o))
+	}
+	return b
+}
+
+// decodeOrdinals reads element [10] (see appendOrdinals) into t's
+// FirstOrdinal and Ordinals.
+func (d *reader) decodeOrdinals(t *pgq.Transaction) {
+	b, ok := d.Peek()
+	if !ok || !(b&0xf0 == 0x90 || b == 0xdc || b == 0xdd) {
+		t.FirstOrdinal = uint32(d.Uint(math.MaxUint32, "first ordinal"))
+		return
+	}
+	n := d.ArrayLen()
+	if d.Err == nil && n != len(t.Changes) {
+		d.Fail("record: %d ordinals for %d changes", n, len(t.Changes))
+		return
+	}
+	t.Ordinals = make([]uint32, n)
+	for i := 0; i < n && d.Err == nil; i++ {
+		t.Ordinals[i] = uint32(d.Uint(math.MaxUint32, "ordinal"))
+	}
+	if n > 0 {
+		t.FirstOrdinal = t.Ordinals[0]
+	}
 }
 
 // appendRowChange appends a change of a row (insert, update, delete,
@@ -258,6 +307,9 @@ func (d *reader) decodeBaseTypes(cols []pgq.Column) {
 
 // bodyLen is the number of elements of tx's body array.
 func bodyLen(tx *pgq.Transaction) int {
+	if tx.FirstOrdinal != 0 || tx.Ordinals != nil {
+		return 11
+	}
 	if tx.Backfill != "" {
 		return 10
 	}
@@ -528,8 +580,8 @@ func newReader(body []byte) reader {
 // backfill id.
 func (d *reader) bodyArray() int {
 	n := d.ArrayLen()
-	if d.Err == nil && n != 9 && n != 10 {
-		d.Fail("record: want 9 or 10 elements, got %d", n)
+	if d.Err == nil && (n < 9 || n > 11) {
+		d.Fail("record: want 9 to 11 elements, got %d", n)
 	}
 	return n
 }
@@ -544,8 +596,12 @@ func (d *reader) decodeTx(t *pgq.Transaction) {
 		return
 	}
 	d.decodeChanges(t, rels)
-	if nbody == 10 {
+	if nbody >= 10 {
 		t.Backfill = d.Str()
+	}
+	t.FirstOrdinal, t.Ordinals = 0, nil
+	if nbody == 11 {
+		d.decodeOrdinals(t)
 	}
 }
 
@@ -805,8 +861,20 @@ func Restamp(dst, record []byte, hdr *pgq.Transaction) ([]byte, int, error) {
 	}
 	start := len(dst)
 	dst = append(dst, Version, 0, 0, 0, 0)
+	// A later part's first change's ordinal follows the changes (and the
+	// backfill element, empty when the chunk had none).
+	orig := nbody
+	if nbody < 11 && hdr.FirstOrdinal != 0 {
+		nbody = 11
+	}
 	dst = appendHeaderN(dst, hdr, nbody) // the tail keeps a backfill id
 	dst = append(dst, record[tail:]...)
+	if orig == 9 && nbody == 11 {
+		dst = appendStr(dst, "")
+	}
+	if orig < 11 && nbody == 11 {
+		dst = appendUint(dst, uint64(hdr.FirstOrdinal))
+	}
 	seal(dst[start:])
 	return dst, nch, nil
 }

@@ -20,7 +20,17 @@
 // journaled before base types were recorded decode with BaseTypeOID 0 (a
 // domain's values then render as text, as they did). A pgq older than
 // the base types refuses a relation with four elements: do not go back to
-// one once a domain column was journaled. Truncate,
+// one once a domain column was journaled. A later part of a multi-part
+// transaction carries an eleventh element, its first change's ordinal in
+// the whole transaction (pgq.Transaction.Ordinal; the tenth, the backfill id,
+// is then "" unless set), and a fetch answer whose filter dropped changes
+// carries the ordinal of every change there: with the commit LSN the
+// ordinal names a change the same way in every journal (bridge message
+// ids). Records without it, all records journaled before, decode with
+// ordinal = index, which is right for every single-record transaction
+// and for the first part; later parts journaled before the ordinals were
+// recorded decode with ordinals from 0 again (only their ids differ). A
+// pgq older than the ordinals refuses an 11-element body. Truncate,
 // message, ddl and gap changes have their own short forms. The decoder is
 // bounds-checked and never panics on bad bytes (FuzzRecord). It reads
 // with internal/msgp, pgq's one hand-written msgpack reader, which the Go
