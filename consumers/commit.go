@@ -31,8 +31,9 @@ func (m *Manager) CommitGen(ctx context.Context, name, member string, offset pgq
 	if member == "" || len(member) > maxMemberLen {
 		return CommitResult{}, errf(ErrBadRequest, "member must be 1 to %d bytes", maxMemberLen)
 	}
-	if ttl <= 0 {
-		ttl = m.o.LeaseTTL
+	ttl, err := m.leaseTTL(ttl)
+	if err != nil {
+		return CommitResult{}, err
 	}
 	g, err := m.get(name)
 	if err != nil {

@@ -49,6 +49,8 @@ func (o ManagerOptions) Validate() error {
 		return errors.New("consumers: options: Journal and Index are required")
 	case o.LeaseTTL < 0 || o.MaxFetch < 0 || o.MaxFetchBytes < 0 || o.MaxWait < 0:
 		return errors.New("consumers: options: negative limits")
+	case o.LeaseTTL > MaxLeaseTTL:
+		return fmt.Errorf("consumers: options: lease TTL %s is over the %s bound", o.LeaseTTL, MaxLeaseTTL)
 	}
 	return nil
 }

@@ -80,6 +80,11 @@ const (
 	DefaultAckWait       = 30 * time.Second
 	DefaultMaxDeliver    = 5
 	DefaultMaxAckPending = 1000
+	// MaxAckPendingLimit bounds max_ack_pending: the read-ahead window
+	// follows it (2 × max_ack_pending messages, each holding its record,
+	// in memory), so it bounds a group's memory; 10 times the default
+	// covers any sane parallelism. Groups stored with more keep it.
+	MaxAckPendingLimit = 10000
 	// sharedWindow is the fewest messages a shared group reads ahead.
 	sharedWindow = 10000
 )
@@ -305,6 +310,9 @@ func validateShared(req CreateRequest) (*sharedConfig, error) {
 	c := &sharedConfig{AckWait: time.Duration(req.AckWait).Microseconds(), MaxDeliver: req.MaxDeliver, MaxAckPending: req.MaxAckPending, Key: req.Key}
 	if req.AckWait < 0 || req.MaxDeliver < 0 || req.MaxAckPending < 0 {
 		return nil, errf(ErrBadRequest, "ack_wait, max_deliver and max_ack_pending must not be negative")
+	}
+	if req.MaxAckPending > MaxAckPendingLimit {
+		return nil, errf(ErrBadRequest, "max_ack_pending %d: at most %d (pgq reads ahead twice as many messages)", req.MaxAckPending, MaxAckPendingLimit)
 	}
 	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait.Microseconds()
