@@ -37,19 +37,34 @@
 //
 // # Wire format
 //
-// One message per change. ID is "<offset>.<index>": the journal offset of
-// the record and the change's index in it. Key is the table and the
+// One message per change. ID is "<commit LSN>.<ordinal>" (MessageID), as
+// "16/B374D848.3": the transaction's commit LSN and the change's ordinal
+// within the whole transaction (all parts, before any group filter). It
+// names the change by its place in PostgreSQL's history, not by the
+// journal: a fresh data dir (which numbers records from 1 again), a
+// restored one and the old one give every change the same id, so
+// JetStream's duplicate window drops what a new pgq re-reads from a held
+// slot instead of dropping new changes that reuse an old offset. A
+// backfill row's id is "<commit LSN>.<backfill id>.<index>" (its rows are
+// not in the WAL). The id format changed from "<offset>.<index>" (pgq
+// before issue 24): ids published before and after an upgrade never
+// match, so the duplicate window does not bridge the upgrade; let the
+// bridge drain before upgrading. Without synchronized_standby_slots a
+// transaction pgq journaled from a primary that then failed over may never
+// exist on the promoted server, which can reuse its commit LSN: such a
+// phantom's id can collide with a real change's. Key is the table and the
 // row's replica-identity key values ("public.orders|42"; see AppendKey),
 // so Kafka's key partitioning keeps per-row order. Headers: pgq-offset,
 // pgq-xid, pgq-lsn (commit LSN), pgq-op, pgq-table ("schema.table").
 // Payload (JSON):
 //
 //	{"offset":101,"xid":750,"commit_lsn":"0/1A2B3C8","end_lsn":"0/1A2B3F0",
-//	 "commit_time":"2025-01-01T00:00:01.5Z","part":0,"final":true,"index":0,"count":1,
+//	 "commit_time":"2025-01-01T00:00:01.5Z","part":0,"final":true,"index":0,"ordinal":0,"count":1,
 //	 "change":{"op":"insert","schema":"public","table":"orders","new":{"id":1},"old":null}}
 //
 // where change is the change as `pgq journal dump` renders it. index and
-// count are within the journal record; a transaction larger than one
+// count are within the journal record (after the group's filter),
+// ordinal within the whole transaction (the id's); a transaction larger than one
 // record spans several records (part counts from 0, final marks the last).
 // Subjects and topics come from a Template ("pgq.{schema}.{table}").
 //

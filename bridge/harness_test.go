@@ -168,7 +168,7 @@ func (s *source) append(n int) {
 	for i, tx := range batch {
 		entries[i] = index.EntryOf(tx, recs[i].Bytes, len(tx.Changes))
 		for c, k := range keys[i] {
-			s.ids[strconv.FormatUint(uint64(tx.Offset), 10)+"."+strconv.Itoa(c)] = k
+			s.ids[bridge.MessageID(tx.CommitLSN, uint32(c), "")] = k
 			s.changes++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,8 +53,10 @@ func writer(src *source, stop <-chan struct{}) *sync.WaitGroup {
 type payload struct {
 	Offset uint64 `json:"offset"`
 	Index  int    `json:"index"`
-	Count  int    `json:"count"`
-	Change struct {
+	// Ordinal is the change's ordinal in its transaction (message ids).
+	Ordinal int `json:"ordinal"`
+	Count   int `json:"count"`
+	Change  struct {
 		New struct {
 			ID int `json:"id"`
 			V  int `json:"v"`
@@ -133,8 +136,8 @@ func checkExactlyOnce(t *testing.T, src *source, ids []string, pls []payload) {
 			t.Fatalf("message %s is no change of the journal", id)
 		}
 		p := pls[i]
-		if want := strconv.FormatUint(p.Offset, 10) + "." + strconv.Itoa(p.Index); want != id || p.Change.New.ID != k {
-			t.Fatalf("message %s: payload offset.index %s, key %d (want %d)", id, want, p.Change.New.ID, k)
+		if p.Change.New.ID != k || !strings.HasSuffix(id, "."+strconv.Itoa(p.Ordinal)) {
+			t.Fatalf("message %s: payload ordinal %d, key %d (want %d)", id, p.Ordinal, p.Change.New.ID, k)
 		}
 		if p.Change.New.V <= last[k] {
 			t.Fatalf("key %d: value %d after %d: per-key order broken", k, p.Change.New.V, last[k])

@@ -22,8 +22,13 @@ type Message struct {
 	Op        string
 	Schema    string
 	Table     string
-	// ID is "<offset>.<index>": unique and stable across re-publishes
-	// (JetStream's Nats-Msg-Id).
+	// Ordinal is the change's position within its whole transaction
+	// (all parts, before any group filter; pgq.Transaction.Ordinal).
+	Ordinal uint32
+	// ID is "<commit LSN>.<ordinal>" (see MessageID): the change's place
+	// in PostgreSQL's history, the same whichever journal (a fresh data
+	// dir, a restored one) it was read from (JetStream's Nats-Msg-Id,
+	// Kafka's pgq-id header).
 	ID string
 	// Key is the table and the replica-identity key values of the row
 	// (see AppendKey).
@@ -109,7 +114,8 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction) (_
 			tableOf = table
 		}
 		m.table = table
-		m.ID = hdr.offset + "." + strconv.Itoa(i)
+		m.Ordinal = tx.Ordinal(i)
+		m.ID = MessageID(tx.CommitLSN, m.Ordinal, tx.Backfill)
 		start := len(arena)
 		arena = AppendKey(arena, c)
 		m.Key = arena[start:len(arena):len(arena)]
@@ -120,6 +126,19 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction) (_
 		dst = append(dst, m)
 	}
 	return dst, arena, prefix
+}
+
+// MessageID is the message id of the change with ordinal ord in the
+// transaction committed at commit: "<commit LSN>.<ordinal>", as
+// "16/B374D848.3". A backfill chunk's rows are not in PostgreSQL's
+// history: their ids name the backfill too, "<commit LSN>.<backfill
+// id>.<index>", where commit is the chunk's high watermark.
+func MessageID(commit pgq.LSN, ord uint32, backfill string) string {
+	s := commit.String() + "."
+	if backfill != "" {
+		s += backfill + "."
+	}
+	return s + strconv.FormatUint(uint64(ord), 10)
 }
 
 // AppendPayload appends the JSON payload of change i of tx: the
@@ -152,6 +171,8 @@ func appendPayloadPrefix(b []byte, tx *pgq.Transaction) []byte {
 func appendPayloadChange(b []byte, tx *pgq.Transaction, i int) []byte {
 	b = append(b, `"index":`...)
 	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, `,"ordinal":`...)
+	b = strconv.AppendUint(b, uint64(tx.Ordinal(i)), 10)
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, int64(len(tx.Changes)), 10)
 	b = append(b, `,"change":`...)

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestAppendMessages(t *testing.T) {
 		if string(m.Key) != wantKeys[i] {
 			t.Errorf("key %d = %q, want %q", i, m.Key, wantKeys[i])
 		}
-		if want := "7." + string(rune('0'+i)); m.ID != want {
+		if want := "0/1A2B3C8." + string(rune('0'+i)); m.ID != want {
 			t.Errorf("id %q, want %q", m.ID, want)
 		}
 		var p map[string]any
@@ -99,5 +100,55 @@ func TestTemplate(t *testing.T) {
 func TestOptionsValidate(t *testing.T) {
 	if err := (Options{}).Validate(); err == nil {
 		t.Error("zero options accepted")
+	}
+}
+
+// TestMessageIDsIndependentOfJournal: a change's id is its commit LSN and
+// its ordinal in the whole transaction, whatever the journal offset, part
+// or group filter: the same change read from another journal (a fresh
+// data dir numbers records from 1 again), from a later part, or after a
+// filter dropped changes before it gets the same id, and two changes of
+// one transaction never share one.
+func TestMessageIDsIndependentOfJournal(t *testing.T) {
+	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}}
+	ch := func(id string) pgq.Change {
+		return pgq.Change{Op: pgq.OpInsert, Schema: "public", Table: "t", Columns: cols, New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(id)}}}
+	}
+	whole := &pgq.Transaction{Offset: 900, Xid: 5, CommitLSN: 0x16_B374_D848, Final: true,
+		Changes: []pgq.Change{ch("1"), ch("2"), ch("3"), ch("4")}}
+	ids := map[string]string{} // id → row
+	for _, m := range AppendMessages(nil, whole) {
+		if _, dup := ids[m.ID]; dup {
+			t.Fatalf("id %s given twice", m.ID)
+		}
+		ids[m.ID] = string(m.Payload)
+	}
+	// The same transaction journaled as two parts in a fresh journal.
+	p0 := &pgq.Transaction{Offset: 1, Xid: 5, CommitLSN: whole.CommitLSN, Changes: whole.Changes[:2]}
+	p1 := &pgq.Transaction{Offset: 2, Xid: 5, CommitLSN: whole.CommitLSN, Part: 1, Final: true, FirstOrdinal: 2, Changes: whole.Changes[2:]}
+	// And as a filtered answer keeping rows 2 and 4.
+	filtered := &pgq.Transaction{Offset: 3, Xid: 5, CommitLSN: whole.CommitLSN, Final: true, FirstOrdinal: 1,
+		Ordinals: []uint32{1, 3}, Changes: []pgq.Change{ch("2"), ch("4")}}
+	want := map[string]string{"16/B374D848.0": "1", "16/B374D848.1": "2", "16/B374D848.2": "3", "16/B374D848.3": "4"}
+	for _, tx := range []*pgq.Transaction{whole, p0, p1, filtered} {
+		for _, m := range AppendMessages(nil, tx) {
+			var p struct {
+				Ordinal uint32 `json:"ordinal"`
+				Change  struct {
+					New struct {
+						ID int `json:"id"`
+					} `json:"new"`
+				} `json:"change"`
+			}
+			if err := json.Unmarshal(m.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			if row := want[m.ID]; row == "" || row != strconv.Itoa(p.Change.New.ID) || m.ID != MessageID(whole.CommitLSN, p.Ordinal, "") {
+				t.Fatalf("offset %d part %d: id %s for row %d (ordinal %d)", tx.Offset, tx.Part, m.ID, p.Change.New.ID, p.Ordinal)
+			}
+		}
+	}
+	if a, b := MessageID(whole.CommitLSN, 0, "bf1"), MessageID(whole.CommitLSN, 0, ""); a == b {
+		t.Fatalf("a backfill row and a change share id %s", a)
 	}
 }
