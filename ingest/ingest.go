@@ -444,6 +444,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 
 	s := newSession(in, conn)
 	defer s.discardStreams()
+	defer s.bases.close(context.WithoutCancel(ctx))
 	in.tracker.Reset()
 	netConn := conn.Conn()
 	in.conn.Store(&netConn)
@@ -544,6 +545,8 @@ type session struct {
 	payload []byte
 	// coal lets messages gather in the socket at full speed (coalesce.go).
 	coal *coalescer
+	// bases resolves domain columns' base types (basetypes.go).
+	bases baseTypes
 }
 
 // statusMinGap spaces status updates that only report progress. Each one
@@ -762,8 +765,10 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 		if s.cur != nil {
 			s.cur.Origin = m.Name
 		}
-	case *pgoutput.Relation, *pgoutput.TypeMsg:
+	case *pgoutput.Relation:
 		// The decoder caches relations; records carry names and types.
+		s.resolveBaseTypes(ctx, m)
+	case *pgoutput.TypeMsg:
 	case *pgoutput.Row:
 		if s.cur == nil {
 			if m.Change.Op == pgq.OpMessage && !m.Change.Transactional {
