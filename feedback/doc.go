@@ -17,6 +17,22 @@
 //
 // The result never moves backwards.
 //
+// # Hold floor
+//
+// With SetHold (pgq run --hold-slot-for, groups with hold_slot), every
+// branch above, the idle advance included, is further capped by the hold
+// floor: the end LSN of the last complete transaction at or below the
+// oldest committed position among the groups that hold the slot (package
+// consumers computes it). The confirmable LSN is then the smaller of the
+// rule above and the floor, so invariant 3 becomes "idle never retains
+// WAL that no holding group still needs": PostgreSQL keeps what those
+// groups have not committed, and a new pgq on an empty data dir reads it
+// again from the slot. The floor never takes the result below the slot's
+// own confirmed_flush_lsn (SlotAt) nor below an LSN already returned: a
+// window confirmed before a group held (or while it was past
+// --hold-slot-max-lag) stays confirmed. The coverage file stays about the
+// journal only: it never records the floor.
+//
 // # Coverage file
 //
 // Confirming past the journal's last record (idle keepalives,

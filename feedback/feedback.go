@@ -27,6 +27,10 @@ type Tracker struct {
 	openStreams int
 	// confirmed is the highest value Confirmable returned.
 	confirmed pgq.LSN
+	// hold, when set, returns the hold floor (see SetHold); slotAt is the
+	// slot's confirmed_flush_lsn when the session started.
+	hold   func() (pgq.LSN, bool)
+	slotAt pgq.LSN
 }
 
 // NewTracker starts from the journal's durable end LSN (0 for an empty
@@ -102,6 +106,40 @@ func (t *Tracker) Reset() {
 	t.mu.Unlock()
 }
 
+// SetHold makes every later Confirmable stop at the hold floor: hold
+// returns it (ok false: no group holds the slot now), and is called with
+// the Tracker's lock held, so it must be cheap and must not call back. It
+// also takes back a start position past the floor that nothing confirmed
+// yet (a restart over a journal whose coverage is past a holding group),
+// but never below the slot's own position (SlotAt): a slot cannot be
+// confirmed backwards.
+func (t *Tracker) SetHold(hold func() (floor pgq.LSN, ok bool)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.hold = hold
+	if f, ok := t.floor(); ok {
+		t.confirmed = min(t.confirmed, f)
+	}
+}
+
+// SlotAt notes the slot's confirmed_flush_lsn as a session starts:
+// PostgreSQL is there already, so no hold floor keeps the result below
+// it.
+func (t *Tracker) SlotAt(lsn pgq.LSN) {
+	t.mu.Lock()
+	t.slotAt = max(t.slotAt, lsn)
+	t.mu.Unlock()
+}
+
+// floor is the hold floor, raised to the slot's position; t.mu is held.
+func (t *Tracker) floor() (pgq.LSN, bool) {
+	if t.hold == nil {
+		return 0, false
+	}
+	f, ok := t.hold()
+	return max(f, t.slotAt), ok
+}
+
 // Confirmable returns the LSN that may be sent as write, flush and apply.
 func (t *Tracker) Confirmable() pgq.LSN {
 	t.mu.Lock()
@@ -112,6 +150,10 @@ func (t *Tracker) Confirmable() pgq.LSN {
 		if !t.inTx && t.openStreams == 0 {
 			c = max(c, t.walEnd)
 		}
+	}
+	// Every branch, the idle advance included, stops at the floor.
+	if f, ok := t.floor(); ok {
+		c = min(c, f)
 	}
 	t.confirmed = max(t.confirmed, c)
 	return t.confirmed

@@ -50,6 +50,10 @@ type Status struct {
 	CoveredLSN     pgq.LSN `json:"covered_lsn"`
 	RecordsWritten uint64  `json:"records_written"`
 	Reconnects     uint64  `json:"reconnects"`
+	// SlotFailover is true when pgq's slot is a failover slot
+	// (PostgreSQL 17+): standbys synchronizing slots keep it, so a
+	// promotion does not lose it. False before the first session.
+	SlotFailover bool `json:"slot_failover"`
 	// SpillError is the spill file failure (a full spill disk) that
 	// interrupted streaming, until a spill write succeeds or the journal
 	// moves past where it happened; nil while healthy.
@@ -112,6 +116,8 @@ type Ingester struct {
 	lastErr   string
 	proto     int
 	streaming bool
+	// slotFailover: the slot of the latest session is a failover slot.
+	slotFailover bool
 	// walEnd and confirmed are LSNs for status.
 	walEnd, confirmed pgq.LSN
 	// spillErr is the spill failure that ended a session ("": none or
@@ -148,6 +154,9 @@ func New(o Options, onDurable func([]*journal.Record)) (*Ingester, error) {
 	// against the journal's own end.
 	in := &Ingester{o: o, tracker: feedback.NewTracker(covered), lastSubmitted: last, fresh: fresh, warned: map[string]bool{}}
 	in.covered.Store(uint64(covered))
+	if o.HoldFloor != nil {
+		in.tracker.SetHold(o.HoldFloor)
+	}
 	o.Committer.SetOnAppend(func(batch []*journal.Record) {
 		if len(batch) == 0 {
 			return
@@ -202,6 +211,7 @@ func (in *Ingester) Status() Status {
 		Publication:     in.o.Publication,
 		ProtoVersion:    in.proto,
 		Streaming:       in.streaming,
+		SlotFailover:    in.slotFailover,
 		LastReceivedLSN: pgq.LSN(in.received.Load()),
 		ServerWALEnd:    in.walEnd,
 		ConfirmedLSN:    in.confirmed,
@@ -387,6 +397,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		}
 		in.warnTables(tables)
 		in.warnDDLCapture(cctx, pre)
+		in.warnFailover(cctx, pre, tables)
 	}(info)
 	// The warnings' goroutine is the only other user of in.warned.
 	defer func() { <-tablesChecked }()
@@ -396,6 +407,9 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	}
 	conn := d.conn
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := sameServer(pre, conn); err != nil {
+		return err
+	}
 	if in.o.SlotLifecycle == LifecycleTemporary {
 		res, err := pglogrepl.CreateReplicationSlot(ctx, conn, in.o.Slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Temporary: true, Mode: pglogrepl.LogicalReplication})
 		if err != nil {
@@ -411,6 +425,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	if err := in.checkContinuity(ctx, info); err != nil {
 		return err
 	}
+	in.tracker.SlotAt(info.SlotConfirmed) // a hold floor never asks below it
 
 	proto, streaming := 1, false
 	args := []string{"proto_version '1'"}
@@ -425,6 +440,7 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	args = append(args, fmt.Sprintf("publication_names '%s'", escapeLiteral(in.o.Publication)), "messages 'true'")
 	in.mu.Lock()
 	in.proto, in.streaming = proto, streaming
+	in.slotFailover = info.SlotFailover
 	in.mu.Unlock()
 
 	start := max(in.lastSubmitted, in.coveredLSN(), in.startAt)

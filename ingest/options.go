@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/feedback"
@@ -87,6 +89,12 @@ type Options struct {
 	// reconnect is a gap; refused over a non-empty journal without
 	// AcceptGap).
 	SlotLifecycle string
+	// SlotFailover says whether --create-slot makes a failover slot, one
+	// that PostgreSQL 17+ synchronizes to standbys (sync_replication_slots)
+	// so that it survives a promotion: "auto" (zero: where the server
+	// supports it), "on" (refused below 17 and with the temporary
+	// lifecycle, whose slot cannot fail over) or "off".
+	SlotFailover string
 	// ReconnectGiveUp ends Run with the last error once sessions have
 	// failed without progress for this long (see session.progressed: a
 	// session that journals nothing and fails inside a transaction counts
@@ -112,6 +120,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics; zero → metrics registered nowhere.
 	Metrics *Metrics
+	// HoldFloor, when set, caps the LSN confirmed to the slot (see
+	// feedback.Tracker.SetHold): it returns the hold floor of the groups
+	// that hold the slot (consumers.Manager.HoldFloor), ok false when none
+	// does. It is called on every status update with the tracker's lock
+	// held: it must be cheap.
+	HoldFloor func() (pgq.LSN, bool)
 	// Backfills is the registry of backfill chunks (see backfill.go and
 	// package backfill); zero → an empty one.
 	Backfills *Backfills
@@ -122,6 +136,13 @@ const (
 	LifecycleKeep       = "keep"
 	LifecycleDropOnExit = "drop-on-exit"
 	LifecycleTemporary  = "temporary"
+)
+
+// Slot failover modes (Options.SlotFailover).
+const (
+	FailoverAuto = "auto"
+	FailoverOn   = "on"
+	FailoverOff  = "off"
 )
 
 // startPos is a parsed Options.Start.
@@ -172,6 +193,9 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("%w: --slot-lifecycle %q: want keep, drop-on-exit or temporary", ErrConfig, o.SlotLifecycle)
 	}
+	if err := o.validateFailover(); err != nil {
+		return err
+	}
 	if _, err := parseStart(o.Start); err != nil {
 		return err
 	}
@@ -221,4 +245,50 @@ func (o *Options) Validate() error {
 		o.Metrics, _ = NewMetrics(nil) // registering nowhere cannot fail
 	}
 	return nil
+}
+
+// validateFailover checks SlotFailover and the multi-host URL it goes
+// with. Which server version supports failover slots is preflight's to
+// check.
+func (o *Options) validateFailover() error {
+	switch o.SlotFailover {
+	case "":
+		o.SlotFailover = FailoverAuto
+	case FailoverAuto, FailoverOff:
+	case FailoverOn:
+		if o.SlotLifecycle == LifecycleTemporary {
+			return fmt.Errorf("%w: --slot-failover on does not go with --slot-lifecycle temporary: a temporary slot is never synchronized to a standby", ErrConfig)
+		}
+	default:
+		return fmt.Errorf("%w: --slot-failover %q: want auto, on or off", ErrConfig, o.SlotFailover)
+	}
+	return checkMultiHost(o.PGURL)
+}
+
+// checkMultiHost refuses a multi-host --pg-url that may pick a standby:
+// libpq's default target_session_attrs (any) takes the first host that
+// answers, and after a failover that can be the old primary come back as a
+// standby, where pgq's slot cannot stream.
+func checkMultiHost(url string) error {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)
+	}
+	hosts := map[string]bool{fmt.Sprintf("%s:%d", cfg.Host, cfg.Port): true}
+	for _, f := range cfg.Fallbacks {
+		hosts[fmt.Sprintf("%s:%d", f.Host, f.Port)] = true
+	}
+	if len(hosts) < 2 {
+		return nil
+	}
+	// pgx turns target_session_attrs (URL or PGTARGETSESSIONATTRS) into
+	// its ValidateConnect hook; the parameter itself is not kept.
+	if v := cfg.ValidateConnect; v != nil {
+		p := reflect.ValueOf(v).Pointer()
+		if p == reflect.ValueOf(pgconn.ValidateConnectTargetSessionAttrsPrimary).Pointer() ||
+			p == reflect.ValueOf(pgconn.ValidateConnectTargetSessionAttrsReadWrite).Pointer() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: a --pg-url with several hosts needs target_session_attrs=primary (or read-write), else pgq may connect to a standby", ErrConfig)
 }
