@@ -305,10 +305,7 @@ func appendValue(b []byte, typeOID uint32, v Value, jv JSONValues) []byte {
 	}
 	switch typeOID {
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID:
-		if _, err := strconv.ParseInt(string(v.Data), 10, 64); err == nil {
-			return append(b, v.Data...)
-		}
-		if _, err := strconv.ParseUint(string(v.Data), 10, 64); err == nil {
+		if isCanonicalInt(v.Data) {
 			return append(b, v.Data...)
 		}
 	case pgtype.BoolOID:
@@ -324,6 +321,21 @@ func appendValue(b []byte, typeOID uint32, v Value, jv JSONValues) []byte {
 		}
 	}
 	return appendString(b, string(v.Data))
+}
+
+// isCanonicalInt reports whether s is an integer as PostgreSQL writes
+// one (and JSON allows): no sign but a minus, no leading zeros, within 64
+// bits. Anything else ("+5", "007") would make the line invalid JSON or
+// change in the msgpack conversion; it renders as a string.
+func isCanonicalInt(s []byte) bool {
+	var tmp [24]byte
+	if n, err := strconv.ParseInt(string(s), 10, 64); err == nil {
+		return string(strconv.AppendInt(tmp[:0], n, 10)) == string(s)
+	}
+	if n, err := strconv.ParseUint(string(s), 10, 64); err == nil {
+		return string(strconv.AppendUint(tmp[:0], n, 10)) == string(s)
+	}
+	return false
 }
 
 const hexDigits = "0123456789abcdef"

@@ -93,3 +93,16 @@ func TestRenderJSONAsText(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestRenderIntegersCanonical: only integers as PostgreSQL writes them
+// are JSON numbers; anything else of an integer type ("+5", "007", "-0",
+// beyond 64 bits) is a string, so the line stays valid JSON and the
+// msgpack conversion keeps the text.
+func TestRenderIntegersCanonical(t *testing.T) {
+	for in, want := range map[string]string{"5": "5", "-5": "-5", "0": "0", "18446744073709551615": "18446744073709551615",
+		"+5": `"+5"`, "007": `"007"`, "-0": `"-0"`, "18446744073709551616": `"18446744073709551616"`, "": `""`} {
+		if got := string(AppendValueJSON(nil, 20, tv(in))); got != want {
+			t.Errorf("int8 %q renders %s, want %s", in, got, want)
+		}
+	}
+}
