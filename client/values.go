@@ -1,6 +1,8 @@
 package client
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -16,8 +18,13 @@ import (
 // Values decodes the new (or, with old, the old) image of a row change
 // into Go values by column name, with pgx's pgtype: int64 for int8, int32
 // for int4, bool, float64, string for text, time.Time for timestamps,
-// pgtype.Numeric for numeric, []any for arrays, map[string]any or []any
-// for json, nil for NULL. Unchanged TOAST columns and, for a key-only old
+// pgtype.Numeric for numeric, []any for arrays, nil for NULL. A domain
+// decodes as its base type when the record carries it (Column.ValueType).
+// json and jsonb give json.RawMessage, the value's JSON text byte for
+// byte: unmarshal it as you need (decoding it here would turn 2.50 into
+// 2.5, fail on 1e400, lose digits of big integers and collapse duplicate
+// keys), and JSON null is json.RawMessage("null"), SQL NULL nil.
+// Unchanged TOAST columns and, for a key-only old
 // image, non-key columns are left out. m is not safe for concurrent use:
 // give each goroutine its own (pgtype.NewMap()), or pass nil to use a
 // pooled one.
@@ -40,13 +47,22 @@ func Values(m *pgtype.Map, c *pgq.Change, old bool) (map[string]any, error) {
 			continue
 		}
 		col := c.Columns[i]
-		d, err := v.Decode(m, col.TypeOID)
+		d, err := decodeValue(m, col.ValueType(), v)
 		if err != nil {
 			return nil, fmt.Errorf("client: column %s.%s.%s: %w", c.Schema, c.Table, col.Name, err)
 		}
 		out[col.Name] = d
 	}
 	return out, nil
+}
+
+// decodeValue is Value.Decode, except that json and jsonb keep their
+// text (see Values).
+func decodeValue(m *pgtype.Map, typeOID uint32, v pgq.Value) (any, error) {
+	if v.Kind == pgq.ValueText && (typeOID == pgtype.JSONOID || typeOID == pgtype.JSONBOID) {
+		return json.RawMessage(bytes.Clone(v.Data)), nil
+	}
+	return v.Decode(m, typeOID)
 }
 
 // typeMaps pools pgtype maps for callers that pass none.
@@ -93,7 +109,7 @@ func Scan(c *pgq.Change, old bool, dst any) error {
 		if v.Kind == pgq.ValueBinary {
 			format = pgtype.BinaryFormatCode
 		}
-		if err := m.Scan(col.TypeOID, format, v.Data, f.Addr().Interface()); err != nil {
+		if err := m.Scan(col.ValueType(), format, v.Data, f.Addr().Interface()); err != nil {
 			return fmt.Errorf("client: scan column %s.%s.%s into %s: %w", c.Schema, c.Table, col.Name, f.Type(), err)
 		}
 	}
