@@ -13,8 +13,12 @@
 //
 // Request bodies are JSON. Responses are JSON, or msgpack when the request
 // has "Accept: application/msgpack": the same maps with the same field
-// names (docs/http-api.md describes both), except fetch, whose msgpack
-// form carries journal record bodies (see package client).
+// names (docs/http-api.md describes both), except that a json or jsonb
+// value in a change is a msgpack string holding its JSON text byte for
+// byte (a msgpack number or map could not keep every JSON number, nor a
+// json value's duplicate keys), and except the records form of fetch
+// (api.MediaRecords), which carries journal record bodies (see package
+// client).
 //
 // The package has no state; everything in it is safe for concurrent use.
 package api

@@ -20,7 +20,10 @@
 // them as a form), except multipart and msgpack, which are refused: at
 // most MaxRequestBytes (413 too_large beyond), unknown fields rejected,
 // exactly one value. Answers are JSON, or msgpack when the request says
-// "Accept: application/msgpack": the same maps as the JSON. A fetch of an
+// "Accept: application/msgpack": the same maps as the JSON, except that
+// json and jsonb values of changes are strings holding their JSON text
+// byte for byte (rendered with pgq.JSONAsText before the conversion, which
+// would otherwise parse their numbers into float64). A fetch of an
 // exclusive group renders each transaction as a line of `pgq journal
 // dump` (pgq.AppendJSON); with "Accept: application/vnd.pgq.records+msgpack"
 // (the Go client) each is [offset, record body] with the journaled record
