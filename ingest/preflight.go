@@ -67,6 +67,9 @@ type ServerInfo struct {
 	// resumes streaming. SlotCreated is true when preflight created it.
 	SlotConfirmed pgq.LSN
 	SlotCreated   bool
+	// SlotFailover: the slot is a failover slot (PostgreSQL 17+), which
+	// standbys with sync_replication_slots keep so it survives promotion.
+	SlotFailover bool
 	// CurrentWAL is pg_current_wal_insert_lsn() at preflight: past every
 	// commit so far (the write position can lag with asynchronous commit).
 	CurrentWAL pgq.LSN
@@ -122,6 +125,9 @@ func preflight(ctx context.Context, cfg *pgx.ConnConfig, o *Options, firstStart 
 	}
 	if !canReplicate {
 		return info, nil, fatalf(ErrPrivilege, "role lacks REPLICATION (ALTER ROLE ... REPLICATION)")
+	}
+	if o.SlotFailover == FailoverOn && info.VersionNum < failoverMinVersion {
+		return info, nil, fatalf(ErrConfig, "--slot-failover on needs PostgreSQL 17 or later, and the server is %s", version)
 	}
 
 	if err := checkPublication(ctx, conn, o, firstStart); err != nil {
@@ -299,6 +305,15 @@ func publicationTables(ctx context.Context, conn *pgx.Conn, o *Options, info *Se
 	return nil
 }
 
+// failoverMinVersion is the first server with failover slots.
+const failoverMinVersion = 170000
+
+// errSlotLost is the error of a reconnect that found no slot: what is
+// gone cannot be re-read, so it names the way on instead of a retry.
+func errSlotLost(slot string) error {
+	return fatalf(ErrSlotMissing, "replication slot %q is gone from the server pgq reconnected to (a failover to a standby that did not have it — PostgreSQL 16 or older, a slot that was not a failover slot or not yet synchronized — or the slot was dropped): changes committed after the journal's end may be missing; to go on, restart with --create-slot --accept-gap (the journal records the gap), then backfill the affected tables", slot)
+}
+
 func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo, firstStart bool) error {
 	var (
 		plugin, slotType string
@@ -307,8 +322,12 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 		activePID        *int32
 		confirmed        *string
 	)
-	err := conn.QueryRow(ctx, "SELECT coalesce(plugin, ''), slot_type, database, active, active_pid, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", o.Slot).
-		Scan(&plugin, &slotType, &database, &active, &activePID, &confirmed)
+	failoverCol := "false"
+	if info.VersionNum >= failoverMinVersion {
+		failoverCol = "failover"
+	}
+	err := conn.QueryRow(ctx, "SELECT coalesce(plugin, ''), slot_type, database, active, active_pid, confirmed_flush_lsn::text, "+failoverCol+" FROM pg_replication_slots WHERE slot_name = $1", o.Slot).
+		Scan(&plugin, &slotType, &database, &active, &activePID, &confirmed, &info.SlotFailover)
 	if o.SlotLifecycle == LifecycleTemporary {
 		// The slot is created on the replication connection itself.
 		if err == nil {
@@ -319,10 +338,13 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		if !o.CreateSlot || !firstStart {
-			return fatalf(ErrSlotMissing, "replication slot %q does not exist (create it, or pass --create-slot)", o.Slot)
+		if !firstStart {
+			return errSlotLost(o.Slot)
 		}
-		if _, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", o.Slot); err != nil {
+		if !o.CreateSlot {
+			return fatalf(ErrSlotMissing, "replication slot %q does not exist (create it, or pass --create-slot; if a failover lost it: --create-slot --accept-gap, then a backfill)", o.Slot)
+		}
+		if err := createSlot(ctx, conn, o, info.VersionNum); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42710" {
 				return checkSlot(ctx, conn, o, info, false)
@@ -353,6 +375,9 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 	if slotType != "logical" || plugin != "pgoutput" {
 		return fatalf(ErrSlotPlugin, "slot %q is a %s slot with plugin %q; pgq needs a logical pgoutput slot", o.Slot, slotType, plugin)
 	}
+	if o.SlotFailover == FailoverOn && !info.SlotFailover {
+		return fatalf(ErrConfig, "--slot-failover on: slot %q exists and is not a failover slot (make it one: ALTER_REPLICATION_SLOT %s (FAILOVER true) on a replication=database connection, or drop it and let --create-slot make it)", o.Slot, o.Slot)
+	}
 	if database != nil && *database != info.Database {
 		return fatalf(ErrConfig, "slot %q belongs to database %q, but the URL connects to %q", o.Slot, *database, info.Database)
 	}
@@ -369,4 +394,16 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 		return fatalf(ErrSlotInUse, "slot %q is in use by another connection (pid %d)", o.Slot, pid)
 	}
 	return nil
+}
+
+// createSlot creates the logical slot, as a failover slot where the server
+// has them and --slot-failover is not off.
+func createSlot(ctx context.Context, conn *pgx.Conn, o *Options, versionNum int) error {
+	if versionNum < failoverMinVersion {
+		_, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", o.Slot)
+		return err
+	}
+	// (name, plugin, temporary, two_phase, failover)
+	_, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput', false, false, $2)", o.Slot, o.SlotFailover != FailoverOff)
+	return err
 }

@@ -100,6 +100,11 @@ func TestSlotDroppedIsFatal(t *testing.T) {
 		if !errors.Is(err, ingest.ErrSlotMissing) || !strings.Contains(err.Error(), `"`+slotName("sd", db)+`"`) {
 			t.Fatalf("Run returned %v, want a slot-missing error", err)
 		}
+		// A slot lost by a failover looks the same: the error names the
+		// way on, not only what is missing.
+		if !strings.Contains(err.Error(), "--create-slot --accept-gap") || !strings.Contains(err.Error(), "backfill") {
+			t.Fatalf("Run returned %v, want the way on (--create-slot --accept-gap, then a backfill)", err)
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("pgq kept running after its slot was dropped")
 	}

@@ -278,7 +278,9 @@ func TestStreamAbort(t *testing.T) {
 	db.Exec(t, "BEGIN", stInsert("t", 1, 5000), "ROLLBACK")
 	db.Exec(t, "INSERT INTO u VALUES (1, 'after')")
 	txs := stWaitTxs(t, r.dir, 1)
-	if r.streamed(t) < 1 {
+	// PostgreSQL 18 checks a transaction for an abort before streaming it
+	// and drops one already rolled back unsent; older servers stream it.
+	if r.streamed(t) < 1 && sharedMajor(t) < 18 {
 		t.Fatal("the aborted transaction was not streamed")
 	}
 	if txs[0].table != "u" || len(txs[0].ids) != 1 {

@@ -24,6 +24,7 @@ type RunCmd struct {
 	CreatePublication string     `name:"create-publication" env:"PGQ_CREATE_PUBLICATION" placeholder:"all|schema.table,..." help:"Create the publication when missing (an empty value is refused). FOR ALL TABLES makes UPDATE/DELETE fail in the application on tables without a primary key or replica identity (pgq warns naming them; see --skip-tables-without-key)."`
 	Start             string     `default:"slot" env:"PGQ_START" placeholder:"slot|latest|lsn:X/Y" help:"Where a brand-new journal begins: the slot's position (slot), the server's current WAL (latest), or an LSN the slot can still serve. Ignored once the journal has records."`
 	SlotLifecycle     string     `name:"slot-lifecycle" default:"keep" enum:"keep,drop-on-exit,temporary" env:"PGQ_SLOT_LIFECYCLE" help:"keep: the slot outlives pgq. drop-on-exit: dropped after a clean shutdown (changes made while pgq is stopped are lost). temporary: a TEMPORARY slot per connection (every reconnect loses changes; for throwaway runs)."`
+	SlotFailover      string     `name:"slot-failover" default:"auto" enum:"auto,on,off" env:"PGQ_SLOT_FAILOVER" help:"--create-slot makes a failover slot, which PostgreSQL 17+ standbys with sync_replication_slots keep across a promotion. auto: where the server supports it. on: required (refused below PostgreSQL 17, with --slot-lifecycle temporary, or over an existing slot that is not one). off: never."`
 	ReconnectGiveUp   Duration   `name:"reconnect-give-up" env:"PGQ_RECONNECT_GIVE_UP" help:"Exit non-zero with the last error once reconnecting failed for this long without progress (0: never): a session that journals nothing and fails inside the same transaction again counts as failing."`
 	NoReconnect       bool       `name:"no-reconnect" env:"PGQ_NO_RECONNECT" help:"Exit non-zero at the first interruption instead of reconnecting."`
 	SkipKeyless       bool       `name:"skip-tables-without-key" env:"PGQ_SKIP_TABLES_WITHOUT_KEY" help:"With --create-publication all: publish only tables with a primary key or replica identity (UPDATE/DELETE of the others would fail in the application)."`
@@ -73,7 +74,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		Ingest: ingest.Options{
 			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
 			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication, AcceptGap: c.AcceptGap,
-			Start: c.Start, SlotLifecycle: c.SlotLifecycle, ReconnectGiveUp: c.ReconnectGiveUp.D(), NoReconnect: c.NoReconnect,
+			Start: c.Start, SlotLifecycle: c.SlotLifecycle, SlotFailover: c.SlotFailover, ReconnectGiveUp: c.ReconnectGiveUp.D(), NoReconnect: c.NoReconnect,
 			SkipTablesWithoutKey: c.SkipKeyless,
 			ReconnectMin:         c.ReconnectMin.D(), ReconnectMax: c.ReconnectMax.D(), StatusInterval: c.StatusInterval.D(),
 			ReceiveCoalesce: coalesce,

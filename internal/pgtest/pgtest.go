@@ -433,3 +433,166 @@ func (c *Cluster) makeCerts() error {
 	}
 	return c.writeFile(filepath.Join(c.dataDir(), "server.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
 }
+
+// StopImmediate stops PostgreSQL the way a crash would (pg_ctl -m
+// immediate: no shutdown checkpoint, walsenders cut), keeping its data.
+func (c *Cluster) StopImmediate() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running {
+		return nil
+	}
+	out, err := c.command("pg_ctl", "-D", c.dataDir(), "-m", "immediate", "-w", "stop").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtest: pg_ctl stop -m immediate: %w: %s", err, out)
+	}
+	c.running = false
+	return nil
+}
+
+// Promote ends a standby's recovery and waits until it accepts writes.
+func (c *Cluster) Promote() error {
+	out, err := c.command("pg_ctl", "-D", c.dataDir(), "-w", "-t", "60", "promote").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtest: pg_ctl promote: %w: %s", err, out)
+	}
+	return nil
+}
+
+// StartStandby builds a streaming standby of c (PostgreSQL 17+) and starts
+// it. The bundles make test-matrix uses have no pg_basebackup, so it takes
+// a low-level backup: a physical slot reserving WAL, pg_backup_start, a
+// file copy, pg_backup_stop's label. The standby streams through that slot
+// (primary_slot_name) with hot_standby_feedback and synchronizes failover
+// slots (sync_replication_slots, dbname in primary_conninfo). Setting the
+// primary's synchronized_standby_slots to the slot is the caller's choice.
+func (c *Cluster) StartStandby(ctx context.Context, slot string) (*Cluster, error) {
+	if major, err := c.Major(); err != nil || major < 17 {
+		return nil, fmt.Errorf("pgtest: a slot-synchronizing standby needs PostgreSQL 17+ (have %d, %v)", major, err)
+	}
+	conn, err := c.Connect(ctx, "postgres")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_create_physical_replication_slot($1, true)", slot); err != nil {
+		return nil, fmt.Errorf("pgtest: standby slot: %w", err)
+	}
+	// A non-exclusive backup lives as long as the session that began it.
+	if _, err := conn.Exec(ctx, "SELECT pg_backup_start('pgtest standby', true)"); err != nil {
+		return nil, fmt.Errorf("pgtest: pg_backup_start: %w", err)
+	}
+	s := &Cluster{BinDir: c.BinDir, cred: c.cred}
+	if s.Dir, err = os.MkdirTemp("", "pgq-pg-standby-"); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	if err := s.chownDir(s.Dir); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	if err := s.copyDataDir(c.dataDir()); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	var label string
+	if err := conn.QueryRow(ctx, "SELECT labelfile FROM pg_backup_stop(false)").Scan(&label); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("pgtest: pg_backup_stop: %w", err)
+	}
+	if err := s.configureStandby(c, slot, label); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	if err := s.start(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (c *Cluster) chownDir(dir string) error {
+	if c.cred == nil {
+		return nil
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	return os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid))
+}
+
+// copyDataDir copies a running primary's data directory as a base backup
+// may: without the postmaster's files, the WAL (the standby streams it
+// from its slot) and the replication slots.
+func (c *Cluster) copyDataDir(src string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) { // a file removed while copying
+				return nil
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		dst := filepath.Join(c.dataDir(), rel)
+		if d.IsDir() && strings.HasPrefix(rel, "pg_replslot"+string(filepath.Separator)) {
+			return filepath.SkipDir // a slot's directory without its state is fatal
+		}
+		if d.IsDir() {
+			if err := os.MkdirAll(dst, 0o700); err != nil {
+				return err
+			}
+			return c.ownPath(dst)
+		}
+		parent := filepath.Base(filepath.Dir(rel))
+		switch {
+		case rel == "postmaster.pid", rel == "postmaster.opts",
+			strings.HasPrefix(rel, "pg_wal"+string(filepath.Separator)), strings.HasPrefix(rel, "pg_replslot"+string(filepath.Separator)),
+			parent == "pg_stat_tmp":
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return c.writeFile(dst, b, 0o600)
+	})
+}
+
+func (c *Cluster) ownPath(p string) error {
+	if c.cred == nil {
+		return nil
+	}
+	return os.Chown(p, int(c.cred.Uid), int(c.cred.Gid))
+}
+
+func (c *Cluster) configureStandby(primary *Cluster, slot, label string) error {
+	if err := c.writeFile(filepath.Join(c.dataDir(), "backup_label"), []byte(label), 0o600); err != nil {
+		return err
+	}
+	if err := c.writeFile(filepath.Join(c.dataDir(), "standby.signal"), nil, 0o600); err != nil {
+		return err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	c.Port = port
+	conf := []string{
+		fmt.Sprintf("port = %d", port),
+		fmt.Sprintf("unix_socket_directories = '%s'", c.Dir),
+		fmt.Sprintf("primary_conninfo = 'host=127.0.0.1 port=%d user=postgres dbname=postgres application_name=pgtest_standby'", primary.Port),
+		fmt.Sprintf("primary_slot_name = '%s'", slot),
+		"hot_standby = on",
+		"hot_standby_feedback = on",
+		"sync_replication_slots = on",
+	}
+	f, err := os.OpenFile(filepath.Join(c.dataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString("\n" + strings.Join(conf, "\n") + "\n")
+	return err
+}
