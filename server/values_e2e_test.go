@@ -175,6 +175,26 @@ func TestValueFidelity(t *testing.T) {
 			t.Errorf("client domains %#v %#v %#v, want int32 7, int64 9000000000, int32 5", v["a"], v["b"], v["dd"])
 		}
 	}
+
+	// A backfill's read changes carry the base types too.
+	post(t, base+"/v1/backfills", "", `{"tables":["public.fv"]}`)
+	post(t, base+"/v1/groups/ex/reset", "", `{"to":"offset:7"}`)
+	var reads []map[string]json.RawMessage
+	for time.Now().Before(deadline.Add(30*time.Second)) && len(reads) == 0 {
+		if err := json.Unmarshal(post(t, base+"/v1/groups/ex/fetch", "", `{"member":"m","max":100,"wait":"1s"}`), &jf); err != nil {
+			t.Fatal(err)
+		}
+		for _, tx := range jf.Transactions {
+			for _, ch := range tx.Changes {
+				if string(ch.New["id"]) == "1" {
+					reads = append(reads, ch.New)
+				}
+			}
+		}
+	}
+	if len(reads) != 1 || string(reads[0]["a"]) != "7" || string(reads[0]["dd"]) != "5" || string(reads[0]["b"]) != "9000000000" {
+		t.Errorf("backfilled row 1: %d reads, %v", len(reads), reads)
+	}
 }
 
 // isInt reports whether v is a msgpack integer (as msgpack decodes one)
