@@ -10,7 +10,7 @@ RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/.
 # scripts/pg-server.sh fetches and caches. make test covers the installed
 # server (15 on Debian bookworm).
 MATRIX_MAJORS ?= 14 16 17 18
-MATRIX_RUN := TestFidelityAgainstTestDecoding|TestEveryOpAndType|TestGap|TestNoGap|TestStream|TestMultiPartLayout|TestDDL|TestFailover
+MATRIX_RUN := TestFidelityAgainstTestDecoding|TestEveryOpAndType|TestGap|TestNoGap|TestStream|TestMultiPartLayout|TestDDL|TestFailover|TestSlotFailover|TestSlotDroppedIsFatal
 
 .PHONY: all build test test-matrix race vet fmt demo bench fuzz clean
 
