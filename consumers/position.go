@@ -3,7 +3,6 @@ package consumers
 import (
 	"encoding/json"
 	"fmt"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -92,14 +91,27 @@ func ValidateName(name string) error { return api.ValidateName(name) }
 
 // Filter selects changes. The zero Filter selects everything.
 type Filter struct {
-	// Tables are "schema.table" patterns (path.Match globs such as
-	// "public.*"). Empty: every table. A truncate matches when one of its
+	// Tables are "schema.table" patterns, each side a glob matched
+	// against that name alone ("public.*", public."MyT"; see tables.go).
+	// Empty: every table. A row change matches by its schema and table, a
+	// DDL by the schema and name of its object, a truncate when one of its
 	// tables does; a logical message (no table) matches only when Tables
 	// is empty.
 	Tables []string `json:"tables,omitempty" msgpack:"tables,omitempty"`
 	// Ops are op names (insert, update, delete, truncate, message). Empty:
 	// every op.
 	Ops []string `json:"ops,omitempty" msgpack:"ops,omitempty"`
+
+	// pats are Tables compiled (compiled); without them each match
+	// compiles Tables again.
+	pats []tablePattern
+}
+
+// compiled returns f with its table patterns compiled, for the many
+// matches of a group's fetches.
+func (f Filter) compiled() Filter {
+	f.pats = compilePatterns(f.Tables)
+	return f
 }
 
 // MaxTablePatterns bounds the table patterns of a group: every change a
@@ -114,8 +126,8 @@ func (f Filter) Validate() error {
 		return errf(ErrBadRequest, "%d table patterns: at most %d (use globs such as \"public.*\")", len(f.Tables), MaxTablePatterns)
 	}
 	for _, t := range f.Tables {
-		if _, err := path.Match(t, ""); err != nil || t == "" || !strings.Contains(t, ".") {
-			return errf(ErrBadRequest, "table pattern %q: want schema.table (globs allowed)", t)
+		if _, err := compileTablePattern(t); err != nil {
+			return errf(ErrBadRequest, "table pattern %q: %v (schema.table, each a glob; quote names with \" . or glob characters)", t, err)
 		}
 	}
 	for _, o := range f.Ops {
@@ -129,13 +141,39 @@ func (f Filter) Validate() error {
 // IsZero reports whether f selects everything.
 func (f Filter) IsZero() bool { return len(f.Tables) == 0 && len(f.Ops) == 0 }
 
-func (f Filter) tableMatch(qualified string) bool {
-	for _, p := range f.Tables {
-		if ok, _ := path.Match(p, qualified); ok {
+func (f Filter) tableMatch(schema, table string) bool {
+	pats := f.pats
+	if len(pats) != len(f.Tables) {
+		pats = compilePatterns(f.Tables)
+	}
+	for i := range pats {
+		if pats[i].match(schema, table) {
 			return true
 		}
 	}
 	return false
+}
+
+// truncateMatch matches a truncate's table, journaled as schema.table
+// unquoted: with a dot in a name the split is unknown, so every one is
+// tried.
+func (f Filter) truncateMatch(qualified string) bool {
+	for i := range len(qualified) {
+		if qualified[i] == '.' && f.tableMatch(qualified[:i], qualified[i+1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// ddlMatch matches a DDL change by the schema and name of its object.
+func (f Filter) ddlMatch(c *pgq.Change) bool {
+	var d struct {
+		Object string `json:"object"`
+	}
+	_ = json.Unmarshal(c.Content, &d)
+	names := parseIdentity(d.Object)
+	return len(names) >= 2 && f.tableMatch(names[0], names[1])
 }
 
 // Match reports whether the change passes the filter. A gap passes every
@@ -163,21 +201,16 @@ func (f Filter) Match(c *pgq.Change) bool {
 	case pgq.OpMessage:
 		return false
 	case pgq.OpDDL:
-		// The object a DDL names: schema.table for tables.
-		var d struct {
-			Object string `json:"object"`
-		}
-		_ = json.Unmarshal(c.Content, &d)
-		return f.tableMatch(d.Object)
+		return f.ddlMatch(c)
 	case pgq.OpTruncate:
 		for _, t := range c.Tables {
-			if f.tableMatch(t) {
+			if f.truncateMatch(t) {
 				return true
 			}
 		}
 		return false
 	}
-	return f.tableMatch(c.Schema + "." + c.Table)
+	return f.tableMatch(c.Schema, c.Table)
 }
 
 // Apply returns tx with only the changes that pass the filter (tx itself
