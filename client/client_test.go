@@ -20,8 +20,8 @@ import (
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/httpapi"
-	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/httpapi/apitest"
+	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
 )
 

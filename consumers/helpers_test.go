@@ -15,8 +15,8 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
-	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/httpapi/apitest"
+	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/server"
 )
