@@ -82,6 +82,9 @@ type (
 		// Key is the ordering key: "pk" (default: table and replica
 		// identity key), "table" or "none".
 		Key string `json:"key,omitempty"`
+		// HoldSlot: the replication slot is not confirmed past what the
+		// group has not committed, so losing pgq's disk loses none of it.
+		HoldSlot bool `json:"hold_slot,omitempty"`
 	}
 	// AckBody is the body of /ack, /nak, /term and /parked/requeue and
 	// /parked/drop of a shared group.
@@ -174,6 +177,11 @@ type (
 		Mode string `json:"mode" msgpack:"mode"`
 		// Shared is set for shared groups.
 		Shared *SharedInfo `json:"shared,omitempty" msgpack:"shared,omitempty"`
+		// HoldSlot is set for a group that holds the slot; HoldReleased
+		// while it is past --hold-slot-max-lag and the slot is confirmed
+		// past it.
+		HoldSlot     bool `json:"hold_slot,omitempty" msgpack:"hold_slot,omitempty"`
+		HoldReleased bool `json:"hold_released,omitempty" msgpack:"hold_released,omitempty"`
 	}
 	// SharedInfo is the state of a shared group. Committed (the group's
 	// committed_offset) is the acked low-water mark: every message at or

@@ -9,13 +9,56 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // Resolve returns the first offset a group starting at p would deliver.
 // An lsn: or time: position that the index cannot answer while it is stale
 // (behind the journal, healing) fails with ErrUnavailable (HTTP 503):
-// retry shortly.
+// retry shortly. A position never starts inside a multi-part transaction
+// (its consumer would get parts without part 0): offset:N on a later part
+// fails with ErrBadPosition naming the first part's offset, and any other
+// kind that lands on one moves back to its first part.
 func (m *Manager) Resolve(p Position) (pgq.Offset, error) {
+	off, err := m.resolve(p)
+	if err != nil {
+		return 0, err
+	}
+	return m.wholeTx(p, off)
+}
+
+// wholeTx returns off, or the offset of the first part of the multi-part
+// transaction that off holds a later part of (an error for offset:N).
+func (m *Manager) wholeTx(p Position, off pgq.Offset) (pgq.Offset, error) {
+	first, last := m.bounds()
+	if off < first || off > last {
+		return off, nil
+	}
+	raw, err := m.j.ReadRaw(off)
+	if errors.Is(err, journal.ErrNotFound) && off < m.j.FirstOffset() {
+		return 0, errf(ErrOutOfRange, "%s: offset %d was just removed by retention", p, off)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("consumers: resolve %s: %w", p, err)
+	}
+	ri, err := record.Peek(raw)
+	if err != nil {
+		return 0, fmt.Errorf("consumers: resolve %s: offset %d: %w", p, off, err)
+	}
+	if ri.Part == 0 {
+		return off, nil
+	}
+	// Parts are consecutive records; retention never starts the journal
+	// inside a transaction, so its first part is still there.
+	p0 := max(off-pgq.Offset(ri.Part), first)
+	if p.Kind == PosOffset {
+		return 0, errf(ErrBadPosition, "%s is part %d of a multi-part transaction (xid %d): start at its first part, offset:%d", p, ri.Part, ri.Xid, p0)
+	}
+	return p0, nil
+}
+
+func (m *Manager) resolve(p Position) (pgq.Offset, error) {
 	first, last := m.bounds()
 	seekMiss := func() pgq.Offset { return max(m.ix.LastOffset()+1, first) }
 	switch p.Kind {
@@ -107,7 +150,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 		return GroupInfo{}, err
 	}
 	now := m.o.Now().UnixMicro()
-	st := groupState{V: stateVersion, Cursor: next - 1, From: pos.String(), Filter: f, Created: now, Updated: now}
+	st := groupState{V: stateVersion, Cursor: next - 1, From: pos.String(), Filter: f, Created: now, Updated: now, HoldSlot: req.HoldSlot}
 	if shared != nil {
 		st.Mode, st.Shared = modeShared, shared
 	}
@@ -118,6 +161,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 	m.mu.Lock()
 	m.groups[req.Name] = g
 	m.mu.Unlock()
+	if st.HoldSlot {
+		m.RefreshHold()
+	}
 	return m.info(g), nil
 }
 

@@ -86,6 +86,9 @@ func (m *Manager) CommitGen(ctx context.Context, name, member string, offset pgq
 			return CommitResult{}, err
 		}
 		g.st.Cursor, g.st.Updated = st.Cursor, st.Updated
+		if st.HoldSlot {
+			m.KickHold() // the floor follows the commit
+		}
 		g.nonFinal = slices.DeleteFunc(g.nonFinal, func(o pgq.Offset) bool { return o <= offset })
 	}
 	return CommitResult{Committed: g.st.Cursor, LeaseExpires: time.UnixMicro(g.st.LeaseExpiry).UTC()}, nil

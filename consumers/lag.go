@@ -44,6 +44,9 @@ func (m *Manager) info(g *group) GroupInfo {
 	}
 	gi.Lag = m.lag(st.Cursor, now)
 	gi.Mode, gi.Shared = "exclusive", si
+	if st.HoldSlot {
+		gi.HoldSlot, gi.HoldReleased = true, m.holdReleased(g.name)
+	}
 	if si != nil {
 		gi.Mode = modeShared
 	}

@@ -40,6 +40,10 @@ type ManagerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock; zero → time.Now. For tests.
 	Now func() time.Time
+	// HoldSlotMaxLag bounds, in bytes of WAL, how far behind the journal's
+	// end a hold_slot group may hold the slot (see HoldFloor); zero →
+	// DefaultHoldSlotMaxLag (16 GiB).
+	HoldSlotMaxLag int64
 }
 
 // Validate checks required fields and rejects negative values.
@@ -47,7 +51,7 @@ func (o ManagerOptions) Validate() error {
 	switch {
 	case o.Journal == nil || o.Index == nil:
 		return errors.New("consumers: options: Journal and Index are required")
-	case o.LeaseTTL < 0 || o.MaxFetch < 0 || o.MaxFetchBytes < 0 || o.MaxWait < 0:
+	case o.LeaseTTL < 0 || o.MaxFetch < 0 || o.MaxFetchBytes < 0 || o.MaxWait < 0 || o.HoldSlotMaxLag < 0:
 		return errors.New("consumers: options: negative limits")
 	case o.LeaseTTL > MaxLeaseTTL:
 		return fmt.Errorf("consumers: options: lease TTL %s is over the %s bound", o.LeaseTTL, MaxLeaseTTL)
@@ -74,6 +78,9 @@ func (o *ManagerOptions) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.HoldSlotMaxLag == 0 {
+		o.HoldSlotMaxLag = DefaultHoldSlotMaxLag
+	}
 }
 
 // stateVersion is the version of the stored group value.
@@ -98,6 +105,9 @@ type groupState struct {
 	Mode   string         `json:"mode,omitempty"`
 	Shared *sharedConfig  `json:"shared,omitempty"`
 	Parked []parkedRecord `json:"parked,omitempty"`
+	// HoldSlot: the slot is not confirmed past what the group has not
+	// committed (see HoldFloor).
+	HoldSlot bool `json:"hold_slot,omitempty"`
 }
 
 // group is one group in memory.
@@ -164,6 +174,8 @@ type Manager struct {
 	// tailDelivery observes commit time → fetch answer of the records a
 	// long poll waited for (exported by Collector).
 	tailDelivery prometheus.Histogram
+	// hold is the hold floor of the hold_slot groups (hold.go).
+	hold holdState
 }
 
 // NewManager loads the groups stored in the index.
@@ -199,10 +211,14 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		}
 		m.groups[name] = g
 	}
+	m.hold.init()
+	m.RefreshHold()
+	go m.holdLoop()
 	return m, nil
 }
 
 func newGroup(name string, st groupState) *group {
+	st.Filter = st.Filter.compiled()
 	g := &group{name: name, sem: make(chan struct{}, 1), st: st, delivered: st.Cursor, leaseFree: make(chan struct{})}
 	if st.Mode == modeShared {
 		g.sh = newSharedRun(st.Cursor)

@@ -38,6 +38,7 @@ func (m *Manager) Collector() prometheus.Collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.m.retentionLost.Describe(ch)
 	c.m.tailDelivery.Describe(ch)
+	c.m.hold.gauge.Describe(ch)
 	ch <- c.records
 	ch <- c.bytes
 	ch <- c.seconds
@@ -48,6 +49,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.m.retentionLost.Collect(ch)
 	c.m.tailDelivery.Collect(ch)
+	c.m.hold.gauge.Collect(ch)
 	for _, gi := range c.m.List(context.Background()) {
 		oor := 0.0
 		if gi.Lag.OutOfRange {
