@@ -15,12 +15,13 @@
 // A group's cursor is the last committed offset. Fetch delivers whole
 // transactions after the member's delivery position (all parts of a
 // multi-part transaction, never a trailing incomplete one), filtered by the
-// group's tables (path.Match globs on "schema.table") and ops: changes that
+// group's tables (schema.table globs, see tables.go) and ops: changes that
 // do not pass are removed, records left empty are skipped. next_offset
 // moves past skipped records; committing next_offset-1 moves the cursor
 // over them. Commit is cumulative, fsynced, and rejected (ErrInvalidCommit)
 // when backwards, beyond what was delivered, or on a non-final part of a
-// multi-part transaction, so a cursor never lands between parts. Delivery
+// multi-part transaction, so a cursor never lands between parts; nor does
+// a start position (Resolve) or a fetch's from. Delivery
 // is at-least-once: a new lease (another member, an expired lease, a
 // release or a reset) restarts delivery after the cursor, and so does a
 // new session of the lease holder (a consumer process that restarted with

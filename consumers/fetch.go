@@ -241,7 +241,9 @@ func (m *Manager) tryLease(g *group, name string, req *FetchRequest, pmuHeld boo
 	}
 	ok, exp, free, err := m.acquireLocked(g, req.Member, req.LeaseTTL, m.o.Now(), pmuHeld)
 	if ok {
-		g.resumeLocked(req.Session, req.From)
+		if err := g.resumeLocked(req.Session, req.From); err != nil {
+			return leaseTry{}, err
+		}
 	}
 	return leaseTry{ok: ok, gen: g.gen, holder: g.st.Member, exp: exp, free: free}, err
 }

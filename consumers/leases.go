@@ -14,7 +14,10 @@ import (
 // has: the cursor for a new session (a restarted consumer; its old
 // generation ends, so commits of the old incarnation are fenced), or from
 // when it is between the cursor and what was handed out (a lost answer).
-func (g *group) resumeLocked(session string, from pgq.Offset) {
+// A from on a later part of a multi-part transaction fails with
+// ErrBadPosition and changes nothing: delivery would resume without the
+// transaction's first part.
+func (g *group) resumeLocked(session string, from pgq.Offset) error {
 	switch {
 	case session != "" && session != g.session:
 		if g.delivered > g.st.Cursor || g.session != "" {
@@ -24,9 +27,18 @@ func (g *group) resumeLocked(session string, from pgq.Offset) {
 		g.delivered = g.st.Cursor
 		g.nonFinal = nil
 	case from > g.st.Cursor && from <= g.delivered:
+		if slices.Contains(g.nonFinal, from-1) {
+			// The parts before from up to the first are non-final too.
+			p0 := from - 1
+			for slices.Contains(g.nonFinal, p0-1) {
+				p0--
+			}
+			return errf(ErrBadPosition, "group %q: from %d is part %d of a multi-part transaction: resume at its first part, %d", g.name, from, from-p0, p0)
+		}
 		g.delivered = from - 1
 		g.nonFinal = slices.DeleteFunc(g.nonFinal, func(o pgq.Offset) bool { return o >= from })
 	}
+	return nil
 }
 
 // MaxLeaseTTL bounds a member's lease (lease_ttl of fetch, commit and
