@@ -70,7 +70,7 @@ func TestSchemasMatchWireTypes(t *testing.T) {
 		{"GroupInfo", api.GroupInfo{Name: "s", From: "earliest", Tables: []string{"public.*"}, Ops: []string{"insert"}, Created: now, Updated: now,
 			Member: "w1", LeaseExpires: &now, Lag: api.Lag{Records: 1, Bytes: 2, Seconds: 0.5, IndexStale: true}, Mode: "shared",
 			Shared: &api.SharedInfo{AckWait: api.Duration(30 * time.Second), MaxDeliver: 5, Backoff: []api.Duration{api.Duration(time.Second), api.Duration(1500 * time.Millisecond)},
-				MaxAckPending: 1000, Key: "pk"}}},
+				MaxAckPending: 1000, Key: "pk"}, HoldSlot: true, HoldReleased: true}},
 		{"ParkedResponse", api.ParkedResponse{Parked: []api.ParkedMessage{
 			{Message: api.Message{Offset: 1, Xid: 7, CommitLSN: "0/16B3748", CommitTime: now, Change: change, Delivery: 5, AckID: "1.0.5.abc"}, Parked: now, Reason: "max_deliver"},
 			{Message: api.Message{Offset: 2, Change: json.RawMessage("null"), Delivery: 1, AckID: "2.0.1"}, Parked: now, Reason: "term (record removed by retention)"},

@@ -59,6 +59,10 @@ type Options struct {
 	// Consumers configures the consumer-group manager; its Journal, Index
 	// and Logger are filled in here.
 	Consumers consumers.ManagerOptions
+	// HoldSlotFor names groups that hold the slot (pgq run
+	// --hold-slot-for): created if missing and marked at Open, before
+	// ingest streams, so a brand-new data dir holds from its first record.
+	HoldSlotFor []string
 	// HTTP bounds what API clients can hold (connections, timeouts); see
 	// httpapi.Limits for the defaults.
 	HTTP httpapi.Limits
@@ -178,7 +182,7 @@ func (s *Server) openStores(ctx context.Context) error {
 }
 
 // openConsumers opens the consumer-group manager.
-func (s *Server) openConsumers(context.Context) error {
+func (s *Server) openConsumers(ctx context.Context) error {
 	co := s.o.Consumers
 	co.Journal, co.Index, co.Logger = s.Journal, s.Index, s.o.Logger
 	cm, err := consumers.NewManager(co)
@@ -188,6 +192,9 @@ func (s *Server) openConsumers(context.Context) error {
 	s.Consumers = cm
 	if err := s.Registry.Register(cm.Collector()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := cm.HoldSlotFor(ctx, s.o.HoldSlotFor); err != nil {
+		return fmt.Errorf("--hold-slot-for: %w", err)
 	}
 	return nil
 }
@@ -229,6 +236,7 @@ func (s *Server) openIngest(context.Context) error {
 	}
 	io := s.o.Ingest
 	io.Journal, io.Committer, io.Logger, io.Metrics, io.FS = s.Journal, s.Committer, s.o.Logger, metrics, s.o.FS
+	io.HoldFloor = s.Consumers.HoldFloor
 	if io.SpillDir == "" {
 		io.SpillDir = filepath.Join(s.o.DataDir, "spill")
 	}
@@ -318,6 +326,7 @@ const indexWait = 2 * time.Second
 // next update fail, the index marks itself stale (lookups that would be
 // wrong return ErrStale), and the healer catches it up from the journal.
 func (s *Server) indexBatch(batch []*journal.Record) {
+	s.Consumers.KickHold() // a holder's lag grew
 	if s.indexBusy.Load() {
 		return // an earlier update is still blocked: skip (see above)
 	}

@@ -60,6 +60,7 @@ type GroupsCreateCmd struct {
 	Backoff       string        `help:"Shared: redelivery delays after the 1st, 2nd, ... nak (comma-separated durations, the last repeats; default: at once)."`
 	MaxAckPending int           `name:"max-ack-pending" help:"Shared: most messages in flight in the group (default 1000)."`
 	Key           string        `enum:",pk,table,none" default:"" help:"Shared: ordering key: pk (table and replica identity key, the default), table, or none."`
+	HoldSlot      bool          `name:"hold-slot" help:"Hold the replication slot for the group: PostgreSQL keeps what it has not committed, so losing pgq's disk loses none of it (see pgq run --hold-slot-max-lag)."`
 	OutputFlag
 }
 
@@ -70,7 +71,7 @@ func (c *GroupsCreateCmd) Run(ctx context.Context) error {
 		return err
 	}
 	req := api.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops), Key: c.Key,
-		AckWait: api.Duration(c.AckWait), MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending}
+		AckWait: api.Duration(c.AckWait), MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending, HoldSlot: c.HoldSlot}
 	if c.Mode == "shared" {
 		req.Mode = "shared"
 	}
@@ -119,10 +120,17 @@ func (c *GroupsListCmd) Run(ctx context.Context) error {
 		if member == "" {
 			member = "-"
 		}
+		hold := "-"
+		switch {
+		case g.HoldReleased:
+			hold = "released"
+		case g.HoldSlot:
+			hold = "yes"
+		}
 		rows = append(rows, []string{g.Name, fmt.Sprint(g.Committed), fmt.Sprint(g.Lag.Records), fmt.Sprint(g.Lag.Bytes),
-			fmt.Sprintf("%.1f", g.Lag.Seconds), fmt.Sprint(g.Lag.OutOfRange), member})
+			fmt.Sprintf("%.1f", g.Lag.Seconds), fmt.Sprint(g.Lag.OutOfRange), member, hold})
 	}
-	return table(os.Stdout, []string{"GROUP", "COMMITTED", "LAG", "LAG_BYTES", "LAG_SEC", "OUT_OF_RANGE", "MEMBER"}, rows)
+	return table(os.Stdout, []string{"GROUP", "COMMITTED", "LAG", "LAG_BYTES", "LAG_SEC", "OUT_OF_RANGE", "MEMBER", "HOLD_SLOT"}, rows)
 }
 
 // GroupsInfoCmd is `pgq groups info`.

@@ -46,6 +46,8 @@ type RunCmd struct {
 	RetainMaxAge      Duration   `name:"retain-max-age" env:"PGQ_RETAIN_MAX_AGE" help:"Drop journal records older than this, even if a group still needs them (0: no cap; e.g. 7d)."`
 	RetainMaxBytes    ByteSize   `name:"retain-max-bytes" env:"PGQ_RETAIN_MAX_BYTES" help:"Drop the oldest segments while the journal is larger than this, regardless of groups (0: no cap; e.g. 50GiB)."`
 	RetainInterval    Duration   `name:"retain-interval" default:"10s" env:"PGQ_RETAIN_INTERVAL" help:"Time between retention passes."`
+	HoldSlotFor       string     `name:"hold-slot-for" env:"PGQ_HOLD_SLOT_FOR" placeholder:"NAME[,NAME]" help:"Groups the slot is held for: created if missing (exclusive, no filter, from earliest) and marked hold_slot before streaming, so PostgreSQL keeps what they have not committed and a new pgq on an empty data dir reads it again (costs the primary WAL and catalog_xmin)."`
+	HoldSlotMaxLag    ByteSize   `name:"hold-slot-max-lag" default:"16GiB" env:"PGQ_HOLD_SLOT_MAX_LAG" help:"Stop holding the slot for a hold_slot group more than this much WAL behind the journal's end (WARN, pgq_hold_slot_released, hold_released), so a stuck consumer cannot fill the database's disk; it holds again once back within. 1MiB to 1PiB."`
 }
 
 // Run runs the sidecar until SIGINT/SIGTERM. The flags were checked by
@@ -70,7 +72,9 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		ProbeListen: c.ProbeListen,
 		HTTP: httpapi.Limits{MaxConns: c.HTTPMaxConns, BodyTimeout: c.HTTPBodyTimeout.D(), IdleTimeout: c.HTTPIdleTimeout.D(),
 			WriteTimeout: c.HTTPWriteTimeout.D()},
-		Retention: consumers.RetentionOptions{MinAge: c.RetainMinAge.D(), MaxAge: c.RetainMaxAge.D(), MaxBytes: int64(c.RetainMaxBytes), Interval: c.RetainInterval.D()},
+		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge.D(), MaxAge: c.RetainMaxAge.D(), MaxBytes: int64(c.RetainMaxBytes), Interval: c.RetainInterval.D()},
+		Consumers:   consumers.ManagerOptions{HoldSlotMaxLag: int64(c.HoldSlotMaxLag)},
+		HoldSlotFor: splitList(c.HoldSlotFor),
 		Ingest: ingest.Options{
 			PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication,
 			CreateSlot: c.CreateSlot, CreatePublication: c.CreatePublication, AcceptGap: c.AcceptGap,

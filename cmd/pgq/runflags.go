@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/ingest"
 )
 
@@ -32,10 +34,36 @@ func (c *RunCmd) Validate(kctx *kong.Context) error {
 	if c.ReceiveCoalesce < 0 {
 		return errors.New("--receive-coalesce is negative")
 	}
+	if err := c.validateHold(); err != nil {
+		return err
+	}
 	if c.CreatePublication == "" && flagSet(kctx, "create-publication") {
 		// Read as "do not create", an empty value would leave a missing
 		// publication missing although creating it was asked for.
 		return errors.New(`--create-publication is empty: want all or schema.table,... (leave it out not to create a publication)`)
+	}
+	return nil
+}
+
+// Bounds of --hold-slot-max-lag: below 1 MiB a holder would be let go
+// at every transaction; 1 PiB is "never" on any disk.
+const (
+	minHoldSlotMaxLag = 1 << 20
+	maxHoldSlotMaxLag = 1 << 50
+)
+
+// validateHold checks --hold-slot-for (group names) and its lag bound.
+func (c *RunCmd) validateHold() error {
+	if c.HoldSlotMaxLag < minHoldSlotMaxLag || c.HoldSlotMaxLag > maxHoldSlotMaxLag {
+		return fmt.Errorf("--hold-slot-max-lag %d is out of range: want 1MiB to 1PiB", c.HoldSlotMaxLag)
+	}
+	if strings.TrimSpace(c.HoldSlotFor) == "" && c.HoldSlotFor != "" {
+		return errors.New("--hold-slot-for is empty: want NAME[,NAME] (leave it out to hold for no group)")
+	}
+	for _, name := range splitList(c.HoldSlotFor) {
+		if err := api.ValidateName(name); err != nil {
+			return fmt.Errorf("--hold-slot-for: %w", err)
+		}
 	}
 	return nil
 }
