@@ -10,6 +10,8 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // TestGroupLimitsHTTP: over the real API, the group bounds and checks of
@@ -89,5 +91,39 @@ func (e *env) refused(t *testing.T, method, path, body, code string) {
 			short = short[:60] + "…"
 		}
 		t.Errorf("%s %s %s: %d %s, want %s with a one-line message", method, path, short, status, b, code)
+	}
+}
+
+// TestMultiPartPositionHTTP: over the real API, against a transaction
+// ingest journaled in several parts, offset:N on a later part is refused
+// with 400 bad_position naming the first part's offset (create, reset),
+// and lsn: of the transaction starts at its first part.
+func TestMultiPartPositionHTTP(t *testing.T) {
+	e := start(t, func(o *server.Options) { o.Ingest.MaxRecordBytes = ingest.MinMaxRecordBytes })
+	before := e.S.Journal.LastOffset()
+	e.DB.Exec(t, "INSERT INTO t (v) SELECT repeat('x', 200) FROM generate_series(1, 200)")
+	last := e.waitLast(t, before+3)
+	p0 := before + 1
+	tx, err := e.S.Journal.Read(p0)
+	if err != nil || tx.Part != 0 || tx.Final {
+		t.Fatalf("test setup: offset %d is not part 0 of a multi-part transaction: %v %+v", p0, err, tx)
+	}
+	for off := p0 + 1; off <= last; off++ {
+		later, err := e.S.Journal.Read(off)
+		if err != nil || later.Xid != tx.Xid {
+			t.Fatalf("test setup: offset %d: %v", off, err)
+		}
+		code, body := e.call(t, "POST", "/v1/groups", fmt.Sprintf(`{"name":"g%d","from":"offset:%d"}`, off, off))
+		if code != 400 || errCode(t, body) != consumers.CodeBadPosition || !strings.Contains(string(body), fmt.Sprintf("offset:%d", p0)) {
+			t.Errorf("create at offset:%d: %d %s, want 400 naming offset:%d", off, code, body, p0)
+		}
+	}
+	if _, err := e.C.CreateGroup(ctxT(t), api.CreateRequest{Name: "g", From: fmt.Sprintf("lsn:%s", tx.CommitLSN)}); err != nil {
+		t.Fatal(err)
+	}
+	e.refused(t, "POST", "/v1/groups/g/reset", fmt.Sprintf(`{"to":"offset:%d","dry_run":true}`, last), consumers.CodeBadPosition)
+	res := fetch(t, e, "g", "m", 1, 0)
+	if len(res.Transactions) == 0 || res.Transactions[0].Offset != p0 || !res.Transactions[len(res.Transactions)-1].Final {
+		t.Fatalf("group at lsn:%s: %+v, want the whole transaction from offset %d", tx.CommitLSN, res.Transactions, p0)
 	}
 }
