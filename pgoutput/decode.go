@@ -51,7 +51,10 @@ type Origin struct {
 	Name      string
 }
 
-// Relation describes a table. The Decoder caches it by ID.
+// Relation describes a table. The Decoder caches it by ID, and rows share
+// its Columns. A domain column's TypeOID is the domain's: the protocol
+// does not say what it is over, so Column.BaseTypeOID is left 0 for the
+// caller to fill in (ingest looks it up in pg_type).
 type Relation struct {
 	Xid             uint32 // inside a stream only
 	ID              uint32
