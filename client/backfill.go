@@ -31,24 +31,28 @@ func (c *Client) StartBackfill(ctx context.Context, req BackfillRequest) (Backfi
 	return b, nil
 }
 
+// The backfill calls ask for JSON (doJSON): a backfill's msgpack form is
+// the maps of its JSON (times as strings), which api.Backfill does not
+// decode.
+
 // Backfills lists every backfill, oldest first.
 func (c *Client) Backfills(ctx context.Context) ([]Backfill, error) {
 	var out []Backfill
-	err := c.do(ctx, "GET", "/v1/backfills", nil, &out)
+	err := c.doJSON(ctx, "GET", "/v1/backfills", nil, &out)
 	return out, err
 }
 
 // Backfill returns one backfill.
 func (c *Client) Backfill(ctx context.Context, id string) (Backfill, error) {
 	var b Backfill
-	err := c.do(ctx, "GET", backfillPath(id), nil, &b)
+	err := c.doJSON(ctx, "GET", backfillPath(id), nil, &b)
 	return b, err
 }
 
 // CancelBackfill cancels a running backfill and returns it.
 func (c *Client) CancelBackfill(ctx context.Context, id string) (Backfill, error) {
 	var b Backfill
-	err := c.do(ctx, "DELETE", backfillPath(id), nil, &b)
+	err := c.doJSON(ctx, "DELETE", backfillPath(id), nil, &b)
 	return b, err
 }
 
@@ -56,6 +60,6 @@ func (c *Client) CancelBackfill(ctx context.Context, id string) (Backfill, error
 // (0 lifts it) and returns the backfill.
 func (c *Client) ThrottleBackfill(ctx context.Context, id string, maxRate float64) (Backfill, error) {
 	var b Backfill
-	err := c.do(ctx, "PATCH", backfillPath(id), api.BackfillUpdate{MaxRate: &maxRate}, &b)
+	err := c.doJSON(ctx, "PATCH", backfillPath(id), api.BackfillUpdate{MaxRate: &maxRate}, &b)
 	return b, err
 }

@@ -61,7 +61,7 @@ func TestRunAuthAndRetentionFlags(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := cli(nil, "groups", "list", "--addr", addr); err == nil || !strings.Contains(out, "unauthorized") {
+	if out, err := cli(nil, "groups", "list", "--addr", addr); err == nil || !strings.Contains(out, "missing or wrong bearer token") {
 		t.Fatalf("groups list without token: %v %q", err, out)
 	}
 	if out, err := cli(nil, "groups", "create", "keep", "--addr", addr, "--auth-token", "s3cret", "--from", "earliest"); err != nil {
@@ -85,7 +85,7 @@ func TestRunAuthAndRetentionFlags(t *testing.T) {
 		last, _ := st["journal_last_offset"].(float64)
 		return last == 200 && first > 1
 	})
-	if out, err := cli([]string{"PGQ_AUTH_TOKEN=s3cret", "PGQ_ADDR=" + addr}, "consume", "--group", "keep"); err == nil || !strings.Contains(out, "out of range") || !strings.Contains(out, "reset the group") {
+	if out, err := cli([]string{"PGQ_AUTH_TOKEN=s3cret", "PGQ_ADDR=" + addr}, "consume", "--group", "keep"); err == nil || !strings.Contains(out, "below the journal start") || !strings.Contains(out, "reset the group") {
 		t.Fatalf("consume of a group below the journal start: %v %q, want an out_of_range error", err, out)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
