@@ -211,15 +211,18 @@ func (c *Cluster) start() error {
 }
 
 // StopServer stops PostgreSQL (fast mode) but keeps its data.
-func (c *Cluster) StopServer() error {
+func (c *Cluster) StopServer() error { return c.stop("fast") }
+
+// stop runs pg_ctl stop in mode, keeping the data.
+func (c *Cluster) stop(mode string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.running {
 		return nil
 	}
-	out, err := c.command("pg_ctl", "-D", c.dataDir(), "-m", "fast", "-w", "stop").CombinedOutput()
+	out, err := c.command("pg_ctl", "-D", c.dataDir(), "-m", mode, "-w", "stop").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pgtest: pg_ctl stop: %w: %s", err, out)
+		return fmt.Errorf("pgtest: pg_ctl stop -m %s: %w: %s", mode, err, out)
 	}
 	c.running = false
 	return nil
@@ -436,19 +439,7 @@ func (c *Cluster) makeCerts() error {
 
 // StopImmediate stops PostgreSQL the way a crash would (pg_ctl -m
 // immediate: no shutdown checkpoint, walsenders cut), keeping its data.
-func (c *Cluster) StopImmediate() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.running {
-		return nil
-	}
-	out, err := c.command("pg_ctl", "-D", c.dataDir(), "-m", "immediate", "-w", "stop").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("pgtest: pg_ctl stop -m immediate: %w: %s", err, out)
-	}
-	c.running = false
-	return nil
-}
+func (c *Cluster) StopImmediate() error { return c.stop("immediate") }
 
 // Promote ends a standby's recovery and waits until it accepts writes.
 func (c *Cluster) Promote() error {
