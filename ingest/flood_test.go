@@ -35,8 +35,8 @@ func TestSlowClientFloodUnderLowFileLimit(t *testing.T) {
 	args := []string{"run", "--pg-url", db.URL, "--slot", "fl_" + db.Name, "--publication", "fl_pub", "--data-dir", t.TempDir(),
 		"--create-slot", "--listen", addr, "--probe-listen", probeAddr, "--auth-token", "s3cret", "--segment-size", "65536"}
 	cmd := exec.Command("bash", append([]string{"-c", `ulimit -n 200 && exec "$0" "$@"`, pgqBinary(t)}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &lockedWriter{w: &stderr}
+	stderr := &lockedWriter{w: &bytes.Buffer{}}
+	cmd.Stderr = stderr
 	cmd.Env = cleanEnv()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
