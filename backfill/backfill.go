@@ -274,7 +274,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	if err := checkRate(req.MaxRate); err != nil {
 		return Status{}, err
 	}
-	conn, err := pgx.Connect(ctx, m.o.PGURL)
+	conn, err := m.connect(ctx)
 	if err != nil {
 		return Status{}, api.Errorf(api.ErrUnavailable, "backfill: connect to PostgreSQL: %v", err)
 	}
@@ -566,10 +566,22 @@ func (m *Manager) run(ctx context.Context, j *job) {
 	}
 }
 
+// connect opens a connection that reads text as UTF-8 whatever the
+// database's encoding, as ingest's connections do: the journal is UTF-8,
+// and rows read here must render as the streamed ones.
+func (m *Manager) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(m.o.PGURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["client_encoding"] = "UTF8"
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
 // runOnce reads chunks on one connection until the backfill is done or
 // an error.
 func (m *Manager) runOnce(ctx context.Context, j *job) error {
-	conn, err := pgx.Connect(ctx, m.o.PGURL)
+	conn, err := m.connect(ctx)
 	if err != nil {
 		return fmt.Errorf("backfill: connect: %w", err)
 	}

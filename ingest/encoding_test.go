@@ -68,6 +68,22 @@ func TestNonUTF8DatabaseStreams(t *testing.T) {
 	if got := ch[0]["new"].(map[string]any)["name"]; got != "café ÿ" {
 		t.Fatalf("name = %q, want %q", got, "café ÿ")
 	}
+	// A backfill reads the same row as UTF-8 too.
+	bf := startBackfill(t, r, map[string]any{"tables": []string{"public.l1"}})
+	waitBackfill(t, r, bf.ID, "done", 30*time.Second)
+	read := 0
+	for _, c := range changesOf(t, records(t, r.Dir)) {
+		if c["op"] != "read" {
+			continue
+		}
+		read++
+		if got := c["new"].(map[string]any)["name"]; got != "café ÿ" {
+			t.Fatalf("backfilled name = %q, want %q", got, "café ÿ")
+		}
+	}
+	if read != 1 {
+		t.Fatalf("%d read changes, want 1", read)
+	}
 	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
 	}
