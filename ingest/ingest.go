@@ -865,7 +865,25 @@ func (s *session) submitStandaloneMessage(ctx context.Context, m *pgoutput.Row, 
 		Final: true, Changes: []pgq.Change{m.Change},
 	}
 	s.in.tracker.Begin()
+	s.backfillSeen(tx.EndLSN)
 	return s.submit(ctx, tx, len(m.Change.Content))
+}
+
+// backfillSeen tells the backfills that a record touching no rows (a
+// non-transactional message) follows what they inspected: it cannot
+// change a chunk's rows. Unmarked, it counted as an uninspected
+// transaction, and every open chunk window was read again: a stream of
+// such messages failed backfills after their redos.
+func (s *session) backfillSeen(end pgq.LSN) {
+	b := s.in.o.Backfills
+	if b == nil || end <= s.in.lastSubmitted {
+		return // a re-send: skipped by submit
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.expect == s.in.lastSubmitted {
+		b.expect = end
+	}
 }
 
 // submit hands a completed transaction to the group committer, or skips it
