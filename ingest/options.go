@@ -168,6 +168,18 @@ func parseStart(s string) (startPos, error) {
 
 // Validate checks required fields and fills defaults.
 func (o *Options) Validate() error {
+	for _, step := range []func() error{o.validateSlot, o.validateTiming} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	o.fillParts()
+	return nil
+}
+
+// validateSlot checks what names the server side: URL, slot, publication,
+// the slot's lifecycle and failover, the start position.
+func (o *Options) validateSlot() error {
 	switch {
 	case o.PGURL == "":
 		return fmt.Errorf("%w: a PostgreSQL URL is required (--pg-url or PGQ_PG_URL)", ErrConfig)
@@ -205,6 +217,12 @@ func (o *Options) Validate() error {
 	if o.SkipTablesWithoutKey && o.CreatePublication != "all" {
 		return fmt.Errorf("%w: --skip-tables-without-key goes with --create-publication all", ErrConfig)
 	}
+	return nil
+}
+
+// validateTiming checks the reconnect, record size, status and receive
+// settings, filling their defaults.
+func (o *Options) validateTiming() error {
 	if o.ReconnectMin <= 0 {
 		o.ReconnectMin = 500 * time.Millisecond
 	}
@@ -229,6 +247,11 @@ func (o *Options) Validate() error {
 	case o.ReceiveCoalesce == 0:
 		o.ReceiveCoalesce = DefaultReceiveCoalesce
 	}
+	return nil
+}
+
+// fillParts fills the defaults of the parts ingest works with.
+func (o *Options) fillParts() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -244,7 +267,6 @@ func (o *Options) Validate() error {
 	if o.Metrics == nil {
 		o.Metrics, _ = NewMetrics(nil) // registering nowhere cannot fail
 	}
-	return nil
 }
 
 // validateFailover checks SlotFailover and the multi-host URL it goes
