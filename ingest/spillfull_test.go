@@ -106,9 +106,12 @@ func TestSpillDiskFullGivesUp(t *testing.T) {
 	}
 	// Doubling from 100 ms, jittered to at least half: 50+100+200+400+800+1600
 	// ms pass within 7 waits; a reset after every streamed session would
-	// take about 4s/(0.1s+session) ≈ 15-25.
-	if n := counter(t, r, "pgq_reconnects_total"); n < 2 || n > 8 {
-		t.Fatalf("%v reconnects in %s of failures, want 2-8 (a growing backoff)", n, giveUp)
+	// take about 4s/(0.1s+session) ≈ 15-25. One legitimate reset can come
+	// on a busy machine: a session that covered WAL the cluster wrote
+	// meanwhile (checkpoints, other databases) made progress (seen once
+	// under -race in make test: 4 waits, a reset, 5 waits: 10).
+	if n := counter(t, r, "pgq_reconnects_total"); n < 2 || n > 12 {
+		t.Fatalf("%v reconnects in %s of failures, want 2-12 (a growing backoff)", n, giveUp)
 	}
 	if ok, _ := slotExists(t, db, slotName("pgq", db)); !ok {
 		t.Fatal("the slot that streamed was dropped")
