@@ -132,7 +132,13 @@ func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool
 	}
 	if res.Generation != cs.generation && cs.generation != 0 {
 		// A new lease: whatever this member buffered or handled under the
-		// old one without committing is redelivered from the cursor.
+		// old one without committing is redelivered from the cursor. It
+		// counts here, not when the old lease's commit is refused: that
+		// commit may never be sent (a later one under the new lease
+		// replaces it in the background queue).
+		if len(cs.buf) > 0 || cs.done > res.Committed {
+			cs.Redeliveries++
+		}
 		cs.buf = nil
 		cs.done, cs.committed = res.Committed, res.Committed
 	}
@@ -455,9 +461,8 @@ func (b *bgCommits) take(wait bool) error {
 	if failed.generation != cs.generation {
 		// Refused under a lease this consumer no longer fetches under: the
 		// new lease already restarted delivery at the cursor (Poll dropped
-		// what was buffered under the old one).
+		// what was buffered under the old one, and counted it).
 		if errors.Is(err, api.ErrFenced) || errors.Is(err, api.ErrInvalidCommit) {
-			cs.Redeliveries++
 			return nil
 		}
 	}
