@@ -1,0 +1,60 @@
+package api
+
+import (
+	"time"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// Status is the body of GET /v1/status (httpapi/openapi.json, schema
+// Status): ingest's state, the journal's and the index's health, and each
+// group's cursor and lag. The server builds it from ingest.Status; the
+// schema forbids other fields, so this type holds the whole document.
+type Status struct {
+	Running   bool `json:"running"`
+	Connected bool `json:"connected"`
+	// LastErrorAt is when LastError happened; LastMessageAt when
+	// PostgreSQL last sent anything (data or keepalive).
+	LastErrorAt    *time.Time `json:"last_error_at"`
+	LastMessageAt  *time.Time `json:"last_message_at"`
+	ChangesWritten uint64     `json:"changes_written"`
+	LastError      *string    `json:"last_error"`
+	Slot           string     `json:"slot"`
+	Publication    string     `json:"publication"`
+	ProtoVersion   int        `json:"proto_version"`
+	Streaming      bool       `json:"streaming"`
+	// SlotFailover: the slot survives a promotion (PostgreSQL 17+).
+	SlotFailover       bool       `json:"slot_failover"`
+	LastReceivedLSN    pgq.LSN    `json:"last_received_lsn"`
+	ServerWALEnd       pgq.LSN    `json:"server_wal_end"`
+	ConfirmedLSN       pgq.LSN    `json:"confirmed_lsn"`
+	JournalFirstOffset pgq.Offset `json:"journal_first_offset"`
+	JournalLastOffset  pgq.Offset `json:"journal_last_offset"`
+	JournalLastEndLSN  pgq.LSN    `json:"journal_last_end_lsn"`
+	// CoveredLSN: every transaction of the slot ending at or below it is
+	// in the journal.
+	CoveredLSN     pgq.LSN                `json:"covered_lsn"`
+	RecordsWritten uint64                 `json:"records_written"`
+	Reconnects     uint64                 `json:"reconnects"`
+	SpillError     *string                `json:"spill_error"`
+	Groups         map[string]GroupStatus `json:"groups"`
+	// JournalError is the journal's first write or sync error.
+	JournalError *string     `json:"journal_error"`
+	Index        IndexStatus `json:"index"`
+}
+
+// GroupStatus is one group in Status.
+type GroupStatus struct {
+	Committed pgq.Offset `json:"committed_offset"`
+	// Member is the lease holder; empty when none.
+	Member string `json:"member"`
+	Lag    Lag    `json:"lag"`
+}
+
+// IndexStatus is the LSN/time index's health in Status.
+type IndexStatus struct {
+	Stale         bool    `json:"stale"`
+	FailedUpdates uint64  `json:"failed_updates"`
+	Heals         uint64  `json:"heals"`
+	LastError     *string `json:"last_error"`
+}
