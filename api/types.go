@@ -164,8 +164,15 @@ type (
 		From   string   `json:"from" msgpack:"from"`
 		Tables []string `json:"tables" msgpack:"tables"`
 		Ops    []string `json:"ops" msgpack:"ops"`
-		// Committed is the cursor: every offset up to it is done.
-		Committed pgq.Offset `json:"committed_offset" msgpack:"committed_offset"`
+		// CommittedOffset is the cursor: every offset up to it is done.
+		CommittedOffset pgq.Offset `json:"committed_offset" msgpack:"committed_offset"`
+		// Committed is CommittedOffset, kept for one release so that
+		// programs reading it go on working: the server and the Go client
+		// fill both. It is not on the wire.
+		//
+		// Deprecated: use CommittedOffset (the JSON name is
+		// committed_offset).
+		Committed pgq.Offset `json:"-" msgpack:"-"`
 		// Delivered is the highest offset handed to the current member.
 		Delivered    pgq.Offset `json:"delivered_offset" msgpack:"delivered_offset"`
 		Created      time.Time  `json:"created" msgpack:"created"`

@@ -27,7 +27,7 @@ func (m *Manager) info(g *group) GroupInfo {
 	g.mu.Unlock()
 	gi := GroupInfo{
 		Name: g.name, From: st.From, Tables: st.Filter.Tables, Ops: st.Filter.Ops,
-		Committed: st.Cursor, Delivered: delivered,
+		CommittedOffset: st.Cursor, Committed: st.Cursor, Delivered: delivered,
 		Created: time.UnixMicro(st.Created).UTC(), Updated: time.UnixMicro(st.Updated).UTC(),
 	}
 	if gi.Tables == nil {
