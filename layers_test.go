@@ -15,7 +15,7 @@ import (
 var floors = [][]string{
 	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
-	{"api", "record", "pgoutput", "feedback", "index"},
+	{"api", "record", "pgoutput", "feedback", "index", "format"},
 	{"journal", "client"},
 	{"consumers", "ingest", "bridge"},
 	{"backfill", "bridge/jetstream", "bridge/kafka"},

@@ -1,0 +1,279 @@
+package format
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// Format names a rendering of changes.
+type Format uint8
+
+// The formats. The zero value is pgq's own.
+const (
+	// PGQ is pgq's own JSON: a change as `pgq journal dump` writes it
+	// (pgq.AppendChangeJSON).
+	PGQ Format = iota
+	// Debezium is the value of a Debezium PostgreSQL connector change
+	// event, as Kafka Connect's JSON converter writes it without schemas.
+	Debezium
+	// CloudEvents is a CloudEvents 1.0 event in the JSON format
+	// (structured mode) whose data is the change in pgq's format.
+	CloudEvents
+)
+
+var names = [...]string{PGQ: "pgq", Debezium: "debezium", CloudEvents: "cloudevents"}
+
+// ErrUnknown is returned by Parse for a name that is no format.
+var ErrUnknown = errors.New("format: unknown format (want pgq, debezium or cloudevents)")
+
+// Parse parses a format name; "" is PGQ.
+func Parse(s string) (Format, error) {
+	if s == "" {
+		return PGQ, nil
+	}
+	for i, n := range names {
+		if n == s {
+			return Format(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q", ErrUnknown, s)
+}
+
+// String returns the format's name.
+func (f Format) String() string {
+	if int(f) < len(names) {
+		return names[f]
+	}
+	return "format(" + strconv.Itoa(int(f)) + ")"
+}
+
+// ContentType is the media type of one rendered event.
+func (f Format) ContentType() string {
+	if f == CloudEvents {
+		return "application/cloudevents+json"
+	}
+	return "application/json"
+}
+
+// DecimalMode says how Debezium events render numeric (and money)
+// values, as Debezium's decimal.handling.mode does.
+type DecimalMode uint8
+
+// The decimal modes. The zero value is DecimalString.
+const (
+	// DecimalString renders the value's digits as a JSON string ("1.50";
+	// NaN as "NAN", as Debezium does). pgq's default: Debezium's own
+	// default (precise) writes bytes a reader cannot scale without the
+	// schema, which a schemaless event does not carry.
+	DecimalString DecimalMode = iota
+	// DecimalPrecise renders numeric as Debezium's VariableScaleDecimal
+	// {"scale":s,"value":"<base64 of the unscaled two's complement
+	// big-endian integer>"} and money as the base64 of its unscaled value
+	// (scale 2). Debezium writes the struct only for numeric columns
+	// declared without a scale, and bare bytes for numeric(p,s); pgq does
+	// not keep a column's declared precision and scale, so it writes the
+	// struct, which carries the scale, for every numeric. NaN and
+	// infinities have no decimal form: they render as strings.
+	DecimalPrecise
+	// DecimalDouble renders numbers as JSON numbers (float64, digits
+	// beyond its precision lost); NaN and infinities as strings.
+	DecimalDouble
+)
+
+var decimalNames = [...]string{DecimalString: "string", DecimalPrecise: "precise", DecimalDouble: "double"}
+
+// ParseDecimalMode parses "string", "precise" or "double"; "" is
+// DecimalString.
+func ParseDecimalMode(s string) (DecimalMode, error) {
+	if s == "" {
+		return DecimalString, nil
+	}
+	for i, n := range decimalNames {
+		if n == s {
+			return DecimalMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("format: unknown decimal mode %q (want string, precise or double)", s)
+}
+
+// String returns the mode's name.
+func (d DecimalMode) String() string {
+	if int(d) < len(decimalNames) {
+		return decimalNames[d]
+	}
+	return "decimal(" + strconv.Itoa(int(d)) + ")"
+}
+
+// IntervalMode says how Debezium events render interval values, as
+// Debezium's interval.handling.mode does.
+type IntervalMode uint8
+
+// The interval modes. The zero value is IntervalNumeric, Debezium's
+// default.
+const (
+	// IntervalNumeric renders Debezium's MicroDuration: microseconds, a
+	// month counted as 365.25/12 days (lossy: months and days are not
+	// told apart).
+	IntervalNumeric IntervalMode = iota
+	// IntervalString renders Debezium's Interval string,
+	// "P1Y2M3DT4H5M6.78S" (lossless).
+	IntervalString
+)
+
+// ParseIntervalMode parses "numeric" or "string"; "" is IntervalNumeric.
+func ParseIntervalMode(s string) (IntervalMode, error) {
+	switch s {
+	case "", "numeric":
+		return IntervalNumeric, nil
+	case "string":
+		return IntervalString, nil
+	}
+	return 0, fmt.Errorf("format: unknown interval mode %q (want numeric or string)", s)
+}
+
+// Options configure a Renderer.
+type Options struct {
+	// Database is the name of the database pgq reads (Debezium's
+	// source.db, part of the CloudEvents source).
+	Database string
+	// Slot is the replication slot pgq reads (part of the CloudEvents
+	// source).
+	Slot string
+	// Name is Debezium's source.name (its topic.prefix, the logical name
+	// of the server); "" → "pgq".
+	Name string
+	// Version is Debezium's source.version; "" → "pgq". pgq is not
+	// Debezium: the version names the producer, not a Debezium release.
+	Version string
+	// Source overrides the CloudEvents source; "" → "/pgq/<database>/<slot>"
+	// (each path-escaped).
+	Source string
+	// Decimal is how Debezium events render numeric and money values.
+	Decimal DecimalMode
+	// Interval is how Debezium events render interval values.
+	Interval IntervalMode
+	// JSONValues is how pgq-format changes (the PGQ format and the data of
+	// CloudEvents) write json and jsonb values.
+	JSONValues pgq.JSONValues
+	// Now is the clock of Debezium's top-level ts_ms, ts_us and ts_ns (the
+	// time the event was rendered); nil → time.Now.
+	Now func() time.Time
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if int(o.Decimal) >= len(decimalNames) {
+		return fmt.Errorf("format: invalid decimal mode %d", o.Decimal)
+	}
+	if o.Interval > IntervalString {
+		return fmt.Errorf("format: invalid interval mode %d", o.Interval)
+	}
+	if o.JSONValues != pgq.JSONEmbedded && o.JSONValues != pgq.JSONAsText {
+		return fmt.Errorf("format: invalid JSONValues %d", o.JSONValues)
+	}
+	if o.Name == "" {
+		o.Name = "pgq"
+	}
+	if o.Version == "" {
+		o.Version = "pgq"
+	}
+	if o.Source == "" {
+		o.Source = defaultSource(o.Database, o.Slot)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Renderer renders changes in one format. It is not safe for concurrent
+// use: it keeps the per-table counts of the transaction it renders
+// (Debezium's data_collection_order) and scratch space.
+type Renderer struct {
+	f   Format
+	o   Options
+	m   *pgtype.Map
+	dco dcoState
+}
+
+// New returns a Renderer of format f.
+func New(f Format, o Options) (*Renderer, error) {
+	if int(f) >= len(names) {
+		return nil, fmt.Errorf("format: invalid format %d", f)
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return &Renderer{f: f, o: o, m: pgtype.NewMap()}, nil
+}
+
+// Format returns the renderer's format.
+func (r *Renderer) Format() Format { return r.f }
+
+// Events returns how many events change i of tx renders to: 1 in the pgq
+// and CloudEvents formats; in Debezium's, 0 for pgq's ddl and gap changes
+// (Debezium has no such events), 2 for an update that changes the row's
+// key (a delete of the old key and a create of the new one) and one per
+// table for a truncate.
+func (r *Renderer) Events(tx *pgq.Transaction, i int) int {
+	if r.f != Debezium {
+		return 1
+	}
+	return debeziumEvents(&tx.Changes[i])
+}
+
+// AppendEvent appends event k (0 ≤ k < Events(tx, i)) of change i of tx.
+// Changes of one transaction render their Debezium data_collection_order
+// right when the renderer sees its records in order (see the package
+// doc).
+func (r *Renderer) AppendEvent(b []byte, tx *pgq.Transaction, i, k int) []byte {
+	switch r.f {
+	case Debezium:
+		return r.appendDebezium(b, tx, i, k)
+	case CloudEvents:
+		return r.AppendCloudEvent(b, tx, i)
+	}
+	return pgq.AppendChangeJSONAs(b, &tx.Changes[i], r.o.JSONValues)
+}
+
+// AppendChangeEvents appends change i of tx as one JSON value: its event
+// when it renders to one, null when to none, and a JSON array of its
+// events when to several (a Debezium primary-key update or multi-table
+// truncate). This is the form of the HTTP fetch's "change" fields.
+func (r *Renderer) AppendChangeEvents(b []byte, tx *pgq.Transaction, i int) []byte {
+	n := r.Events(tx, i)
+	switch n {
+	case 0:
+		return append(b, "null"...)
+	case 1:
+		return r.AppendEvent(b, tx, i, 0)
+	}
+	b = append(b, '[')
+	for k := 0; k < n; k++ {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = r.AppendEvent(b, tx, i, k)
+	}
+	return append(b, ']')
+}
+
+// ChangeID is the stable id of the change with ordinal ord in the
+// transaction committed at commit: "<commit LSN>.<ordinal>", or
+// "<commit LSN>.<backfill id>.<index>" for a backfill chunk's rows (whose
+// commit LSN is the chunk's high watermark). It is the id the bridges give
+// broker messages (bridge.MessageID): derived from PostgreSQL's history,
+// never from a journal offset (design invariant 9).
+func ChangeID(commit pgq.LSN, ord uint32, backfill string) string {
+	s := commit.String() + "."
+	if backfill != "" {
+		s += backfill + "."
+	}
+	return s + strconv.FormatUint(uint64(ord), 10)
+}

@@ -1,0 +1,603 @@
+package format
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// Type OIDs pgtype does not name.
+const (
+	moneyOID  = 790
+	bitOID    = 1560
+	varbitOID = 1562
+	timetzOID = 1266
+)
+
+// appendValue appends one column value as Debezium's JSON converter
+// (schemas disabled) writes it with the connector's default settings,
+// except where the package doc says otherwise. typ is the column's value
+// type (a domain's base type).
+func (r *Renderer) appendValue(b []byte, typ uint32, v pgq.Value) []byte {
+	switch v.Kind {
+	case pgq.ValueNull:
+		return append(b, "null"...)
+	case pgq.ValueUnchangedTOAST:
+		if typ == pgtype.ByteaOID {
+			return appendBase64(b, []byte(unavailable))
+		}
+		return appendString(b, unavailable)
+	case pgq.ValueBinary:
+		return appendBase64(b, v.Data)
+	}
+	return r.appendText(b, typ, string(v.Data))
+}
+
+// appendText renders PostgreSQL's text form s of a value of type typ.
+func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
+	switch typ {
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID:
+		if isCanonicalInt(s) {
+			return append(b, s...)
+		}
+	case pgtype.Float4OID, pgtype.Float8OID:
+		// NaN and the infinities are no JSON numbers: their names.
+		if isJSONNumber(s) {
+			return append(b, s...)
+		}
+	case pgtype.BoolOID:
+		switch s {
+		case "t":
+			return append(b, "true"...)
+		case "f":
+			return append(b, "false"...)
+		}
+	case pgtype.NumericOID:
+		return r.appendNumeric(b, s)
+	case moneyOID:
+		return r.appendMoney(b, s)
+	case pgtype.DateOID:
+		if d, ok := parseDate(s); ok {
+			return strconv.AppendInt(b, d, 10)
+		}
+	case pgtype.TimeOID:
+		if us, rest, ok := parseClock(s); ok && rest == "" {
+			return strconv.AppendInt(b, us, 10)
+		}
+	case timetzOID:
+		if z, ok := zonedTime(s); ok {
+			return appendString(b, z)
+		}
+	case pgtype.TimestampOID:
+		if us, ok := parseTimestamp(s, false); ok {
+			return strconv.AppendInt(b, us, 10)
+		}
+	case pgtype.TimestamptzOID:
+		return appendString(b, zonedTimestamp(s))
+	case pgtype.IntervalOID:
+		var iv pgtype.Interval
+		if err := r.m.Scan(pgtype.IntervalOID, pgtype.TextFormatCode, []byte(s), &iv); err == nil && iv.Valid {
+			if r.o.Interval == IntervalString {
+				return appendString(b, isoInterval(iv))
+			}
+			return strconv.AppendInt(b, microDuration(iv), 10)
+		}
+	case pgtype.ByteaOID:
+		if h, ok := strings.CutPrefix(s, `\x`); ok {
+			if raw, err := hex.DecodeString(h); err == nil {
+				return appendBase64(b, raw)
+			}
+		}
+	case bitOID, varbitOID:
+		return appendBits(b, s)
+	default:
+		if t, ok := r.m.TypeForOID(typ); ok {
+			if ac, ok := t.Codec.(*pgtype.ArrayCodec); ok {
+				return r.appendArray(b, typ, ac.ElementType.OID, s)
+			}
+		}
+	}
+	return appendString(b, s)
+}
+
+// appendArray renders an array as a JSON array of its elements, each
+// rendered by the element type. A multi-dimensional array is flattened
+// (Debezium's arrays have one dimension).
+func (r *Renderer) appendArray(b []byte, typ, elem uint32, s string) []byte {
+	var elems []*string
+	if err := r.m.Scan(typ, pgtype.TextFormatCode, []byte(s), &elems); err != nil {
+		return appendString(b, s)
+	}
+	b = append(b, '[')
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if e == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = r.appendText(b, elem, *e)
+	}
+	return append(b, ']')
+}
+
+// appendNumeric renders a numeric as the decimal mode says.
+func (r *Renderer) appendNumeric(b []byte, s string) []byte {
+	switch s {
+	case "NaN":
+		if r.o.Decimal == DecimalString {
+			return appendString(b, "NAN")
+		}
+		return appendString(b, s)
+	case "Infinity", "-Infinity":
+		return appendString(b, s)
+	}
+	switch r.o.Decimal {
+	case DecimalDouble:
+		return appendDouble(b, s)
+	case DecimalPrecise:
+		unscaled, scale, ok := parseDecimal(s)
+		if !ok {
+			return appendString(b, s)
+		}
+		b = append(b, `{"scale":`...)
+		b = strconv.AppendInt(b, int64(scale), 10)
+		b = append(b, `,"value":`...)
+		b = appendBase64(b, twosComplement(unscaled))
+		return append(b, '}')
+	}
+	return appendString(b, s)
+}
+
+// appendMoney renders money as a decimal of scale 2 (Debezium's default
+// money.fraction.digits). PostgreSQL writes money in its lc_monetary
+// locale ("$1,234.11", "-$1,234.11"): the digits are read back, a
+// fraction being the last separator followed by exactly two digits; a
+// value that does not read so is written as its text.
+func (r *Renderer) appendMoney(b []byte, s string) []byte {
+	neg := strings.ContainsAny(s, "-(")
+	var digits []byte
+	frac := -1
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits = append(digits, c)
+		case c == '.' || c == ',':
+			frac = len(digits)
+		}
+	}
+	if len(digits) == 0 {
+		return appendString(b, s)
+	}
+	if frac < 0 || len(digits)-frac != 2 {
+		digits = append(digits, '0', '0')
+	}
+	unscaled, ok := new(big.Int).SetString(string(digits), 10)
+	if !ok {
+		return appendString(b, s)
+	}
+	if neg {
+		unscaled.Neg(unscaled)
+	}
+	switch r.o.Decimal {
+	case DecimalPrecise:
+		return appendBase64(b, twosComplement(unscaled))
+	case DecimalDouble:
+		f, _ := new(big.Rat).SetFrac(unscaled, big.NewInt(100)).Float64()
+		return strconv.AppendFloat(b, f, 'g', -1, 64)
+	}
+	return appendString(b, new(big.Rat).SetFrac(unscaled, big.NewInt(100)).FloatString(2))
+}
+
+func appendDouble(b []byte, s string) []byte {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return appendString(b, s)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
+}
+
+// parseDecimal reads PostgreSQL's numeric text ("-12.345") as an unscaled
+// integer and a scale.
+func parseDecimal(s string) (*big.Int, int, bool) {
+	intPart, frac, _ := strings.Cut(s, ".")
+	n, ok := new(big.Int).SetString(intPart+frac, 10)
+	if !ok || strings.ContainsAny(s, "eE_+") {
+		return nil, 0, false
+	}
+	return n, len(frac), true
+}
+
+// twosComplement returns n as the shortest big-endian two's complement
+// byte string (Java's BigInteger.toByteArray, which Kafka Connect's
+// Decimal carries).
+func twosComplement(n *big.Int) []byte {
+	if n.Sign() >= 0 {
+		out := n.Bytes()
+		if len(out) == 0 || out[0]&0x80 != 0 {
+			out = append([]byte{0}, out...)
+		}
+		return out
+	}
+	m := new(big.Int).Neg(n)
+	m.Sub(m, big.NewInt(1)) // -n-1 ≥ 0; its bits inverted are n's
+	out := m.Bytes()
+	for i := range out {
+		out[i] = ^out[i]
+	}
+	if len(out) == 0 || out[0]&0x80 == 0 {
+		out = append([]byte{0xff}, out...)
+	}
+	return out
+}
+
+// appendBits renders bit and bit varying: a value of one bit as a
+// boolean (Debezium's bit(1)), else Debezium's Bits, the value's bits as
+// an unsigned integer in little-endian bytes (no bytes for zero), base64.
+func appendBits(b []byte, s string) []byte {
+	switch s {
+	case "0":
+		return append(b, "false"...)
+	case "1":
+		return append(b, "true"...)
+	}
+	n, ok := new(big.Int).SetString(s, 2)
+	if !ok || s == "" {
+		return appendString(b, s)
+	}
+	be := n.Bytes()
+	le := make([]byte, len(be))
+	for i, c := range be {
+		le[len(be)-1-i] = c
+	}
+	return appendBase64(b, le)
+}
+
+// Timestamps of ±infinity: the values of PostgreSQL's JDBC driver
+// (PGStatement.DATE_POSITIVE_INFINITY, DATE_NEGATIVE_INFINITY), which
+// Debezium writes for them.
+const (
+	posInfinityMicros int64 = 9223372036825200000
+	negInfinityMicros int64 = -9223372036832400000
+	microsPerDay            = 86_400_000_000
+)
+
+// parseDate reads "YYYY-MM-DD" (years beyond 9999 and " BC" too) as days
+// since 1970-01-01. ±infinity read as the days of the JDBC driver's
+// infinity timestamps.
+func parseDate(s string) (int64, bool) {
+	switch s {
+	case "infinity":
+		return floorDiv(posInfinityMicros, microsPerDay), true
+	case "-infinity":
+		return floorDiv(negInfinityMicros, microsPerDay), true
+	}
+	s, bc := strings.CutSuffix(s, " BC")
+	ys, rest, ok := strings.Cut(s, "-")
+	if !ok || len(rest) != 5 || rest[2] != '-' {
+		return 0, false
+	}
+	y, err1 := strconv.ParseInt(ys, 10, 64)
+	m, err2 := strconv.Atoi(rest[:2])
+	d, err3 := strconv.Atoi(rest[3:])
+	if err1 != nil || err2 != nil || err3 != nil || y < 1 {
+		return 0, false
+	}
+	if bc {
+		y = 1 - y // 1 BC is year 0 of the proleptic Gregorian calendar
+	}
+	return daysFromCivil(y, m, d), true
+}
+
+// parseClock reads "HH:MM:SS[.ffffff]" as microseconds since midnight
+// ("24:00:00" is a day's) and returns the rest (a time zone offset).
+func parseClock(s string) (us int64, rest string, ok bool) {
+	if len(s) < 8 || s[2] != ':' || s[5] != ':' {
+		return 0, "", false
+	}
+	h, err1 := strconv.Atoi(s[:2])
+	m, err2 := strconv.Atoi(s[3:5])
+	sec, err3 := strconv.Atoi(s[6:8])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, "", false
+	}
+	us = (int64(h)*3600 + int64(m)*60 + int64(sec)) * 1_000_000
+	rest = s[8:]
+	if strings.HasPrefix(rest, ".") {
+		j := 1
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		frac := rest[1:j]
+		if len(frac) == 0 || len(frac) > 6 {
+			return 0, "", false
+		}
+		f, _ := strconv.Atoi(frac + strings.Repeat("0", 6-len(frac)))
+		us += int64(f)
+		rest = rest[j:]
+	}
+	return us, rest, true
+}
+
+// parseOffset reads a time zone offset "+HH", "+HH:MM" or "+HH:MM:SS" as
+// seconds east of UTC.
+func parseOffset(s string) (int64, bool) {
+	if len(s) < 3 || (s[0] != '+' && s[0] != '-') {
+		return 0, false
+	}
+	var secs int64
+	mult := int64(3600)
+	for i, part := range strings.Split(s[1:], ":") {
+		n, err := strconv.Atoi(part)
+		if err != nil || len(part) != 2 || i > 2 {
+			return 0, false
+		}
+		secs += int64(n) * mult
+		mult /= 60
+	}
+	if s[0] == '-' {
+		secs = -secs
+	}
+	return secs, true
+}
+
+// parseTimestamp reads timestamp text as microseconds since the epoch
+// (UTC for a timestamp without time zone; withZone reads and applies the
+// offset of a timestamptz). ±infinity read as the JDBC driver's values.
+func parseTimestamp(s string, withZone bool) (int64, bool) {
+	switch s {
+	case "infinity":
+		return posInfinityMicros, true
+	case "-infinity":
+		return negInfinityMicros, true
+	}
+	s, bc := strings.CutSuffix(s, " BC")
+	date, clock, ok := strings.Cut(s, " ")
+	if !ok {
+		return 0, false
+	}
+	if bc {
+		date += " BC"
+	}
+	days, ok := parseDate(date)
+	if !ok {
+		return 0, false
+	}
+	us, rest, ok := parseClock(clock)
+	if !ok {
+		return 0, false
+	}
+	var off int64
+	if withZone {
+		if off, ok = parseOffset(rest); !ok {
+			return 0, false
+		}
+	} else if rest != "" {
+		return 0, false
+	}
+	return days*microsPerDay + us - off*1_000_000, true
+}
+
+// zonedTimestamp renders a timestamptz as Debezium's ZonedTimestamp: ISO
+// 8601 in UTC with six fraction digits (a timestamptz's default
+// precision: pgq does not keep a column's declared one), years beyond
+// 9999 with '+' and years before 1 as negative astronomical years;
+// ±infinity as "infinity" and "-infinity". A value that does not read
+// stays its text.
+func zonedTimestamp(s string) string {
+	if s == "infinity" || s == "-infinity" {
+		return s
+	}
+	us, ok := parseTimestamp(s, true)
+	if !ok {
+		return s
+	}
+	days, tod := floorDiv(us, microsPerDay), us-floorDiv(us, microsPerDay)*microsPerDay
+	y, m, d := civilFromDays(days)
+	var sb strings.Builder
+	switch {
+	case y > 9999:
+		sb.WriteByte('+')
+		sb.WriteString(strconv.FormatInt(y, 10))
+	case y < 0:
+		sb.WriteByte('-')
+		sb.WriteString(pad(-y, 4))
+	default:
+		sb.WriteString(pad(y, 4))
+	}
+	sb.WriteString("-" + pad(int64(m), 2) + "-" + pad(int64(d), 2) + "T")
+	sb.WriteString(clockString(tod, true))
+	sb.WriteByte('Z')
+	return sb.String()
+}
+
+// zonedTime renders a timetz as Debezium's ZonedTime: the time in UTC,
+// ISO 8601 ("11:51:30.123789Z", the fraction without trailing zeros).
+func zonedTime(s string) (string, bool) {
+	us, rest, ok := parseClock(s)
+	if !ok {
+		return "", false
+	}
+	off, ok := parseOffset(rest)
+	if !ok {
+		return "", false
+	}
+	us -= off * 1_000_000
+	us = us - floorDiv(us, microsPerDay)*microsPerDay
+	return clockString(us, false) + "Z", true
+}
+
+// clockString writes microseconds of a day as HH:MM:SS and the fraction:
+// six digits with fixed, else only the digits needed (none for zero).
+func clockString(us int64, fixed bool) string {
+	sec := us / 1_000_000
+	frac := us % 1_000_000
+	s := pad(sec/3600, 2) + ":" + pad(sec/60%60, 2) + ":" + pad(sec%60, 2)
+	if fixed {
+		return s + "." + pad(frac, 6)
+	}
+	if frac == 0 {
+		return s
+	}
+	return s + "." + strings.TrimRight(pad(frac, 6), "0")
+}
+
+func pad(n int64, w int) string {
+	s := strconv.FormatInt(n, 10)
+	for len(s) < w {
+		s = "0" + s
+	}
+	return s
+}
+
+// daysPerMonthAvg is Debezium's MicroDuration month: 365.25/12 days.
+const daysPerMonthAvg = 365.25 / 12.0
+
+// microDuration is Debezium's MicroDuration of an interval: its months as
+// 365.25/12 days each, computed in float64 in the order Debezium computes
+// it (so that the rounding is the same), truncated to microseconds.
+func microDuration(iv pgtype.Interval) int64 {
+	hours := iv.Microseconds / 3_600_000_000
+	minutes := iv.Microseconds / 60_000_000 % 60
+	seconds := float64(iv.Microseconds%60_000_000) / 1e6
+	// Explicit float64 conversions keep the compiler from fusing a
+	// multiply and an add (Java rounds each step).
+	days := float64(float64(iv.Months)*daysPerMonthAvg) + float64(iv.Days)
+	secs := float64(float64(float64(float64(float64(days*24)+float64(hours))*60)+float64(minutes))*60) + seconds
+	return int64(float64(secs * 1e6))
+}
+
+// isoInterval is Debezium's Interval string of an interval:
+// "P<years>Y<months>M<days>DT<hours>H<minutes>M<seconds>S", each part
+// signed as PostgreSQL's fields are, the seconds without trailing zeros.
+func isoInterval(iv pgtype.Interval) string {
+	us := iv.Microseconds
+	sec := us % 60_000_000
+	secs := strconv.FormatInt(sec/1_000_000, 10)
+	if f := sec % 1_000_000; f != 0 {
+		if f < 0 {
+			f = -f
+			if sec > -1_000_000 {
+				secs = "-0"
+			}
+		}
+		secs += "." + strings.TrimRight(pad(f, 6), "0")
+	}
+	return "P" + strconv.Itoa(int(iv.Months/12)) + "Y" + strconv.Itoa(int(iv.Months%12)) + "M" +
+		strconv.Itoa(int(iv.Days)) + "DT" + strconv.FormatInt(us/3_600_000_000, 10) + "H" +
+		strconv.FormatInt(us/60_000_000%60, 10) + "M" + secs + "S"
+}
+
+// daysFromCivil is the number of days from 1970-01-01 to y-m-d in the
+// proleptic Gregorian calendar (Howard Hinnant's algorithm).
+func daysFromCivil(y int64, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := floorDiv(y, 400)
+	yoe := y - era*400
+	mp := int64((m + 9) % 12)
+	doy := (153*mp+2)/5 + int64(d) - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
+}
+
+// civilFromDays is daysFromCivil's inverse.
+func civilFromDays(z int64) (y int64, m, d int) {
+	z += 719468
+	era := floorDiv(z, 146097)
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y = yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d = int(doy - (153*mp+2)/5 + 1)
+	if mp < 10 {
+		m = int(mp + 3)
+	} else {
+		m = int(mp - 9)
+	}
+	if m <= 2 {
+		y++
+	}
+	return y, m, d
+}
+
+// isCanonicalInt reports whether s is an integer as PostgreSQL writes one
+// (and JSON allows) within 64 bits.
+func isCanonicalInt(s string) bool {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return strconv.FormatInt(n, 10) == s
+	}
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return strconv.FormatUint(n, 10) == s
+	}
+	return false
+}
+
+// isJSONNumber reports whether s is a JSON number.
+func isJSONNumber(s string) bool {
+	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
+		return false
+	}
+	var n json.Number
+	return json.Unmarshal([]byte(s), &n) == nil
+}
+
+func appendBase64(b, data []byte) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, data)
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD,
+// as encoding/json does.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
