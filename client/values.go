@@ -15,7 +15,28 @@ import (
 	"github.com/pgq-dev/pgq"
 )
 
-// Values decodes the new (or, with old, the old) image of a row change
+// Image chooses the row image of a change that Values and Scan read:
+// NewImage (an insert's, an update's or a read's row) or OldImage (an
+// update's or a delete's previous row, as the table's replica identity
+// sends it). It is a bool underneath only so that calls written before it
+// existed, Scan(c, false, &o), still compile for one release.
+type Image bool
+
+// The row images.
+const (
+	NewImage Image = false
+	OldImage Image = true
+)
+
+// String returns "new" or "old".
+func (img Image) String() string {
+	if img == OldImage {
+		return "old"
+	}
+	return "new"
+}
+
+// Values decodes the image img (NewImage or OldImage) of a row change
 // into Go values by column name, with pgx's pgtype: int64 for int8, int32
 // for int4, bool, float64, string for text, time.Time for timestamps,
 // pgtype.Numeric for numeric, []any for arrays, nil for NULL. A domain
@@ -28,7 +49,11 @@ import (
 // image, non-key columns are left out. m is not safe for concurrent use:
 // give each goroutine its own (pgtype.NewMap()), or pass nil to use a
 // pooled one.
-func Values(m *pgtype.Map, c *pgq.Change, old bool) (map[string]any, error) {
+//
+// Passing a bare false or true for img is deprecated (it compiles for one
+// release): write NewImage or OldImage.
+func Values(m *pgtype.Map, c *pgq.Change, img Image) (map[string]any, error) {
+	old := img == OldImage
 	if m == nil {
 		pm := typeMaps.Get().(*pgtype.Map)
 		defer typeMaps.Put(pm)
@@ -68,7 +93,7 @@ func decodeValue(m *pgtype.Map, typeOID uint32, v pgq.Value) (any, error) {
 // typeMaps pools pgtype maps for callers that pass none.
 var typeMaps = sync.Pool{New: func() any { return pgtype.NewMap() }}
 
-// Scan stores the new (or, with old, the old) image of a row change into
+// Scan stores the image img (NewImage or OldImage) of a row change into
 // the struct dst points to, column by column, with pgx's conversions (so a
 // numeric column scans into a float64, a string or a pgtype.Numeric, an
 // int4 into any integer type, a json column into a map, a struct or a
@@ -77,8 +102,11 @@ var typeMaps = sync.Pool{New: func() any { return pgtype.NewMap() }}
 // snake_case (OrderID ← order_id); `pgq:"-"` skips it. Columns without a
 // field are ignored, and fields without a column (or whose column was not
 // sent: unchanged TOAST, not in a key-only old image) keep their value. A
-// NULL sets the field to its zero value.
-func Scan(c *pgq.Change, old bool, dst any) error {
+// NULL sets the field to its zero value. Passing a bare false or true for
+// img is deprecated (it compiles for one release): write NewImage or
+// OldImage.
+func Scan(c *pgq.Change, img Image, dst any) error {
+	old := img == OldImage
 	rv := reflect.ValueOf(dst)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
 		return errors.New("client: scan: dst must be a non-nil pointer to a struct")

@@ -22,7 +22,7 @@ func TestValuesJSONAndDomains(t *testing.T) {
 		New: []pgq.Value{tv("2.50"), tv("1e400"), tv(`{"a":1,"a":2}`), tv("null"), {Kind: pgq.ValueNull}, tv("7"), tv("9000000000"),
 			tv("123456789012345678901234567890"), tv("7")},
 	}
-	v, err := client.Values(nil, c, false)
+	v, err := client.Values(nil, c, client.NewImage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestValuesJSONAndDomains(t *testing.T) {
 		D8 int64
 		Jn json.RawMessage
 	}
-	if err := client.Scan(c, false, &row); err != nil || row.D4 != 7 || row.D8 != 9000000000 {
+	if err := client.Scan(c, client.NewImage, &row); err != nil || row.D4 != 7 || row.D8 != 9000000000 {
 		t.Fatalf("Scan: %+v, %v", row, err)
 	}
 }

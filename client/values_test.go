@@ -42,7 +42,7 @@ func TestScanIntoStruct(t *testing.T) {
 		Ignored   string `pgq:"-"`
 	}
 	o := order{Note: new(string), Big: "kept", Ignored: "x"}
-	if err := client.Scan(orderChange(), false, &o); err != nil {
+	if err := client.Scan(orderChange(), client.NewImage, &o); err != nil {
 		t.Fatal(err)
 	}
 	want := order{OrderID: 42, Paid: true, Total: 12.5, CreatedAt: time.Date(2026, 12, 2, 19, 44, 19, 945485000, time.UTC),
@@ -53,21 +53,36 @@ func TestScanIntoStruct(t *testing.T) {
 	}
 	// The key-only old image fills the key and leaves the rest.
 	var k struct{ OrderID int32 }
-	if err := client.Scan(orderChange(), true, &k); err != nil || k.OrderID != 42 {
+	if err := client.Scan(orderChange(), client.OldImage, &k); err != nil || k.OrderID != 42 {
 		t.Fatalf("old key: %+v %v", k, err)
 	}
 	// A column that cannot go into the field is one clear error.
 	var bad struct{ Paid time.Time }
-	if err := client.Scan(orderChange(), false, &bad); err == nil {
+	if err := client.Scan(orderChange(), client.NewImage, &bad); err == nil {
 		t.Fatal("scanning a bool into a time.Time succeeded")
 	}
-	if err := client.Scan(orderChange(), false, o); err == nil {
+	if err := client.Scan(orderChange(), client.NewImage, o); err == nil {
 		t.Fatal("Scan into a non-pointer succeeded")
+	}
+	// The deprecated bare bool still compiles for one release and means
+	// what it meant: true the old image.
+	var k2 struct {
+		OrderID int32
+		Paid    bool
+	}
+	if err := client.Scan(orderChange(), true, &k2); err != nil || k2.OrderID != 42 || k2.Paid {
+		t.Fatalf("old key through the deprecated bool: %+v %v", k2, err)
+	}
+	if v, err := client.Values(nil, orderChange(), false); err != nil || v["paid"] != true {
+		t.Fatalf("new image through the deprecated bool: %v %v", v, err)
+	}
+	if client.NewImage.String() != "new" || client.OldImage.String() != "old" {
+		t.Fatal("Image.String")
 	}
 }
 
 func TestValues(t *testing.T) {
-	v, err := client.Values(nil, orderChange(), false)
+	v, err := client.Values(nil, orderChange(), client.NewImage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +95,7 @@ func TestValues(t *testing.T) {
 	if _, ok := v["big"]; ok {
 		t.Fatal("an unchanged TOAST column has a value")
 	}
-	old, err := client.Values(pgtype.NewMap(), orderChange(), true)
+	old, err := client.Values(pgtype.NewMap(), orderChange(), client.OldImage)
 	if err != nil || len(old) != 1 || old["order_id"] != int64(42) {
 		t.Fatalf("old key values %v %v", old, err)
 	}
