@@ -65,10 +65,15 @@ type Consumer struct {
 	committed  pgq.Offset
 	generation uint64 // lease generation of the last fetch
 	session    string // this incarnation, sent with every fetch
-	// Redeliveries counts the times the lease was lost and buffered or
-	// uncommitted work dropped for redelivery.
-	Redeliveries int
+	// redeliveries counts the times the lease was lost and buffered or
+	// uncommitted work dropped for redelivery (Redeliveries).
+	redeliveries int
 }
+
+// Redeliveries returns how many times the lease was lost and buffered or
+// uncommitted work was dropped, to be delivered again. Like the rest of a
+// Consumer, it is for the goroutine that consumes.
+func (cs *Consumer) Redeliveries() int { return cs.redeliveries }
 
 // Consumer returns a consumer of group. Nothing is sent until Next.
 func (c *Client) Consumer(group string, o ConsumerOptions) (*Consumer, error) {
@@ -137,7 +142,7 @@ func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool
 		// commit may never be sent (a later one under the new lease
 		// replaces it in the background queue).
 		if len(cs.buf) > 0 || cs.done > res.Committed {
-			cs.Redeliveries++
+			cs.redeliveries++
 		}
 		cs.buf = nil
 		cs.done, cs.committed = res.Committed, res.Committed
@@ -245,7 +250,7 @@ func (cs *Consumer) commitFailed(err error) error {
 	if errors.Is(err, api.ErrFenced) || errors.Is(err, api.ErrInvalidCommit) {
 		cs.next = cs.committed + 1
 		cs.buf, cs.done, cs.committed, cs.generation = nil, 0, 0, 0
-		cs.Redeliveries++
+		cs.redeliveries++
 		return fmt.Errorf("%w: %w", ErrRedeliver, err)
 	}
 	return err

@@ -95,8 +95,8 @@ func TestConsumeRedeliversAfterReset(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Consume: %v (seen %v)", err, seen)
 	}
-	if again != 1 || cs.Redeliveries < 1 {
-		t.Fatalf("after the reset offset 1 came back %d times, redeliveries %d (seen %v)", again, cs.Redeliveries, seen)
+	if again != 1 || cs.Redeliveries() < 1 {
+		t.Fatalf("after the reset offset 1 came back %d times, redeliveries %d (seen %v)", again, cs.Redeliveries(), seen)
 	}
 	if gi, _ := e.C.Group(ctx, "g"); gi.Committed != 50 {
 		t.Fatalf("committed %d, want 50", gi.Committed)
