@@ -158,13 +158,13 @@ func debeziumRows() []debeziumRow {
 			"char_array": `["cone      ","ctwo      ","cthree    "]`, "varchar_array": `["vcone","vctwo","vcthree"]`,
 			"date_array": "[17109,17110,17111]", "numeric_array": `["1.20","3.40","5.60"]`,
 			"inet_array": `["192.168.2.0/12","192.168.1.1","192.168.0.2/1"]`, "cidr_array": `["192.168.100.128/25","192.168.0.0/25","192.168.1.0/24"]`,
-			"macaddr_array": `["08:00:2b:01:02:03","08:00:2b:01:02:03","08:00:2b:01:02:03"]`,
+			"macaddr_array":   `["08:00:2b:01:02:03","08:00:2b:01:02:03","08:00:2b:01:02:03"]`,
 			"tsrange_array":   `["[\"2019-03-31 15:30:00\",infinity)","[\"2019-03-31 15:30:00\",\"2019-04-30 15:30:00\"]"]`,
 			"daterange_array": `["[2019-03-31,infinity)","[2019-03-31,2019-04-30)"]`, "int4range_array": `["[1,6)","[1,4)"]`,
 			"numerange_array": `["[5.3,6.3)","[10.0,20.0)"]`, "int8range_array": `["[1000000,6000000)","[5000,9000)"]`,
 			"uuid_array": `["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","f0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"]`,
 			"json_array": `["{\"bar\": \"baz\"}","{\"foo\": \"qux\"}"]`, "jsonb_array": `["{\"bar\": \"baz\"}","{\"foo\": \"qux\"}"]`,
-			"oid_array":  "[3,4000000000]"},
+			"oid_array": "[3,4000000000]"},
 	}}
 }
 
