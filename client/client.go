@@ -34,6 +34,9 @@ type Options struct {
 	JSON bool
 	// Retry is the backoff of calls that failed transiently.
 	Retry RetryOptions
+	// TLS configures an https:// address: the CAs trusted and the
+	// client's certificate (tls.go). Zero: the system's roots.
+	TLS TLSOptions
 }
 
 // RetryOptions say how a call that failed transiently (pgq unreachable,
@@ -55,7 +58,7 @@ func (o Options) Validate() error {
 	if o.Retry.Min < 0 || o.Retry.Max < 0 || (o.Retry.Max > 0 && o.Retry.Max < o.Retry.Min) {
 		return errors.New("client: options: retry Min and Max must be positive, Max at least Min")
 	}
-	return nil
+	return o.TLS.validate()
 }
 
 // Client talks to a pgq sidecar's HTTP API. It is safe for concurrent use.
@@ -87,10 +90,15 @@ func Dial(addr string, o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: dial %q: want host:port or an http(s) URL", addr)
 	}
+	tc, err := tlsConfig(o, u) // tls.go
+	if err != nil {
+		return nil, err
+	}
 	hc := o.HTTPClient
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 64
+		tr.TLSClientConfig = tc
 		hc = &http.Client{Transport: tr}
 	}
 	return &Client{base: strings.TrimRight(u.String(), "/"), o: o, hc: hc}, nil
@@ -99,7 +107,7 @@ func Dial(addr string, o Options) (*Client, error) {
 // IsTransient reports whether err is worth retrying: pgq could not be
 // reached, or answered that it is unavailable (restarting, shutting down).
 func IsTransient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTLS) {
 		return false
 	}
 	var ae *api.Error
@@ -187,7 +195,7 @@ func (c *Client) roundTrip(ctx context.Context, method, path, accept string, bod
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, false, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return nil, false, fmt.Errorf("client: %s %s: %w", method, path, tlsHint(err))
 	}
 	defer resp.Body.Close()
 	data, err = io.ReadAll(resp.Body)
@@ -199,6 +207,9 @@ func (c *Client) roundTrip(ctx context.Context, method, path, accept string, bod
 		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
 			eb.Error.Status = resp.StatusCode
 			return nil, false, &eb.Error
+		}
+		if err := plainToTLS(resp.StatusCode, data); err != nil {
+			return nil, false, fmt.Errorf("client: %s %s: %w", method, path, err)
 		}
 		return nil, false, &api.Error{Code: api.CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: HTTP %s", method, path, resp.Status)}
 	}

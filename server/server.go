@@ -70,6 +70,10 @@ type Options struct {
 	// /healthz, /readyz and /metrics, without the token: probes and
 	// scrapes reach it whatever the clients of the API's port do.
 	ProbeListen string
+	// TLS, when its files are set, serves the API (not the probe
+	// listener) over TLS, with mutual TLS when it names client CAs
+	// (tls.go).
+	TLS TLSOptions
 	// WrapHandler, when set, wraps the HTTP API's handler (an embedding
 	// program's middleware; the tests validate every answer against the
 	// OpenAPI document with it). nil: the API as it is.
@@ -86,6 +90,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return err
 	}
 	if err := o.Retention.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ingest.ErrConfig, err)
@@ -119,6 +126,9 @@ type Server struct {
 	// probes serves the probe listener (Options.ProbeListen); nil: none.
 	probes      *http.Server
 	probeListen net.Listener
+	// tls serves Options.TLS's files (reloaded by ReloadTLS); nil: plain
+	// HTTP.
+	tls *certReloader
 	// failed holds the journal's first write or sync error (fail-stop).
 	failed atomic.Pointer[error]
 	// indexBusy is true while an index update runs (see indexBatch).
@@ -256,18 +266,15 @@ func (s *Server) openIngest(context.Context) error {
 // openHTTP listens on Options.Listen (and ProbeListen) with the API.
 func (s *Server) openHTTP(context.Context) error {
 	o := &s.o
+	if err := s.openTLS(); err != nil { // tls.go; before listening: nothing to close on a bad file
+		return err
+	}
 	l, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
 	s.listener = l
-	if o.AuthToken == "" {
-		if host, _, err := net.SplitHostPort(l.Addr().String()); err == nil {
-			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-				o.Logger.Warn("the API listens on a non-loopback address without --auth-token: anyone who can reach it can read every change and move every group", "listen", l.Addr().String())
-			}
-		}
-	}
+	s.warnExposed(l.Addr()) // tls.go
 	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.statusDoc, NotReady: s.notReady,
 		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken})
 	if err != nil {
@@ -286,8 +293,12 @@ func (s *Server) openHTTP(context.Context) error {
 			return err // closeStores closes the API's listener: s.server is not set yet
 		}
 	}
+	srv.ErrorLog = slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn) // failed TLS handshakes, in pgq's log format
 	s.server = srv
 	s.listener = httpapi.Listener(s.listener, o.HTTP)
+	if s.tls != nil {
+		s.listener = httpapi.TLSListener(s.listener, s.tls.config())
+	}
 	return nil
 }
 
@@ -332,6 +343,10 @@ func (s *Server) indexBatch(batch []*journal.Record) {
 	}
 	entries := make([]index.Entry, len(batch))
 	for i, r := range batch {
+		if r.Encoded != nil { // a spilled part or a backfill chunk: no Tx.Changes
+			entries[i] = index.EntryOfStored(r.Tx, r.Encoded, r.Bytes, r.EncodedChanges, s.Journal.Relation)
+			continue
+		}
 		entries[i] = index.EntryOf(r.Tx, r.Bytes, r.ChangeCount())
 	}
 	done := make(chan error, 1)

@@ -1,0 +1,150 @@
+package client
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// TLSOptions say how the client verifies pgq's certificate and which
+// certificate it shows pgq (mutual TLS). They apply to an https://
+// address; the zero value trusts the system's roots, which on Linux and
+// the BSDs honour the SSL_CERT_FILE and SSL_CERT_DIR environment
+// variables. The files are read when the client is made.
+type TLSOptions struct {
+	// CAFile is a PEM bundle of the CAs that sign pgq's certificate: only
+	// they are trusted (not the system's roots).
+	CAFile string
+	// CertFile and KeyFile are the client's certificate and private key
+	// (PEM), for a pgq started with --tls-client-ca. Both or neither.
+	CertFile, KeyFile string
+	// Config, when set, is the base of the client's tls.Config (cloned;
+	// the files above are added to the clone).
+	Config *tls.Config
+}
+
+// ErrTLS marks a call that failed in TLS itself: pgq's certificate is not
+// trusted or not for the address's host, pgq refused the client's
+// certificate or wants one, or one side speaks TLS and the other does
+// not. Such a call is not retried: it would fail the same way.
+var ErrTLS = errors.New("TLS")
+
+func (t TLSOptions) set() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.Config != nil
+}
+
+func (t TLSOptions) validate() error {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return errors.New("client: options: TLS CertFile and KeyFile go together (a client certificate and its key)")
+	}
+	return nil
+}
+
+// tlsConfig is the transport's tls.Config for the address u (nil: Go's
+// default, the system's roots). TLS options with an http:// address are
+// refused: whoever set them expects the token to travel encrypted.
+func tlsConfig(o Options, u *url.URL) (*tls.Config, error) {
+	if !o.TLS.set() {
+		return nil, nil
+	}
+	if u.Scheme != "https" {
+		return nil, fmt.Errorf("client: dial %s: TLS options (a CA or a client certificate) need an https:// address", u.Redacted())
+	}
+	if o.HTTPClient != nil {
+		return nil, errors.New("client: options: set TLS on the HTTPClient's transport, or TLS without an HTTPClient, not both")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.TLS.Config != nil {
+		cfg = o.TLS.Config.Clone()
+	}
+	if o.TLS.CAFile != "" {
+		data, err := os.ReadFile(o.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("client: CA file %s: no PEM certificate in it", o.TLS.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if o.TLS.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLS.CertFile, o.TLS.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: client certificate %s with key %s: %w", o.TLS.CertFile, o.TLS.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// tlsError is a TLS failure with what to do about it.
+type tlsError struct {
+	err  error
+	hint string
+}
+
+func (e *tlsError) Error() string   { return e.err.Error() + " (" + e.hint + ")" }
+func (e *tlsError) Unwrap() []error { return []error{ErrTLS, e.err} }
+
+// tlsHint marks err, a failed request's error, as ErrTLS with a hint
+// when TLS failed; other errors come back as they are.
+func tlsHint(err error) error {
+	if hint := tlsCause(err); hint != "" {
+		return &tlsError{err: err, hint: hint}
+	}
+	return err
+}
+
+// tlsCause says what a TLS failure means, "" for other errors. Go names
+// two cases only in its messages: an alert pgq sent (net.OpError "remote
+// error") and an https request answered in plain HTTP.
+func tlsCause(err error) string {
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &cv):
+		return verifyCause(cv.Err)
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"), errors.As(err, &rh):
+		return "pgq serves plain HTTP on this port: use an http:// address, or start pgq with --tls-cert and --tls-key"
+	case errors.As(err, &op) && op.Op == "remote error":
+		if strings.Contains(op.Err.Error(), "certificate required") {
+			return "pgq requires a client certificate (mutual TLS): give one with --client-cert and --client-key"
+		}
+		return "pgq refused the TLS handshake: check the client certificate (--client-cert, --client-key) against pgq's --tls-client-ca"
+	}
+	return ""
+}
+
+// verifyCause explains why pgq's certificate was not accepted.
+func verifyCause(err error) string {
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &ua):
+		return "pgq's certificate is not signed by a CA this client trusts: give that CA with --ca-cert (PGQ_CA_CERT) or SSL_CERT_FILE"
+	case errors.As(err, &hn):
+		return "pgq's certificate is not for this address's host: connect by a name the certificate lists"
+	case errors.As(err, &ci) && ci.Reason == x509.Expired:
+		return "pgq's certificate has expired or is not valid yet (or a clock is wrong)"
+	}
+	return "pgq's certificate was not accepted"
+}
+
+// plainToTLS recognizes Go's answer to a plain HTTP request on a TLS
+// port (a 400 with this body), nil otherwise.
+func plainToTLS(status int, body []byte) error {
+	if status != http.StatusBadRequest || !bytes.Contains(body, []byte("HTTP request to an HTTPS server")) {
+		return nil
+	}
+	return &tlsError{err: errors.New("plain HTTP sent to a TLS port"), hint: "pgq serves TLS here: use an https:// address"}
+}

@@ -1,0 +1,222 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgq-dev/pgq/ingest"
+)
+
+// TLSOptions turn on TLS for the API's listener (Options.TLS). The zero
+// value serves plain HTTP. The files are PEM; Server.ReloadTLS reads them
+// again (pgq run does on SIGHUP) without dropping a connection.
+type TLSOptions struct {
+	// CertFile is the server's certificate, followed by any
+	// intermediates; KeyFile its private key. Both or neither.
+	CertFile, KeyFile string
+	// ClientCAFile, when set, turns on mutual TLS: a client must present
+	// a certificate that one of these CAs (a PEM bundle) signed, or the
+	// handshake fails. Needs CertFile and KeyFile.
+	ClientCAFile string
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLSOptions) Enabled() bool {
+	return t.CertFile != "" || t.KeyFile != "" || t.ClientCAFile != ""
+}
+
+// Validate checks that the files are named together; it does not read
+// them (Open does, and fails with one line naming the bad file).
+func (t TLSOptions) Validate() error {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together (a certificate and its private key)", ingest.ErrConfig)
+	}
+	if t.ClientCAFile != "" && t.CertFile == "" {
+		return fmt.Errorf("%w: --tls-client-ca (mutual TLS) needs --tls-cert and --tls-key", ingest.ErrConfig)
+	}
+	return nil
+}
+
+// ErrNoTLS is ReloadTLS's answer when the server serves plain HTTP.
+var ErrNoTLS = errors.New("TLS is not configured (--tls-cert, --tls-key)")
+
+// tlsFiles is one reading of the TLS files: the configuration every
+// handshake until the next successful reload uses.
+type tlsFiles struct {
+	cfg  *tls.Config
+	leaf *x509.Certificate
+}
+
+// certReloader serves the TLS files read last. A handshake takes the
+// current tlsFiles through GetConfigForClient, so a reload swaps the
+// certificate (and the client CAs) for new connections while open ones
+// go on with the old.
+type certReloader struct {
+	o   TLSOptions
+	log *slog.Logger
+	cur atomic.Pointer[tlsFiles]
+	mu  sync.Mutex // one reload at a time
+	// reloads counts reloads by result ("ok", "error").
+	reloads *prometheus.CounterVec
+}
+
+// newCertReloader reads the files once: pgq does not start with files it
+// cannot use.
+func newCertReloader(o TLSOptions, log *slog.Logger) (*certReloader, error) {
+	r := &certReloader{o: o, log: log, reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgq_tls_reloads_total", Help: "Reloads of the TLS files (SIGHUP) by result: ok, or error (the certificate in use stays).",
+	}, []string{"result"})}
+	f, err := loadTLSFiles(o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ingest.ErrConfig, err)
+	}
+	r.cur.Store(f)
+	r.warnExpiry(f.leaf)
+	return r, nil
+}
+
+// loadTLSFiles reads and checks the certificate, its key and the client
+// CAs.
+func loadTLSFiles(o TLSOptions) (*tlsFiles, error) {
+	cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: certificate %s with key %s: %w", o.CertFile, o.KeyFile, err)
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("tls: certificate %s: %w", o.CertFile, err)
+		}
+	}
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		// HTTP/1.1 only: the API's limits count connections, and one
+		// HTTP/2 connection would carry many requests past them.
+		NextProtos: []string{"http/1.1"},
+	}
+	if o.ClientCAFile != "" {
+		pemBytes, err := os.ReadFile(o.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("tls: client CA %s: no PEM certificate in it", o.ClientCAFile)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return &tlsFiles{cfg: cfg, leaf: leaf}, nil
+}
+
+// config is the listener's tls.Config: every handshake gets the files
+// read last.
+func (r *certReloader) config() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return r.cur.Load().cfg, nil
+		},
+	}
+}
+
+// Reload reads the files again. On an error the files read before stay in
+// use (a half-written renewal must not take the API down) and the error
+// is logged at ERROR and returned.
+func (r *certReloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, err := loadTLSFiles(r.o)
+	if err != nil {
+		r.reloads.WithLabelValues("error").Inc()
+		old := r.cur.Load().leaf
+		r.log.Error("TLS reload failed: the certificate in use stays", "error", err, "serving_subject", old.Subject.String(), "serving_not_after", old.NotAfter.UTC())
+		return err
+	}
+	r.cur.Store(f)
+	r.reloads.WithLabelValues("ok").Inc()
+	r.log.Info("TLS files reloaded", "subject", f.leaf.Subject.String(), "serial", f.leaf.SerialNumber.String(), "not_after", f.leaf.NotAfter.UTC(),
+		"client_ca", r.o.ClientCAFile != "")
+	r.warnExpiry(f.leaf)
+	return nil
+}
+
+// warnExpiry warns about a certificate that expired or is not valid yet:
+// pgq serves it anyway (clocks differ), but clients will refuse it.
+func (r *certReloader) warnExpiry(leaf *x509.Certificate) {
+	now := time.Now()
+	if now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
+		r.log.Warn("the TLS certificate is not valid now: clients will refuse it", "subject", leaf.Subject.String(), "not_before", leaf.NotBefore.UTC(), "not_after", leaf.NotAfter.UTC())
+	}
+}
+
+// collectors are the reloader's metrics: the reload counter and the
+// expiry of the certificate served.
+func (r *certReloader) collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.reloads,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pgq_tls_cert_not_after_seconds", Help: "Expiry (Unix time) of the TLS certificate the API serves: alert well before it."},
+			func() float64 { return float64(r.cur.Load().leaf.NotAfter.Unix()) }),
+	}
+}
+
+// ReloadTLS reads Options.TLS's files again (pgq run does on SIGHUP):
+// connections made afterwards get the new certificate and client CAs,
+// open ones keep theirs. When the new files are bad (missing, a key that
+// does not match, a half-written renewal) the old ones stay in use and the
+// error is logged at ERROR and returned. ErrNoTLS without TLS.
+func (s *Server) ReloadTLS() error {
+	if s.tls == nil {
+		return ErrNoTLS
+	}
+	return s.tls.Reload()
+}
+
+// openTLS reads Options.TLS's files and registers the TLS metrics; a
+// no-op without TLS.
+func (s *Server) openTLS() error {
+	if !s.o.TLS.Enabled() {
+		return nil
+	}
+	r, err := newCertReloader(s.o.TLS, s.o.Logger)
+	if err != nil {
+		return err
+	}
+	for _, c := range r.collectors() {
+		if err := s.Registry.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	s.tls = r
+	return nil
+}
+
+// warnExposed warns when the API listens beyond loopback with nothing
+// keeping strangers out (no token, no client certificates) or with a
+// token that crosses the network in clear text (no TLS).
+func (s *Server) warnExposed(addr net.Addr) {
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return
+	}
+	o := &s.o
+	switch {
+	case o.AuthToken == "" && o.TLS.ClientCAFile == "":
+		o.Logger.Warn("the API listens on a non-loopback address without --auth-token: anyone who can reach it can read every change and move every group", "listen", addr.String())
+	case o.AuthToken != "" && s.tls == nil:
+		o.Logger.Warn("the API listens on a non-loopback address without TLS: the bearer token and every change cross the network in clear text (--tls-cert, --tls-key)", "listen", addr.String())
+	}
+}
