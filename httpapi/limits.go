@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -86,6 +87,9 @@ func NewServer(h http.Handler, l Limits) (*http.Server, error) {
 		// of the request and cut long polls; deadlines sets them per
 		// request instead.
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn() // TLSListener wraps the limited connection
+			}
 			if lc, ok := c.(*limitedConn); ok && lc.probe {
 				return context.WithValue(ctx, probeConnKey{}, true)
 			}
@@ -141,6 +145,17 @@ func (b *bodyDeadline) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
+}
+
+// TLSListener serves TLS with cfg on ln, which Listener made: the
+// connection caps count connections before their handshake, which the
+// server's header timeout bounds. Only HTTP/1.1 is offered (cfg's
+// NextProtos are replaced), so that a connection carries one request at a
+// time as the caps assume.
+func TLSListener(ln net.Listener, cfg *tls.Config) net.Listener {
+	cfg = cfg.Clone()
+	cfg.NextProtos = []string{"http/1.1"}
+	return tls.NewListener(ln, cfg)
 }
 
 // Listener wraps ln so that it holds at most l.MaxConns connections plus
