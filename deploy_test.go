@@ -156,6 +156,7 @@ type imageFacts struct {
 	User        string   // USER, e.g. nonroot:nonroot
 	DataDir     string   // ENV PGQ_DATA_DIR, also a VOLUME
 	Entrypoint  []string // ENTRYPOINT, exec form
+	Cmd         []string // CMD, exec form
 	Healthcheck []string // HEALTHCHECK CMD, exec form
 	Env         map[string]string
 	dirMode     string // the -m of the build stage's install -d of the data dir, if any
@@ -212,6 +213,10 @@ func dockerfileFacts(t *testing.T) imageFacts {
 	}
 	if !copiedTo(final, f.Entrypoint[0]) {
 		t.Errorf("ENTRYPOINT %s: no COPY puts the binary there", f.Entrypoint[0])
+	}
+	cmd, _ := lastArgs(final, "CMD")
+	if f.Cmd, ok = execForm(cmd); !ok {
+		t.Fatalf("CMD %q is not in exec form", cmd)
 	}
 	f.Healthcheck = healthcheckArgv(t, final)
 	return f
