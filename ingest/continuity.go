@@ -108,8 +108,12 @@ func (in *Ingester) checkContinuity(ctx context.Context, info ServerInfo) error 
 	}
 	to := max(slotAt, covered)
 	in.o.Logger.Warn("accepting a gap in the journal (--accept-gap)", "from_lsn", covered, "to_lsn", to, "cause", cause)
+	at, err := in.gapTime(ctx)
+	if err != nil {
+		return err
+	}
 	tx := &pgq.Transaction{
-		CommitLSN: to, EndLSN: to, CommitTime: time.Now().UTC().Truncate(time.Microsecond), Final: true,
+		CommitLSN: to, EndLSN: to, CommitTime: at, Final: true,
 		Changes: []pgq.Change{{Op: pgq.OpGap, FromLSN: covered, ToLSN: to}},
 	}
 	in.lastSubmitted = max(in.lastSubmitted, to)
@@ -125,6 +129,27 @@ func (in *Ingester) checkContinuity(ctx context.Context, info ServerInfo) error 
 	}
 	in.o.Metrics.Gaps.Inc()
 	return nil
+}
+
+// gapTime is the commit time a gap record carries: that of the newest
+// journaled transaction, the last time known before the hole. The
+// transactions of the hole and after it committed later, possibly while
+// pgq was down: the time of now would lie after theirs and make a
+// time:T position skip them. Without any record it is the Unix epoch.
+func (in *Ingester) gapTime(ctx context.Context) (time.Time, error) {
+	// What a previous session submitted is journaled before the gap.
+	if err := in.o.Committer.Flush(ctx); err != nil {
+		return time.Time{}, &FatalError{Err: fmt.Errorf("ingest: journal the gap: %w", err)}
+	}
+	j := in.o.Journal
+	if j.LastOffset() == 0 {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	last, err := j.Read(j.LastOffset())
+	if err != nil {
+		return time.Time{}, &FatalError{Err: fmt.Errorf("ingest: journal the gap: read the last record: %w", err)}
+	}
+	return last.CommitTime.UTC(), nil
 }
 
 // warnTables warns, once per table, about published tables whose updates

@@ -109,9 +109,12 @@ func TestGapNewSlotOverJournal(t *testing.T) {
 		t.Fatalf("refused start wrote records: %d, want 1", n)
 	}
 
+	// Row 3 commits on a new slot before pgq starts again: the record
+	// after the gap, which the gap's commit time must not lie after.
+	db.Exec(t, `SELECT pg_create_logical_replication_slot('`+slot+`', 'pgoutput')`, `INSERT INTO g VALUES (3)`)
+	time.Sleep(50 * time.Millisecond)
 	r = startSidecar(t, db, dir, func(o *server.Options) { o.Ingest.AcceptGap = true })
 	r.waitStreaming(t)
-	db.Exec(t, `INSERT INTO g VALUES (3)`)
 	waitJournaled(t, dir, 2)
 	txs := records(t, dir)
 	gaps := gapChanges(t, txs)
@@ -127,6 +130,11 @@ func TestGapNewSlotOverJournal(t *testing.T) {
 	// The gap sits between the two rows, in order.
 	if len(txs) != 3 || txs[1].Changes[0].Op != pgq.OpGap {
 		t.Fatalf("records: want insert, gap, insert; got %d records", len(txs))
+	}
+	// Commit times keep the journal's order: the gap's is not after the
+	// next record's (it carries the last known one, the record before).
+	if txs[1].CommitTime.Before(txs[0].CommitTime) || txs[1].CommitTime.After(txs[2].CommitTime) {
+		t.Fatalf("commit times %v, %v (gap), %v: the gap's is out of order", txs[0].CommitTime, txs[1].CommitTime, txs[2].CommitTime)
 	}
 	if err := r.Stop(t); err != nil {
 		t.Fatal(err)

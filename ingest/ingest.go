@@ -455,7 +455,9 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 	in.setConnected(true)
 	defer in.setConnected(false)
 	began, mark := time.Now(), in.progressMark()
-	in.o.Logger.Info("streaming", "slot", in.o.Slot, "publication", in.o.Publication, "start_lsn", start,
+	// Start 0 asks for the slot's confirmed position; PostgreSQL also
+	// starts there when asked for less: log where it really starts.
+	in.o.Logger.Info("streaming", "slot", in.o.Slot, "publication", in.o.Publication, "start_lsn", max(start, info.SlotConfirmed),
 		"proto_version", proto, "streaming_in_progress", streaming)
 
 	s := newSession(in, conn)
