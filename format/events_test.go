@@ -26,7 +26,9 @@ func customer(id, first string) []pgq.Value {
 
 // eventsTx is a transaction with every kind of change pgq journals.
 func eventsTx() *pgq.Transaction {
-	ch := func(op pgq.Op) pgq.Change { return pgq.Change{Op: op, Schema: "public", Table: "customers", Columns: customers} }
+	ch := func(op pgq.Op) pgq.Change {
+		return pgq.Change{Op: op, Schema: "public", Table: "customers", Columns: customers}
+	}
 	ins := ch(pgq.OpInsert)
 	ins.New = customer("1", "Anne")
 	upd := ch(pgq.OpUpdate)
