@@ -70,6 +70,9 @@ func (ix *Index) loadDerived() error {
 			return fmt.Errorf("index: drop the first format: %w", err)
 		}
 	}
+	if err := ix.loadSets(); err != nil {
+		return err
+	}
 	last, err := ix.readU64(keyLast)
 	if err != nil {
 		return err
@@ -200,8 +203,13 @@ func (ix *Index) addLocked(entries []Entry) error {
 			b.Close()
 		}
 	}()
+	var ps pendingSets
 	for _, e := range entries {
 		s := next(prev, havePrev, e)
+		s.Subjects = "" // kept as the set id
+		if e.Subjects.Known() {
+			s.set = ix.setID(&ps, e.Subjects)
+		}
 		// Appending may reuse the tail's array past the published
 		// length: no reader looks there.
 		nv.tail = append(nv.tail, s)
@@ -226,6 +234,16 @@ func (ix *Index) addLocked(entries []Entry) error {
 		nv.stored, nv.tail = s.Offset, nil
 	}
 	newLast := entries[len(entries)-1].Offset
+	if len(ps.vals) > 0 {
+		// New sets are written with the first Add using them, so they
+		// are in Pebble before (or with) any block that refers to them.
+		if b == nil {
+			b = ix.db.NewBatch()
+		}
+		if err := ps.write(b); err != nil {
+			return fmt.Errorf("index: add: %w", err)
+		}
+	}
 	if b != nil {
 		if err := putU64(b, keyLast, uint64(nv.stored)); err != nil {
 			return fmt.Errorf("index: add: %w", err)
@@ -234,6 +252,7 @@ func (ix *Index) addLocked(entries []Entry) error {
 			return fmt.Errorf("index: add offsets %d..%d: %w", entries[0].Offset, newLast, err)
 		}
 	}
+	ix.publishSets(&ps)
 	ix.publish(nv)
 	return nil
 }
@@ -506,6 +525,7 @@ func (ix *Index) resetLocked() error {
 	if err := ix.commit(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("index: reset: %w", err)
 	}
+	ix.gen.Add(1) // the offsets may now name other records
 	ix.publish(&view{})
 	return nil
 }

@@ -74,6 +74,7 @@
 //	"b" + u64 block start              → block value (below)
 //	"l" + u64 maxLSN + u64 block start → empty (full blocks only)
 //	"t" + u64 maxµs^1<<63 + u64 block start → empty (full blocks only)
+//	"s" + u64 set id                   → subject set value (below)
 //	"g" + group name                   → the group's opaque value
 //	"h" + group name + 0x00 + key      → one of the group's entries (UpdateGroup)
 //	"m/last"                           → u64 highest offset stored
@@ -81,15 +82,46 @@
 //
 // Entries are kept in blocks of 128 consecutive offsets: block s holds
 // offsets s .. s+127 with s = 128k+1 (the first block after a Reset may
-// start later inside its range). A block value is version byte 2, then
+// start later inside its range). A block value is version byte 3, then
 // uvarints: first offset, entry count, the running byte count before the
 // first entry, the first entry's running maxLSN, its running maxµs
 // (zigzag varint); then per entry CommitLSN minus the previous one, EndLSN
 // minus CommitLSN, CommitTime (Unix µs) minus the previous one (zigzag
-// varints, the first entry's against 0), Bytes and Changes (uvarints).
-// About 10 bytes per journal record instead of a 73-byte value and three
-// keys per record (the first format: an "o" family, which Open drops; the
-// entries are rebuilt from the journal).
+// varints, the first entry's against 0), Bytes, Changes and the record's
+// subject set id (uvarints). About 11 bytes per journal record instead of
+// a 73-byte value and three keys per record (the first format: an "o"
+// family, which Open drops; the entries are rebuilt from the journal).
+// Version 2 blocks, written before the subject sets, have no set ids and
+// are still read, every entry with set 0: a data dir of an older pgq
+// opens as it is, its records count as unknown (below) until retention
+// drops them. A pgq older than version 3 does not read it: going back,
+// delete the index directory (it is rebuilt from the journal).
+//
+// # Subject sets: what a filtered group would receive
+//
+// A consumer group's filter (tables and ops; package consumers) keeps or
+// drops each change by its subject (Subject: the op and the table, a
+// truncate's tables, a DDL's object; a message and a gap have none). A
+// record's subjects are the distinct subjects of its changes, sorted, and
+// the set is what the index keeps per record: as a small id into a
+// dictionary of sets, "s" + u64 id → version byte 1, then uvarint count
+// and per subject the op byte and uvarint-length-prefixed schema and
+// table. Ids are dense from 1 and never reused; the dictionary is written
+// in the Add batch that first uses a set (before or with any block that
+// refers to it, so Pebble's prefix replay keeps it consistent), read
+// whole at Open, and kept across Reset and TruncateFront: it only grows,
+// with new table-and-op combinations, like the journal's relation
+// catalog. Set 0 is unknown: a record of a version 2 block, one whose
+// subjects were not readable, one with more than 64 distinct subjects, or
+// one that would need a set past 65536. A Selector (NewSelector) counts the
+// records of a range whose set passes a predicate (evaluated once per
+// set; unknown always passes, an over-count, never an under-count) by
+// scanning the entries, and remembers its last answer so that a count
+// moving forward reads only the offsets it did not read before: a group's
+// lag then costs what its cursor and the journal moved. Subjects come from
+// the record's changes (EntryOf) or, for a record journaled from its
+// encoded form, from those bytes without decoding values (EntryOfStored,
+// resolving the compact form's relation ids in the journal's catalog).
 //
 // Only full blocks are written while the index runs: the block being
 // filled (the tail) lives in memory and is written, as a partial block
@@ -128,7 +160,7 @@
 //
 // An *Index is safe for concurrent use. Pebble itself is safe for
 // concurrent reads and writes; reads (SeekLSN, SeekTime, EntryAt,
-// BytesBetween, LastOffset, group reads) take no lock of this package
+// BytesBetween, LastOffset, group reads, Selector.Count) take no lock of this package
 // beyond the read side of a RWMutex that only Close takes for writing, so
 // no call can reach a closed Pebble. The writers of derived entries (Add,
 // TruncateFront, Reset, CatchUp) are serialized by one mutex, because each
@@ -147,6 +179,10 @@
 // reopens Pebble takes the RWMutex for writing: no call runs during the
 // reopen. The health state (stale, failed, counters) is atomics plus a
 // leaf mutex, so Pebble's goroutines may report a failure at any time.
+//
+// The subject-set dictionary is extended by the writers (under the writer
+// mutex) and read under a leaf RWMutex of its own; a Selector serializes
+// its own counts (and its memo) with a mutex and reads like any reader.
 //
 // Pebble locks its directory: a second Open of the same directory, from
 // this process or another, fails with an error wrapping ErrLocked.

@@ -92,12 +92,18 @@ type Entry struct {
 	CommitTime time.Time // kept at microsecond precision, returned in UTC
 	Bytes      int       // encoded record size, for byte lag
 	Changes    int       // number of changes in the record
+	// Subjects is the set of the record's distinct subjects (see
+	// Subject); "" when unknown (every filter then counts the record).
+	// Add stores it as a subject set id.
+	Subjects SubjectSet
 }
 
 // EntryOf returns the Entry for a journal record with the header of tx,
-// whose encoded size is bytes and which holds changes changes.
+// whose encoded size is bytes and which holds changes changes. The
+// subjects are read from tx.Changes when it holds the changes (not for a
+// record journaled from its encoded form: EntryOfStored).
 func EntryOf(tx *pgq.Transaction, bytes, changes int) Entry {
-	return Entry{
+	e := Entry{
 		Offset:     tx.Offset,
 		CommitLSN:  tx.CommitLSN,
 		EndLSN:     tx.EndLSN,
@@ -105,6 +111,10 @@ func EntryOf(tx *pgq.Transaction, bytes, changes int) Entry {
 		Bytes:      bytes,
 		Changes:    changes,
 	}
+	if len(tx.Changes) == changes {
+		e.Subjects = subjectsOf(tx.Changes)
+	}
+	return e
 }
 
 // Index is the Pebble store next to the journal. See the package doc for
@@ -137,6 +147,10 @@ type Index struct {
 	// replace it (never modify what it points to below its length) under
 	// wmu; readers Load it once per call.
 	view atomic.Pointer[view]
+	// sets is the subject-set dictionary (subjects.go); gen counts the
+	// Resets, so that a Selector knows its memo is void.
+	sets sets
+	gen  atomic.Uint64
 
 	h health
 }
@@ -326,7 +340,9 @@ func (ix *Index) EntryAt(off pgq.Offset) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	return s.Entry, nil
+	e := s.Entry
+	e.Subjects = ix.setOf(s.set)
+	return e, nil
 }
 
 // staleAfter returns an error wrapping ErrStale when the index is stale and

@@ -43,8 +43,13 @@ func blockStart(off pgq.Offset) pgq.Offset {
 // blockEnd returns the last offset of the block holding off.
 func blockEnd(off pgq.Offset) pgq.Offset { return blockStart(off) + blockLen - 1 }
 
-// blockVersion is the first byte of every block value.
-const blockVersion byte = 2
+// blockVersion is the first byte of every block value written; blocks of
+// blockVersionNoSets (written before the subject sets) are read with every
+// entry's set 0, unknown.
+const (
+	blockVersion       byte = 3
+	blockVersionNoSets byte = 2
+)
 
 func blockKey(start pgq.Offset) []byte {
 	k := make([]byte, 9)
@@ -101,6 +106,9 @@ type stored struct {
 	// and "t".
 	maxLSN  pgq.LSN
 	maxTime int64
+	// set is the id of the record's subject set, 0 unknown (subjects.go);
+	// Entry.Subjects is not kept here.
+	set uint32
 }
 
 // next returns the stored form of e following prev (havePrev false: e
@@ -143,6 +151,7 @@ func encodeBlock(es []stored) []byte {
 		v = binary.AppendVarint(v, t-us)
 		v = binary.AppendUvarint(v, uint64(e.Bytes))
 		v = binary.AppendUvarint(v, uint64(e.Changes))
+		v = binary.AppendUvarint(v, uint64(e.set))
 		lsn, us = e.CommitLSN, t
 	}
 	return v
@@ -154,6 +163,7 @@ type blockReader struct {
 	start pgq.Offset
 	r     varintReader
 	n, i  int
+	sets  bool   // version 3: a set id per entry
 	cur   stored // the entry next decoded
 	us    int64  // cur's commit time in µs (delta base)
 	err   error
@@ -162,9 +172,10 @@ type blockReader struct {
 // newBlockReader checks the header of a block value stored under start.
 func newBlockReader(start pgq.Offset, v []byte) (*blockReader, error) {
 	br := &blockReader{start: start}
-	if len(v) == 0 || v[0] != blockVersion {
+	if len(v) == 0 || (v[0] != blockVersion && v[0] != blockVersionNoSets) {
 		return nil, fmt.Errorf("%w: block at offset %d: version %d", ErrCorrupt, start, firstByte(v))
 	}
+	br.sets = v[0] == blockVersion
 	br.r = varintReader{b: v[1:]}
 	first := pgq.Offset(br.r.uvarint())
 	n := br.r.uvarint()
@@ -197,6 +208,13 @@ func (br *blockReader) next() bool {
 	s.CommitTime = time.UnixMicro(us).UTC()
 	s.Bytes = int(r.uvarint())
 	s.Changes = int(r.uvarint())
+	if br.sets {
+		id := r.uvarint()
+		if id > maxSets {
+			r.bad = true
+		}
+		s.set = uint32(id)
+	}
 	s.cum += uint64(s.Bytes)
 	if br.i > 0 {
 		s.maxLSN = max(s.maxLSN, lsn)

@@ -171,6 +171,14 @@ func (c *catalog) lookup(id uint64) ([]byte, error) {
 	return rels[id-1], nil
 }
 
+// Relation returns the relation with catalog id id, encoded as one
+// element of a record.Version relation table ([schema, table, columns,
+// ...]): what a stored (record.VersionCompact) record's relation ids name.
+// The index reads a record's tables with it (index.EntryOfStored). It
+// takes no lock: the catalog's relations are published atomically, every
+// one before a record that uses it.
+func (j *Journal) Relation(id uint64) ([]byte, error) { return j.cat.lookup(id) }
+
 // closeCatalog closes the catalog file.
 func (c *catalog) close() error {
 	if c.file == nil {

@@ -1,0 +1,276 @@
+package index
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
+)
+
+var (
+	orders = Subject{Op: pgq.OpInsert, Schema: "public", Table: "orders"}
+	other  = Subject{Op: pgq.OpInsert, Schema: "public", Table: "other"}
+)
+
+// subjectEntries are entries(from, n) with subjects by offset mod 5:
+// orders; other; an update of orders and an insert of other; unknown; a
+// truncate of other.
+func subjectEntries(from pgq.Offset, n int) []Entry {
+	es := entries(from, n)
+	for i := range es {
+		switch es[i].Offset % 5 {
+		case 0:
+			es[i].Subjects = NewSubjectSet([]Subject{orders})
+		case 1:
+			es[i].Subjects = NewSubjectSet([]Subject{other})
+		case 2:
+			es[i].Subjects = NewSubjectSet([]Subject{other, {Op: pgq.OpUpdate, Schema: "public", Table: "orders"}})
+		case 3: // unknown
+		case 4:
+			es[i].Subjects = NewSubjectSet([]Subject{{Op: pgq.OpTruncate, Table: "public.other"}})
+		}
+	}
+	return es
+}
+
+// ordersPred passes any change of public.orders; calls counts its calls.
+func ordersPred(calls *int) func([]Subject) bool {
+	return func(ss []Subject) bool {
+		*calls++
+		for _, s := range ss {
+			if s.Schema == "public" && s.Table == "orders" {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// bruteCount is the model: records whose offset mod 5 is 0, 2 or 3.
+func bruteCount(es []Entry, from, to pgq.Offset) Count {
+	var c Count
+	for _, e := range es {
+		if e.Offset < from || e.Offset > to {
+			continue
+		}
+		if m := e.Offset % 5; m == 0 || m == 2 || m == 3 {
+			c.Records++
+			c.Bytes += int64(e.Bytes)
+			if c.First == 0 {
+				c.First, c.FirstTime = e.Offset, e.CommitTime.UTC()
+			}
+		}
+	}
+	return c
+}
+
+func wantCount(t *testing.T, s *Selector, es []Entry, from, to pgq.Offset) {
+	t.Helper()
+	got, err := s.Count(from, to)
+	if err != nil {
+		t.Fatalf("Count(%d, %d): %v", from, to, err)
+	}
+	want := bruteCount(es, from, to)
+	if got.Records != want.Records || got.Bytes != want.Bytes || got.First != want.First || !got.FirstTime.Equal(want.FirstTime) {
+		t.Fatalf("Count(%d, %d) = %+v, want %+v", from, to, got, want)
+	}
+}
+
+// TestSelectorCounts: a Selector counts exactly the records whose subjects
+// pass (and those of unknown subjects) over any range, from the memo or
+// afresh, evaluating each subject set once; the counts survive a reopen
+// (sets and the stored tail reloaded) and a truncation, and a Reset voids
+// the memo.
+func TestSelectorCounts(t *testing.T) {
+	dir := t.TempDir()
+	ix := open(t, dir)
+	es := subjectEntries(1, 700)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < len(es); {
+		n := min(1+rng.IntN(90), len(es)-i)
+		mustAdd(t, ix, es[i:i+n])
+		i += n
+	}
+	calls := 0
+	s := ix.NewSelector(ordersPred(&calls))
+	// A cursor and an end moving forward: the memo path.
+	for from, to := pgq.Offset(1), pgq.Offset(50); to <= 700; from, to = from+pgq.Offset(rng.IntN(60)), to+pgq.Offset(rng.IntN(80)) {
+		from = min(from, to+1)
+		wantCount(t, s, es, from, to)
+	}
+	// Backwards and arbitrary ranges: afresh.
+	for range 50 {
+		a, b := pgq.Offset(1+rng.IntN(700)), pgq.Offset(1+rng.IntN(700))
+		wantCount(t, s, es, min(a, b), max(a, b))
+	}
+	if calls != 4 { // four known sets; unknown needs no call
+		t.Fatalf("predicate called %d times, want once per set (4)", calls)
+	}
+	if got, err := ix.EntryAt(5); err != nil || got.Subjects != es[4].Subjects || !slices.Equal(got.Subjects.Subjects(), []Subject{orders}) {
+		t.Fatalf("EntryAt(5).Subjects = %q, %v; want %q", got.Subjects, err, es[4].Subjects)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ix = open(t, dir)
+	defer ix.Close()
+	s = ix.NewSelector(ordersPred(&calls))
+	wantCount(t, s, es, 1, 700)
+	mustAdd(t, ix, subjectEntries(701, 100))
+	es = append(es, subjectEntries(701, 100)...)
+	wantCount(t, s, es, 3, 800)
+	if err := ix.TruncateFront(300); err != nil {
+		t.Fatal(err)
+	}
+	wantCount(t, s, es, 300, 800)
+	if _, err := s.Count(299, 800); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Count below the floor = %v, want ErrNotFound", err)
+	}
+	wantCount(t, s, es, 301, 800)
+
+	// After a Reset the same offsets name other records.
+	if err := ix.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	es = subjectEntries(301, 500)
+	for i := range es {
+		es[i].Subjects = NewSubjectSet([]Subject{other}) // nothing passes
+	}
+	mustAdd(t, ix, es)
+	if c, err := s.Count(301, 800); err != nil || c.Records != 0 || c.First != 0 {
+		t.Fatalf("Count after Reset = %+v, %v; want nothing", c, err)
+	}
+}
+
+// TestVersion2BlocksCountForEveryone: blocks written before the subject
+// sets (version 2) still read, and their records have unknown subjects:
+// every Selector counts them.
+func TestVersion2BlocksCountForEveryone(t *testing.T) {
+	dir := t.TempDir()
+	ix := open(t, dir)
+	es := subjectEntries(1, 200)
+	mustAdd(t, ix, es)
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite block 1 in version 2.
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleQuiet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, closer, err := db.Get(blockKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := decodeBlock(1, v)
+	closer.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(blockKey(1), encodeBlockV2(old), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ix = open(t, dir)
+	defer ix.Close()
+	calls := 0
+	c, err := ix.NewSelector(ordersPred(&calls)).Count(1, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := uint64(128) + bruteCount(es, 129, 200).Records
+	if c.Records != want {
+		t.Fatalf("Count = %d records, want %d (block 1 unknown: all of it)", c.Records, want)
+	}
+	if e, err := ix.EntryAt(7); err != nil || e.Subjects.Known() || e.CommitLSN != es[6].CommitLSN {
+		t.Fatalf("EntryAt(7) of a version 2 block = %+v, %v", e, err)
+	}
+}
+
+// encodeBlockV2 is encodeBlock as it was before the subject sets.
+func encodeBlockV2(es []stored) []byte {
+	v3 := encodeBlock(es)
+	br, err := newBlockReader(es[0].Offset, v3)
+	if err != nil {
+		panic(err)
+	}
+	v := []byte{blockVersionNoSets}
+	v = append(v, v3[1:len(v3)-len(br.r.b)]...) // the header
+	var lsn pgq.LSN
+	var us int64
+	for i := range es {
+		e := &es[i]
+		ts := e.CommitTime.UnixMicro()
+		v = appendVarint(v, int64(e.CommitLSN-lsn))
+		v = appendVarint(v, int64(e.EndLSN-e.CommitLSN))
+		v = appendVarint(v, ts-us)
+		v = appendUvarint(v, uint64(e.Bytes))
+		v = appendUvarint(v, uint64(e.Changes))
+		lsn, us = e.CommitLSN, ts
+	}
+	return v
+}
+
+type pebbleQuiet struct{}
+
+func (pebbleQuiet) Infof(string, ...any)  {}
+func (pebbleQuiet) Errorf(string, ...any) {}
+func (pebbleQuiet) Fatalf(string, ...any) {}
+
+// TestStoredSubjects: the subjects read from an encoded record, in the
+// record form and in the journal's compact form, are those of its changes.
+func TestStoredSubjects(t *testing.T) {
+	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}}
+	row := func(op pgq.Op, table string) pgq.Change {
+		return pgq.Change{Op: op, Schema: "public", Table: table, Columns: cols, New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("1")}}}
+	}
+	tx := &pgq.Transaction{Xid: 7, CommitLSN: 100, EndLSN: 200, Final: true, Changes: []pgq.Change{
+		row(pgq.OpInsert, "orders"), row(pgq.OpInsert, "orders"), row(pgq.OpUpdate, "other"), row(pgq.OpInsert, "orders"),
+		{Op: pgq.OpTruncate, Tables: []string{"public.a", "public.b"}},
+		{Op: pgq.OpDDL, Prefix: "pgq.ddl", Content: []byte(`{"object":"public.\"MyT\""}`), Transactional: true},
+		{Op: pgq.OpMessage, Prefix: "p", Content: []byte("x"), Transactional: true},
+	}}
+	want := subjectsOf(tx.Changes)
+	if n := len(want.Subjects()); n != 6 {
+		t.Fatalf("subjectsOf: %d subjects %q, want 6", n, want.Subjects())
+	}
+	v1 := record.Append(nil, tx)
+	got, err := storedSubjects(v1, nil)
+	if err != nil || NewSubjectSet(got) != want {
+		t.Fatalf("record form: %q, %v; want %q", got, err, want.Subjects())
+	}
+	var rels [][]byte
+	compact, err := record.Compact(nil, v1, func(rel []byte) (uint64, error) {
+		rels = append(rels, append([]byte(nil), rel...))
+		return uint64(len(rels)), nil
+	})
+	if err != nil || compact[0] != record.VersionCompact {
+		t.Fatalf("Compact: %v", err)
+	}
+	e := EntryOfStored(tx, compact, len(compact), len(tx.Changes), func(id uint64) ([]byte, error) {
+		if id == 0 || id > uint64(len(rels)) {
+			return nil, errors.New("no such relation")
+		}
+		return rels[id-1], nil
+	})
+	if e.Subjects != want {
+		t.Fatalf("compact form: %q, want %q", e.Subjects.Subjects(), want.Subjects())
+	}
+	// A record that does not parse is indexed with unknown subjects.
+	if e := EntryOfStored(tx, compact[:20], 20, 7, nil); e.Subjects.Known() {
+		t.Fatalf("truncated record: subjects %q, want unknown", e.Subjects.Subjects())
+	}
+}
+
+func appendVarint(b []byte, v int64) []byte   { return binary.AppendVarint(b, v) }
+func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
