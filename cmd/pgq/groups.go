@@ -14,14 +14,15 @@ import (
 
 // APIFlags address a running sidecar.
 type APIFlags struct {
-	Addr      string `default:"127.0.0.1:5480" env:"PGQ_ADDR" help:"Address of the pgq sidecar's HTTP API."`
+	Addr      string `default:"127.0.0.1:5480" env:"PGQ_ADDR" help:"Address of the pgq sidecar's HTTP API: host:port, or an http:// or https:// URL."`
 	AuthToken string `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Bearer token of the API."`
+	ClientTLSFlags
 }
 
 // client dials the API. Admin commands retry a restarting pgq for a
 // short while, then report it unreachable.
 func (f APIFlags) client() (*client.Client, error) {
-	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken, Retry: client.RetryOptions{GiveUp: 5 * time.Second}})
+	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken, Retry: client.RetryOptions{GiveUp: 5 * time.Second}, TLS: f.tls()})
 	return cl, usage(err)
 }
 

@@ -48,6 +48,7 @@ type RunCmd struct {
 	RetainInterval    Duration   `name:"retain-interval" default:"10s" env:"PGQ_RETAIN_INTERVAL" help:"Time between retention passes."`
 	HoldSlotFor       string     `name:"hold-slot-for" env:"PGQ_HOLD_SLOT_FOR" placeholder:"NAME[,NAME]" help:"Groups the slot is held for: created if missing (exclusive, no filter, from earliest) and marked hold_slot before streaming, so PostgreSQL keeps what they have not committed and a new pgq on an empty data dir reads it again (costs the primary WAL and catalog_xmin)."`
 	HoldSlotMaxLag    ByteSize   `name:"hold-slot-max-lag" default:"16GiB" env:"PGQ_HOLD_SLOT_MAX_LAG" help:"Stop holding the slot for a hold_slot group more than this much WAL behind the journal's end (WARN, pgq_hold_slot_released, hold_released), so a stuck consumer cannot fill the database's disk; it holds again once back within. 1MiB to 1PiB."`
+	ServerTLSFlags
 }
 
 // Run runs the sidecar until SIGINT/SIGTERM. The flags were checked by
@@ -70,6 +71,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		Logger:      logger,
 		AuthToken:   c.AuthToken,
 		ProbeListen: c.ProbeListen,
+		TLS:         c.options(),
 		HTTP: httpapi.Limits{MaxConns: c.HTTPMaxConns, BodyTimeout: c.HTTPBodyTimeout.D(), IdleTimeout: c.HTTPIdleTimeout.D(),
 			WriteTimeout: c.HTTPWriteTimeout.D()},
 		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge.D(), MaxAge: c.RetainMaxAge.D(), MaxBytes: int64(c.RetainMaxBytes), Interval: c.RetainInterval.D()},
@@ -88,6 +90,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer reloadOnHangup(s, c.TLSCert != "")() // runflags.go
 	logger.Info("pgq running", "listen", s.Addr(), "probe_listen", s.ProbeAddr(), "data_dir", c.DataDir)
 	return s.Run(ctx)
 }

@@ -3,12 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // Bounds of --segment-size. A segment is a file: every roll creates one and
@@ -35,6 +39,9 @@ func (c *RunCmd) Validate(kctx *kong.Context) error {
 		return errors.New("--receive-coalesce is negative")
 	}
 	if err := c.validateHold(); err != nil {
+		return err
+	}
+	if err := c.options().Validate(); err != nil { // TLS: the files go together
 		return err
 	}
 	if c.CreatePublication == "" && flagSet(kctx, "create-publication") {
@@ -77,4 +84,43 @@ func flagSet(kctx *kong.Context, name string) bool {
 		}
 	}
 	return false
+}
+
+// ServerTLSFlags are `pgq run`'s TLS flags (RunCmd embeds them).
+type ServerTLSFlags struct {
+	TLSCert     string `name:"tls-cert" env:"PGQ_TLS_CERT" type:"existingfile" placeholder:"FILE" help:"Serve the API over TLS with this PEM certificate (and intermediates); with --tls-key. SIGHUP reloads the files (bad new files: the old stay, with an ERROR). The --probe-listen address stays plain HTTP."`
+	TLSKey      string `name:"tls-key" env:"PGQ_TLS_KEY" type:"existingfile" placeholder:"FILE" help:"PEM private key of --tls-cert."`
+	TLSClientCA string `name:"tls-client-ca" env:"PGQ_TLS_CLIENT_CA" type:"existingfile" placeholder:"FILE" help:"Mutual TLS: require a client certificate signed by a CA of this PEM file (needs --tls-cert)."`
+}
+
+// options are server.Options.TLS.
+func (f ServerTLSFlags) options() server.TLSOptions {
+	return server.TLSOptions{CertFile: f.TLSCert, KeyFile: f.TLSKey, ClientCAFile: f.TLSClientCA}
+}
+
+// reloadOnHangup reloads the TLS files on every SIGHUP until the returned
+// stop is called; without TLS it does nothing (and SIGHUP keeps its
+// default: it ends pgq). A failed reload keeps the old files (the server
+// logs it).
+func reloadOnHangup(s *server.Server, tlsOn bool) (stop func()) {
+	if !tlsOn {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				_ = s.ReloadTLS() // logged by the server, at INFO or ERROR
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
 }
