@@ -115,7 +115,7 @@ const (
 
 // Headers returns the binary-mode headers of a: name/value pairs, in a
 // fixed order. The message's body is the data (AppendCloudEventData).
-func (a *Attributes) Headers(bind Binding) [][2]string {
+func (a Attributes) Headers(bind Binding) [][2]string {
 	prefix, enc := "ce-", percentEncode
 	ct := [2]string{"Content-Type", DataContentType}
 	switch bind {
