@@ -193,3 +193,48 @@ func goldenLines(t *testing.T, path string, got []byte) {
 		}
 	}
 }
+
+// TestAppendTransaction: the envelope is pgq's line (same fields and
+// values but "changes"), each change one JSON value: its event, null for
+// none, an array for several; the pgq format is pgq's line byte for byte.
+func TestAppendTransaction(t *testing.T) {
+	tx := eventsTx()
+	tx.Origin = "o1"
+	own, _ := format.New(format.PGQ, format.Options{})
+	if got, want := own.AppendTransaction(nil, tx), pgq.AppendJSON(nil, tx); !bytes.Equal(got, want) {
+		t.Errorf("pgq format:\n got %s\nwant %s", got, want)
+	}
+	r, _ := format.New(format.Debezium, format.Options{Now: fixedNow})
+	var got, want map[string]json.RawMessage
+	if err := json.Unmarshal(r.AppendTransaction(nil, tx), &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(pgq.AppendJSON(nil, tx), &want); err != nil {
+		t.Fatal(err)
+	}
+	var changes []json.RawMessage
+	if err := json.Unmarshal(got["changes"], &changes); err != nil {
+		t.Fatal(err)
+	}
+	delete(got, "changes")
+	delete(want, "changes")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("envelope\n got %v\nwant %v", got, want)
+	}
+	if len(changes) != len(tx.Changes) {
+		t.Fatalf("%d changes, want %d", len(changes), len(tx.Changes))
+	}
+	for i, c := range changes {
+		switch n := r.Events(tx, i); {
+		case n == 0 && string(c) != "null":
+			t.Errorf("change %d: %s, want null", i, c)
+		case n == 1 && !bytes.Equal(c, r.AppendEvent(nil, tx, i, 0)):
+			t.Errorf("change %d: %s", i, c)
+		case n > 1:
+			var evs []json.RawMessage
+			if json.Unmarshal(c, &evs) != nil || len(evs) != n {
+				t.Errorf("change %d: %s, want an array of %d events", i, c, n)
+			}
+		}
+	}
+}
