@@ -105,7 +105,7 @@ func benchBridgeRound(b *testing.B, src *source, url string, r int) time.Duratio
 		if err != nil {
 			b.Fatal(err)
 		}
-		if gi.Committed >= last {
+		if gi.CommittedOffset >= last {
 			break
 		}
 		if time.Since(start) > 5*time.Minute {

@@ -92,9 +92,13 @@ type Status struct {
 	Member          string     `json:"member"`
 	CommittedOffset pgq.Offset `json:"committed_offset"`
 	Published       uint64     `json:"published"`
-	Batches         uint64     `json:"batches"`
-	InFlight        int        `json:"in_flight"`
-	Errors          uint64     `json:"errors"`
+	// Skipped counts the messages the broker already held (at or before
+	// the position its publisher resumed from), not sent again; they
+	// count as published too.
+	Skipped  uint64 `json:"skipped"`
+	Batches  uint64 `json:"batches"`
+	InFlight int    `json:"in_flight"`
+	Errors   uint64 `json:"errors"`
 	// BrokerOK is false from a failed publish until the next
 	// acknowledged batch.
 	BrokerOK bool `json:"broker_ok"`
@@ -112,6 +116,11 @@ type Bridge struct {
 	o      Options
 	cs     *client.Consumer // used by Run's loop only
 	member string           // cs.Member(), for the lease renewals
+	// parts, warnedParts and inTx are used by Run's loop only. inTx: the
+	// last record read is a part of a transaction other than its last.
+	parts       partCounter
+	warnedParts bool
+	inTx        bool
 
 	mu sync.Mutex // guards st
 	st Status
@@ -247,12 +256,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 				}
 				return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
 			}
-			next.add(tx)
+			b.add(next, tx)
 		}
-		next.mark = b.cs.Mark()
+		next.mark, next.inTx = b.cs.Mark(), b.inTx
 		if cur != nil {
 			if err := <-cur.done; err != nil {
-				return nil // ctx ended; nothing past the acknowledged is committed
+				return b.refused(err) // or ctx ended; nothing past the acknowledged is committed
 			}
 		}
 		// In order: next is sent only after every message of cur is
@@ -261,7 +270,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			next.done = make(chan error, 1)
 			go func() { next.done <- b.publish(rctx, pctx, next.msgs, next.acked) }()
 		}
-		if cur != nil {
+		if cur != nil && !cur.inTx {
 			if stop, err := b.commit(ctx, pctx, cur.mark); stop || err != nil {
 				if len(next.msgs) > 0 {
 					if stop {
@@ -281,8 +290,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 			continue
 		}
 		// Nothing to publish (caught up, or all filtered out): commit
-		// what the fetch moved past.
+		// what the fetch moved past, unless that is inside a transaction
+		// (see partCounter).
 		cur = nil
+		if next.inTx {
+			continue
+		}
 		if stop, err := b.commit(ctx, pctx, next.mark); stop {
 			return err
 		}
@@ -297,7 +310,10 @@ type batch struct {
 	arena  []byte
 	prefix []byte
 	mark   client.Mark
-	done   chan error // the result of publish, once
+	// inTx: the batch ends inside a multi-part transaction (its last
+	// record is not the final part); its mark is not committed.
+	inTx bool
+	done chan error // the result of publish, once
 }
 
 func (bt *batch) reset() {
@@ -305,9 +321,16 @@ func (bt *batch) reset() {
 	bt.msgs, bt.acked, bt.arena, bt.done = bt.msgs[:0], bt.acked[:0], bt.arena[:0], nil
 }
 
-func (bt *batch) add(tx *pgq.Transaction) {
+func (b *Bridge) add(bt *batch, tx *pgq.Transaction) {
+	tx, unknown := b.parts.fix(tx)
+	if unknown && !b.warnedParts {
+		b.warnedParts = true
+		b.o.Logger.Warn("bridge: the group's cursor is inside a transaction journaled in parts before pgq recorded ordinals: its earlier parts are unknown, so this part's message ids may repeat theirs; reset the group to the transaction's first part",
+			"group", b.o.Group, "offset", tx.Offset, "part", tx.Part, "commit_lsn", tx.CommitLSN)
+	}
+	b.inTx = !tx.Final && tx.Backfill == ""
 	n := len(bt.msgs)
-	bt.msgs, bt.arena, bt.prefix = appendMessages(bt.msgs, bt.arena, bt.prefix, tx)
+	bt.msgs, bt.arena, bt.prefix = appendMessages(bt.msgs, bt.arena, bt.prefix, tx, b.o.Group)
 	for range len(bt.msgs) - n {
 		bt.acked = append(bt.acked, false)
 	}
@@ -338,15 +361,25 @@ func (b *Bridge) finish(ctx, pctx context.Context, cur *batch) error {
 	if cur == nil {
 		return nil
 	}
-	if err := <-cur.done; err != nil {
-		return nil
+	if err := <-cur.done; err != nil || cur.inTx {
+		return b.refused(err)
 	}
 	_, _ = b.commit(ctx, pctx, cur.mark) // a failure: re-published from the cursor
 	return nil
 }
 
+// refused is Run's result once a publish ended with err: the publisher
+// refused the stream or topic (ErrShared), or (nil) ctx ended.
+func (b *Bridge) refused(err error) error {
+	if errors.Is(err, ErrShared) {
+		return fmt.Errorf("bridge: group %q: %w", b.o.Group, err)
+	}
+	return nil
+}
+
 // publish retries until every message is acknowledged; it fails only when
-// ctx ends (between attempts) or pctx ends (during one).
+// ctx ends (between attempts) or pctx ends (during one), or when the
+// publisher refuses the stream or topic (ErrShared).
 func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool) error {
 	defer b.keepLease(pctx)()
 	m := b.o.Metrics
@@ -373,6 +406,14 @@ func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool
 		m.published(done)
 		m.inFlight(0)
 		b.update(func(s *Status) { s.InFlight = 0; s.Published += uint64(done) })
+		if sk, ok := b.o.Publisher.(interface{ Skipped() uint64 }); ok {
+			n := sk.Skipped()
+			b.update(func(s *Status) { s.Skipped = n })
+		}
+		if errors.Is(err, ErrShared) {
+			b.fail("publish", err)
+			return err // retrying cannot help
+		}
 		if err == nil {
 			m.latency(time.Since(start))
 			b.update(func(s *Status) { s.Batches++; s.BrokerOK = true; s.RetryingSince = nil })
@@ -444,11 +485,11 @@ func (b *Bridge) lagLoop(ctx context.Context) {
 		gi, err := b.o.Client.Group(ctx, b.o.Group)
 		if err == nil {
 			b.update(func(s *Status) {
-				s.CommittedOffset = gi.Committed
+				s.CommittedOffset = gi.CommittedOffset
 				s.LagRecords = gi.Lag.Records
 				s.LagSeconds = gi.Lag.Seconds
 			})
-			b.o.Metrics.lag(gi.Lag.Records, gi.Lag.Seconds, uint64(gi.Committed))
+			b.o.Metrics.lag(gi.Lag.Records, gi.Lag.Seconds, uint64(gi.CommittedOffset))
 		}
 		select {
 		case <-ctx.Done():

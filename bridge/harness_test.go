@@ -177,6 +177,50 @@ func (s *source) append(n int) {
 	}
 }
 
+// appendLegacy journals one transaction of parts records of per updates
+// each as pgq did before the ordinals were recorded: every later part's
+// body has 9 elements and decodes with ordinals from 0 again. Its changes'
+// ids are "<commit LSN>.<ordinal in the whole transaction>".
+func (s *source) appendLegacy(parts, per int) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}, {Name: "v", TypeOID: 20}}
+	s.lastEnd += 100
+	batch := make([]*pgq.Transaction, parts)
+	keys := make([][]int, parts)
+	for p := range batch {
+		tx := &pgq.Transaction{Xid: uint32(s.lastEnd), CommitLSN: s.lastEnd - 10, EndLSN: s.lastEnd,
+			CommitTime: time.Now().UTC().Truncate(time.Microsecond), Part: uint32(p), Final: p == parts-1}
+		for range per {
+			s.seq++
+			k := (s.seq * 7919) % s.keys
+			keys[p] = append(keys[p], k)
+			tx.Changes = append(tx.Changes, pgq.Change{Op: pgq.OpUpdate, Schema: "public", Table: "t", Columns: cols,
+				New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(strconv.Itoa(k))}, {Kind: pgq.ValueText, Data: []byte(strconv.Itoa(s.seq))}}})
+		}
+		batch[p] = tx // FirstOrdinal 0 on every part: the old layout
+	}
+	recs := journal.Records(batch)
+	if err := s.j.AppendRecords(recs); err != nil {
+		s.t.Error(err)
+		return
+	}
+	entries := make([]index.Entry, parts)
+	ord := 0
+	for i, tx := range batch {
+		entries[i] = index.EntryOf(tx, recs[i].Bytes, len(tx.Changes))
+		for _, k := range keys[i] {
+			s.ids[bridge.MessageID(tx.CommitLSN, uint32(ord), "")] = k
+			s.changes++
+			ord++
+		}
+	}
+	if err := s.ix.Add(entries); err != nil {
+		s.t.Error(err)
+	}
+}
+
 // waitCaughtUp waits until group g has committed everything journaled.
 func (s *source) waitCaughtUp(t testing.TB, d time.Duration) {
 	t.Helper()
@@ -187,7 +231,7 @@ func (s *source) waitCaughtUp(t testing.TB, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for {
 		gi, err := cl.Group(context.Background(), "g")
-		if err == nil && gi.Committed >= s.j.LastOffset() {
+		if err == nil && gi.CommittedOffset >= s.j.LastOffset() {
 			return
 		}
 		if time.Now().After(deadline) {

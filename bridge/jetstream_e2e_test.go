@@ -57,6 +57,7 @@ type payload struct {
 	Ordinal int `json:"ordinal"`
 	Count   int `json:"count"`
 	Change  struct {
+		Op  string `json:"op"`
 		New struct {
 			ID int `json:"id"`
 			V  int `json:"v"`
@@ -64,18 +65,25 @@ type payload struct {
 	} `json:"change"`
 }
 
-// readStream reads every message of stream in order.
-func readStream(t *testing.T, url, stream string) (ids []string, pls []payload) {
+// jsClient connects to url's JetStream until the test ends.
+func jsClient(t *testing.T, url string) njs.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := njs.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// readStream reads every message of stream in order.
+func readStream(t *testing.T, url, stream string) (ids []string, pls []payload) {
+	t.Helper()
+	js := jsClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := js.Stream(ctx, stream)
@@ -103,7 +111,7 @@ func readStream(t *testing.T, url, stream string) (ids []string, pls []payload) 
 			if err := json.Unmarshal(m.Data(), &p); err != nil {
 				t.Fatalf("payload %q: %v", m.Data(), err)
 			}
-			if m.Headers().Get(bridge.HeaderOffset) != strconv.FormatUint(p.Offset, 10) || m.Headers().Get(bridge.HeaderOp) != "update" || m.Headers().Get(bridge.HeaderTable) != "public.t" {
+			if m.Headers().Get(bridge.HeaderOffset) != strconv.FormatUint(p.Offset, 10) || m.Headers().Get(bridge.HeaderOp) != p.Change.Op || m.Headers().Get(bridge.HeaderTable) != "public.t" {
 				t.Fatalf("headers %v do not match payload %s", m.Headers(), m.Data())
 			}
 			pls = append(pls, p)
@@ -243,15 +251,75 @@ func startBridge(t *testing.T, ctx context.Context, p bridge.Publisher, addr str
 
 // startBridgeLease is startBridge with a lease TTL.
 func startBridgeLease(t *testing.T, ctx context.Context, p bridge.Publisher, addr string, lease time.Duration) (*bridge.Bridge, chan error) {
+	return startBridgeWith(t, ctx, p, addr, func(o *bridge.Options) { o.LeaseTTL = lease })
+}
+
+// startBridgeWith is startBridge with options changed by set.
+func startBridgeWith(t *testing.T, ctx context.Context, p bridge.Publisher, addr string, set func(*bridge.Options)) (*bridge.Bridge, chan error) {
 	t.Helper()
 	cl := dialPGQ(t, addr)
-	b, err := bridge.New(bridge.Options{Client: cl, Group: "g", Member: "m", Publisher: p, MaxTransactions: 200,
-		Wait: 200 * time.Millisecond, LeaseTTL: lease, BackoffMin: 20 * time.Millisecond, BackoffMax: 300 * time.Millisecond, LagInterval: 100 * time.Millisecond,
-		Metrics: bridge.NewMetrics()})
+	o := bridge.Options{Client: cl, Group: "g", Member: "m", Publisher: p, MaxTransactions: 200,
+		Wait: 200 * time.Millisecond, LeaseTTL: time.Second, BackoffMin: 20 * time.Millisecond, BackoffMax: 300 * time.Millisecond, LagInterval: 100 * time.Millisecond,
+		Metrics: bridge.NewMetrics()}
+	set(&o)
+	b, err := bridge.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
 	return b, done
+}
+
+// TestJetStreamLegacyParts journals transactions in parts in the layout
+// before ordinals were recorded (later parts decode with ordinals from 0)
+// between single-record ones, and bridges them in batches of 2 records
+// (so batches end inside transactions) across clean restarts, with a
+// duplicate window of 1s: every change is in the stream once under
+// "<commit LSN>.<ordinal in the whole transaction>" (with ordinals from 0
+// in every part, part 1's ids would repeat part 0's and the stream would
+// drop them as duplicates), and the group's cursor never stops inside a
+// transaction.
+func TestJetStreamLegacyParts(t *testing.T) {
+	ns := startNATS(t, t.TempDir(), 0)
+	defer ns.Shutdown()
+	src := startSource(t, 50)
+	for round := range 4 {
+		for range 10 {
+			src.append(1)
+			src.appendLegacy(3, 4)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		p, err := jetstream.New(ctx, jetstream.Options{URL: ns.ClientURL(), CreateStream: true, Duplicates: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) { o.MaxTransactions = 2 })
+		if round == 3 {
+			src.waitCaughtUp(t, 30*time.Second)
+		} else {
+			time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Close()
+		gi, err := dialPGQ(t, src.addr).Group(context.Background(), "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gi.CommittedOffset > 0 {
+			tx, err := src.j.Read(gi.CommittedOffset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tx.Final {
+				t.Fatalf("round %d: the cursor %d is inside a transaction (part %d)", round, gi.CommittedOffset, tx.Part)
+			}
+		}
+	}
+	ids, pls := readStream(t, ns.ClientURL(), "PGQ")
+	checkExactlyOnce(t, src, ids, pls)
+	t.Logf("%d changes of transactions journaled in parts in the old layout, exactly once", len(ids))
 }

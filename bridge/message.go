@@ -23,8 +23,14 @@ type Message struct {
 	Schema    string
 	Table     string
 	// Ordinal is the change's position within its whole transaction
-	// (all parts, before any group filter; pgq.Transaction.Ordinal).
+	// (all parts, before any group filter; pgq.Transaction.Ordinal), or a
+	// backfill row's index in its chunk.
 	Ordinal uint32
+	// Backfill is the backfill id of a backfill chunk's row; "" otherwise.
+	Backfill string
+	// Group is the pgq consumer group the bridge reads (HeaderGroup); ""
+	// from AppendMessages.
+	Group string
 	// ID is "<commit LSN>.<ordinal>" (see MessageID): the change's place
 	// in PostgreSQL's history, the same whichever journal (a fresh data
 	// dir, a restored one) it was read from (JetStream's Nats-Msg-Id,
@@ -49,11 +55,15 @@ const (
 	HeaderLSN    = "pgq-lsn"
 	HeaderOp     = "pgq-op"
 	HeaderTable  = "pgq-table"
+	// HeaderGroup names the group whose bridge published the message: a
+	// publisher resuming from a stream or topic refuses one whose last
+	// message is another group's (ErrShared).
+	HeaderGroup = "pgq-group"
 )
 
 // Headers returns the pgq headers of m as name/value pairs, in a fixed
 // order.
-func (m *Message) Headers() [5][2]string {
+func (m *Message) Headers() [6][2]string {
 	h := m.hdr
 	if h == nil {
 		h = newTxHeaders(m.Offset, m.Xid, m.CommitLSN)
@@ -62,12 +72,13 @@ func (m *Message) Headers() [5][2]string {
 	if table == "" {
 		table = m.Schema + "." + m.Table
 	}
-	return [5][2]string{
+	return [6][2]string{
 		{HeaderOffset, h.offset},
 		{HeaderXid, h.xid},
 		{HeaderLSN, h.lsn},
 		{HeaderOp, m.Op},
 		{HeaderTable, table},
+		{HeaderGroup, m.Group},
 	}
 }
 
@@ -82,14 +93,14 @@ func newTxHeaders(off pgq.Offset, xid uint32, lsn pgq.LSN) *txHeaders {
 // payloads and keys of one call share one array (each capped to its
 // length, so appending to one never overwrites another).
 func AppendMessages(dst []Message, tx *pgq.Transaction) []Message {
-	dst, _, _ = appendMessages(dst, nil, nil, tx)
+	dst, _, _ = appendMessages(dst, nil, nil, tx, "")
 	return dst
 }
 
 // appendMessages is AppendMessages writing payloads and keys into arena
 // (returned, grown); prefix is scratch space for the record's part of the
 // payload (returned for reuse).
-func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction) (_ []Message, _, _ []byte) {
+func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction, group string) (_ []Message, _, _ []byte) {
 	n := len(tx.Changes)
 	if n == 0 {
 		return dst, arena, prefix
@@ -105,6 +116,7 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction) (_
 		m := Message{
 			Offset: tx.Offset, Index: i, Count: n, Xid: tx.Xid, CommitLSN: tx.CommitLSN,
 			Op: c.Op.String(), Schema: c.Schema, Table: c.Table, CommitTime: tx.CommitTime, hdr: hdr,
+			Backfill: tx.Backfill, Group: group,
 		}
 		if c.Op == pgq.OpTruncate && m.Table == "" && len(c.Tables) > 0 {
 			m.Schema, m.Table, _ = strings.Cut(c.Tables[0], ".")

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,15 @@ type Publisher struct {
 	js    jetstream.JetStream
 	names bridge.Cache
 	dups  atomic.Uint64
+	skips atomic.Uint64
+	// rescan: read the stream's last message again before the next
+	// publish (at start, after a reconnect, a failure or a duplicate).
+	rescan atomic.Bool
+	// lastSeq is the stream sequence the next message expects as the
+	// stream's last (Nats-Expected-Last-Sequence); held is the position of
+	// the stream's last message. Both are used by Publish only.
+	lastSeq uint64
+	held    bridge.Held
 
 	mu  sync.Mutex  // guards cur and its fields
 	cur *batchState // the Publish in progress; nil between calls
@@ -119,6 +129,7 @@ func New(ctx context.Context, o Options) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: subject: %w", err)
 	}
+	p := &Publisher{}
 	nopts := []nats.Option{
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
@@ -127,6 +138,9 @@ func New(ctx context.Context, o Options) (*Publisher, error) {
 		// instead of being sent after messages that failed before it,
 		// which would break per-key order.
 		nats.ReconnectBufSize(-1),
+		// What was in flight when the connection dropped may or may not
+		// be stored: read the stream's last message again.
+		nats.ReconnectHandler(func(*nats.Conn) { p.rescan.Store(true) }),
 	}
 	if o.CredsFile != "" {
 		nopts = append(nopts, nats.UserCredentials(o.CredsFile))
@@ -151,7 +165,8 @@ func New(ctx context.Context, o Options) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: connect %s: %w", o.URL, err)
 	}
-	p := &Publisher{o: o, nc: nc, names: bridge.Cache{T: tmpl, Clean: Token}}
+	p.o, p.nc, p.names = o, nc, bridge.Cache{T: tmpl, Clean: Token}
+	p.rescan.Store(true)
 	// Acks and errors come to callbacks (no channel per message). nats.go's
 	// own cap is above Window: publishes of a Publish that gave up (ctx
 	// ended) may still be pending there until they time out.
@@ -259,18 +274,82 @@ func (p *Publisher) resolved(m *nats.Msg, ack *jetstream.PubAck, err error) {
 		}
 	default:
 		if ack.Duplicate {
+			// Not appended: the stream's last sequence is not the one
+			// the next message expects.
 			p.dups.Add(1)
+			p.rescan.Store(true)
 		}
 		st.acked[i] = true
 	}
 	<-st.slots
 }
 
+// Skipped returns how many messages Publish skipped because the stream
+// already held them (at or before the position of its last message).
+func (p *Publisher) Skipped() uint64 { return p.skips.Load() }
+
+// scan reads the stream's last sequence and the position of its last
+// message (see the package doc); a last message that is not group's is
+// bridge.ErrShared.
+func (p *Publisher) scan(ctx context.Context, group string) error {
+	st, err := p.js.Stream(ctx, p.o.Stream)
+	if err != nil {
+		return fmt.Errorf("jetstream: stream %s: %w", p.o.Stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("jetstream: stream %s: %w", p.o.Stream, err)
+	}
+	p.lastSeq, p.held = info.State.LastSeq, bridge.Held{}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	m, err := st.GetMsg(ctx, info.State.LastSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) { // the last one was deleted
+		m, err = st.GetLastMsgForSubject(ctx, ">")
+	}
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: stream %s: last message: %w", p.o.Stream, err)
+	}
+	held, err := bridge.CheckOwner(m.Header.Get(jetstream.MsgIDHeader), m.Header.Get(bridge.HeaderGroup), group)
+	if err != nil {
+		return fmt.Errorf("jetstream: stream %s, message %d: %w", p.o.Stream, m.Sequence, err)
+	}
+	p.held = held
+	return nil
+}
+
 // Publish implements bridge.Publisher: async publishes with at most
-// Window messages in flight, each with Nats-Msg-Id = "<offset>.<index>".
-// On the first failure it sends nothing more and waits for what is in
-// flight.
+// Window messages in flight, each with Nats-Msg-Id = the message's ID and
+// Nats-Expected-Last-Sequence = the sequence of the message before it, so
+// the stream stores a prefix of what is sent. Messages at or before the
+// stream's last message (read at the start and after a reconnect or a
+// failure) are not sent again: they count as acknowledged. On the first
+// failure it sends nothing more and waits for what is in flight.
 func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []bool) error {
+	if len(msgs) > 0 && p.rescan.Swap(false) {
+		if err := p.scan(ctx, msgs[0].Group); err != nil {
+			p.rescan.Store(true)
+			return err
+		}
+	}
+	for i := range msgs {
+		if !acked[i] && p.held.Covers(&msgs[i]) {
+			acked[i] = true
+			p.skips.Add(1)
+		}
+	}
+	err := p.publish(ctx, msgs, acked)
+	if err != nil {
+		p.rescan.Store(true)
+	}
+	return err
+}
+
+func (p *Publisher) publish(ctx context.Context, msgs []bridge.Message, acked []bool) error {
 	st := &batchState{msgs: msgs, acked: make([]bool, len(msgs)), index: make(map[*nats.Msg]int, min(len(msgs), p.o.Window)),
 		slots: make(chan struct{}, p.o.Window)}
 	p.mu.Lock()
@@ -343,15 +422,19 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []
 // array for the header values.
 func (p *Publisher) natsMsg(m *bridge.Message) *nats.Msg {
 	hs := m.Headers()
-	vals := [...]string{m.ID, p.o.Stream, hs[0][1], hs[1][1], hs[2][1], hs[3][1], hs[4][1], string(m.Key)}
+	vals := [...]string{m.ID, p.o.Stream, strconv.FormatUint(p.lastSeq, 10), string(m.Key), hs[0][1], hs[1][1], hs[2][1], hs[3][1], hs[4][1], hs[5][1]}
+	p.lastSeq++
 	vs := vals[:]
 	h := make(nats.Header, len(vals))
 	h[jetstream.MsgIDHeader] = vs[0:1:1]
 	h[jetstream.ExpectedStreamHeader] = vs[1:2:2]
+	h[jetstream.ExpectedLastSeqHeader] = vs[2:3:3]
+	h[HeaderKey] = vs[3:4:4]
 	for j := range hs {
-		h[hs[j][0]] = vs[2+j : 3+j : 3+j]
+		if hs[j][1] != "" || hs[j][0] != bridge.HeaderGroup {
+			h[hs[j][0]] = vs[4+j : 5+j : 5+j]
+		}
 	}
-	h[HeaderKey] = vs[7:8:8]
 	return &nats.Msg{Subject: p.names.Name(m), Data: m.Payload, Header: h}
 }
 

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -81,8 +83,22 @@ type Publisher struct {
 	o     Options
 	cl    *kgo.Client
 	adm   *kadm.Client
+	base  []kgo.Opt // connection options, for the clients that read the last records
 	names bridge.Cache
 	known map[string]bool // topics created or seen to exist
+	part  kgo.Partitioner // murmur2 of the key, as Kafka's Java client
+	// topics holds, per topic published to, its partition count and the
+	// position of each partition's last record, read on first use and
+	// again after a failure (stale).
+	topics map[string]*topicState
+	stale  bool
+	skips  atomic.Uint64
+}
+
+// topicState is what a topic's partitions hold.
+type topicState struct {
+	parts []kgo.TopicPartitioner // one, for the count n
+	held  []bridge.Held          // per partition
 }
 
 // New connects (a broker must answer within ctx or 10s) and returns a
@@ -107,25 +123,28 @@ func New(ctx context.Context, o Options) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: topic: %w", err)
 	}
-	kopts := []kgo.Opt{
-		kgo.SeedBrokers(o.Brokers...),
-		kgo.ClientID(o.ClientID),
+	base := []kgo.Opt{kgo.SeedBrokers(o.Brokers...), kgo.ClientID(o.ClientID)}
+	if o.TLS != nil {
+		base = append(base, kgo.DialTLSConfig(o.TLS))
+	}
+	switch strings.ToUpper(o.Mechanism) {
+	case "PLAIN":
+		base = append(base, kgo.SASL(plain.Auth{User: o.User, Pass: o.Password}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		base = append(base, kgo.SASL(scram.Auth{User: o.User, Pass: o.Password}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		base = append(base, kgo.SASL(scram.Auth{User: o.User, Pass: o.Password}.AsSha512Mechanism()))
+	}
+	kopts := append(slices.Clip(base),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence needs acks=all; it is on by default
 		kgo.ProducerLinger(o.Linger),
 		kgo.RecordDeliveryTimeout(o.DeliveryTimeout),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
-	}
-	if o.TLS != nil {
-		kopts = append(kopts, kgo.DialTLSConfig(o.TLS))
-	}
-	switch strings.ToUpper(o.Mechanism) {
-	case "PLAIN":
-		kopts = append(kopts, kgo.SASL(plain.Auth{User: o.User, Pass: o.Password}.AsMechanism()))
-	case "SCRAM-SHA-256":
-		kopts = append(kopts, kgo.SASL(scram.Auth{User: o.User, Pass: o.Password}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
-		kopts = append(kopts, kgo.SASL(scram.Auth{User: o.User, Pass: o.Password}.AsSha512Mechanism()))
-	}
+		// The bridge picks the partition (the key's murmur2, as the
+		// default would) from the partition count it read the last
+		// records of: the skip decision and the record go to one place.
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -136,7 +155,8 @@ func New(ctx context.Context, o Options) (*Publisher, error) {
 		cl.Close()
 		return nil, fmt.Errorf("kafka: no broker of %s answered: %w", strings.Join(o.Brokers, ","), err)
 	}
-	return &Publisher{o: o, cl: cl, adm: kadm.NewClient(cl), names: bridge.Cache{T: tmpl, Clean: TopicPart}, known: map[string]bool{}}, nil
+	return &Publisher{o: o, cl: cl, adm: kadm.NewClient(cl), base: base, names: bridge.Cache{T: tmpl, Clean: TopicPart}, known: map[string]bool{},
+		part: kgo.StickyKeyPartitioner(nil), topics: map[string]*topicState{}}, nil
 }
 
 // TopicPart makes s valid inside a topic name.
@@ -209,12 +229,27 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []
 	if err := p.ensureTopics(ctx, msgs); err != nil {
 		return err
 	}
+	if p.stale {
+		clear(p.topics)
+		p.stale = false
+	}
+	err := p.produce(ctx, msgs, acked)
+	if err != nil {
+		p.stale = true // what failed may be stored: read the last records again
+	}
+	return err
+}
+
+func (p *Publisher) produce(ctx context.Context, msgs []bridge.Message, acked []bool) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex // guards first, ok and done
 		first error
 		ok    = make([]bool, len(msgs))
 		done  bool // Publish returned: late promises change nothing
+		// stopped: a topic's last records could not be read; nothing
+		// more is produced.
+		stopped error
 	)
 	// Promises write ok, copied to acked under mu when Publish returns,
 	// so a promise that runs after a cancelled Publish touches nothing
@@ -238,12 +273,28 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []
 			continue
 		}
 		m := &msgs[i]
-		hs := m.Headers()
-		rec := &kgo.Record{Topic: p.names.Name(m), Key: m.Key, Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, len(hs)+1)}
-		for _, h := range hs {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
+		rec := &kgo.Record{Topic: p.names.Name(m), Key: m.Key, Value: m.Payload}
+		ts, err := p.topic(ctx, rec.Topic, m.Group)
+		if err != nil {
+			stopped = err // what was produced is waited for
+			break
 		}
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "pgq-id", Value: []byte(m.ID)})
+		rec.Partition = int32(ts.parts[0].Partition(rec, len(ts.held)))
+		if ts.held[rec.Partition].Covers(m) {
+			p.skips.Add(1)
+			mu.Lock()
+			ok[i] = true
+			mu.Unlock()
+			continue
+		}
+		hs := m.Headers()
+		rec.Headers = make([]kgo.RecordHeader, 0, len(hs)+1)
+		for _, h := range hs {
+			if h[1] != "" || h[0] != bridge.HeaderGroup {
+				rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
+			}
+		}
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderID, Value: []byte(m.ID)})
 		wg.Add(1)
 		p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			mu.Lock()
@@ -262,7 +313,105 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []
 		return finish(err)
 	}
 	wg.Wait()
-	return finish(nil)
+	return finish(stopped)
+}
+
+// HeaderID carries the message id (bridge.MessageID).
+const HeaderID = "pgq-id"
+
+// Skipped returns how many messages Publish skipped because their
+// partition already held them (at or before its last record).
+func (p *Publisher) Skipped() uint64 { return p.skips.Load() }
+
+// topic returns what topic's partitions hold, reading it on first use
+// (see the package doc). A partition whose last record is not group's is
+// bridge.ErrShared.
+func (p *Publisher) topic(ctx context.Context, topic, group string) (*topicState, error) {
+	if ts := p.topics[topic]; ts != nil {
+		return ts, nil
+	}
+	ends, err := p.adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka: topic %s: end offsets: %w", topic, err)
+	}
+	starts, err := p.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka: topic %s: start offsets: %w", topic, err)
+	}
+	n := len(ends[topic])
+	if n == 0 {
+		return nil, fmt.Errorf("kafka: topic %s does not exist (create it, or use --create-topics)", topic)
+	}
+	ts := &topicState{parts: []kgo.TopicPartitioner{p.part.ForTopic(topic)}, held: make([]bridge.Held, n)}
+	want := map[int32]kgo.Offset{}
+	for part, e := range ends[topic] {
+		if part < 0 || int(part) >= n {
+			return nil, fmt.Errorf("kafka: topic %s: partition %d of %d", topic, part, n)
+		}
+		if s, ok := starts.Lookup(topic, part); ok && e.Offset > s.Offset {
+			want[part] = kgo.NewOffset().At(e.Offset - 1)
+		}
+	}
+	if len(want) > 0 {
+		if err := p.readLast(ctx, topic, group, want, ts.held); err != nil {
+			return nil, err
+		}
+	}
+	p.topics[topic] = ts
+	return ts, nil
+}
+
+// readLast reads the record at each of want's offsets (each partition's
+// last) into held.
+func (p *Publisher) readLast(ctx context.Context, topic, group string, want map[int32]kgo.Offset, held []bridge.Held) error {
+	rd, err := kgo.NewClient(append(slices.Clip(p.base), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
+		kgo.FetchMaxWait(200*time.Millisecond))...)
+	if err != nil {
+		return fmt.Errorf("kafka: topic %s: reader: %w", topic, err)
+	}
+	defer rd.Close()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	seen := map[int32]bool{}
+	var bad error
+	for len(seen) < len(want) && bad == nil {
+		fs := rd.PollFetches(rctx)
+		if rctx.Err() != nil {
+			return fmt.Errorf("kafka: topic %s: read %d of %d last records: %w", topic, len(seen), len(want), rctx.Err())
+		}
+		fs.EachError(func(_ string, part int32, err error) {
+			if bad == nil {
+				bad = fmt.Errorf("kafka: topic %s partition %d: last record: %w", topic, part, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			if seen[r.Partition] || bad != nil {
+				return
+			}
+			seen[r.Partition] = true
+			var id, g string
+			for _, h := range r.Headers {
+				switch h.Key {
+				case HeaderID:
+					id = string(h.Value)
+				case bridge.HeaderGroup:
+					g = string(h.Value)
+				}
+			}
+			h, err := bridge.CheckOwner(id, g, group)
+			if err != nil {
+				bad = fmt.Errorf("kafka: topic %s partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
+			}
+			held[r.Partition] = h
+		})
+	}
+	return bad
 }
 
 // Close flushes nothing (Publish already waited) and closes the client.
