@@ -45,7 +45,7 @@ type Status struct {
 
 // GroupStatus is one group in Status.
 type GroupStatus struct {
-	Committed pgq.Offset `json:"committed_offset"`
+	CommittedOffset pgq.Offset `json:"committed_offset"`
 	// Member is the lease holder; empty when none.
 	Member string `json:"member"`
 	Lag    Lag    `json:"lag"`

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -27,9 +28,10 @@ type BackfillStartCmd struct {
 	Where     string   `help:"Only rows matching this SQL predicate (pasted into the chunk query between parentheses; it must be one predicate: no unbalanced parenthesis, ; or $1 outside literals and comments)."`
 	MaxRate   float64  `name:"max-rate" help:"Read at most this many rows per second, to leave the database and the stream room (0: as fast as the server reads; change it later with pgq backfill throttle)."`
 	Wait      bool     `help:"Wait until the backfill ends (a progress bar on a terminal); exit non-zero unless it is done."`
+	OutputFlag
 }
 
-// Run starts the backfill and prints it as JSON.
+// Run starts the backfill and prints it.
 func (c *BackfillStartCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -40,17 +42,18 @@ func (c *BackfillStartCmd) Run(ctx context.Context) error {
 		return err
 	}
 	if !c.Wait {
-		return printJSON(b)
+		return c.showFields("started backfill "+b.ID, b)
 	}
-	return waitBackfill(ctx, cl, b)
+	return waitBackfill(ctx, cl, b, c.OutputFlag)
 }
 
 // BackfillListCmd is `pgq backfill list`.
 type BackfillListCmd struct {
 	APIFlags
+	OutputFlag
 }
 
-// Run prints every backfill as a JSON array.
+// Run prints every backfill: a table, or the API's JSON array.
 func (c *BackfillListCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -63,7 +66,30 @@ func (c *BackfillListCmd) Run(ctx context.Context) error {
 	if l == nil {
 		l = []client.Backfill{}
 	}
-	return printJSON(l)
+	return c.show(l, func(w io.Writer) error { return backfillsTable(w, l) })
+}
+
+// backfillsTable prints a row per backfill (pgq backfill list, pgq status).
+func backfillsTable(w io.Writer, l []client.Backfill) error {
+	rows := make([][]string, 0, len(l))
+	for _, b := range l {
+		eta := "-"
+		if b.ETA != nil {
+			eta = (time.Duration(*b.ETA) * time.Second).String()
+		}
+		maxRate := "-"
+		if b.MaxRate > 0 {
+			maxRate = fmt.Sprintf("%.0f", b.MaxRate)
+		}
+		tables := fmt.Sprintf("%d/%d", min(b.TableIndex+1, len(b.Tables)), len(b.Tables))
+		errText := "-"
+		if b.Error != nil {
+			errText = *b.Error
+		}
+		rows = append(rows, []string{b.ID, b.State, b.Table, tables, fmt.Sprint(b.Rows), fmt.Sprint(b.RowsEstimate), fmt.Sprintf("%.0f", b.Rate), maxRate, eta,
+			b.CreatedAt.UTC().Format(time.RFC3339), errText})
+	}
+	return table(w, []string{"ID", "STATE", "TABLE", "TABLES", "ROWS", "ROWS_ESTIMATE", "RATE", "MAX_RATE", "ETA", "CREATED", "ERROR"}, rows)
 }
 
 // BackfillStatusCmd is `pgq backfill status`.
@@ -71,9 +97,10 @@ type BackfillStatusCmd struct {
 	APIFlags
 	ID   string `arg:"" help:"Backfill id."`
 	Wait bool   `help:"Wait until the backfill ends (a progress bar on a terminal); exit non-zero unless it is done."`
+	OutputFlag
 }
 
-// Run prints the backfill as JSON.
+// Run prints the backfill.
 func (c *BackfillStatusCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -84,9 +111,9 @@ func (c *BackfillStatusCmd) Run(ctx context.Context) error {
 		return err
 	}
 	if !c.Wait {
-		return printJSON(b)
+		return c.showFields("", b)
 	}
-	return waitBackfill(ctx, cl, b)
+	return waitBackfill(ctx, cl, b, c.OutputFlag)
 }
 
 // BackfillThrottleCmd is `pgq backfill throttle`.
@@ -94,9 +121,10 @@ type BackfillThrottleCmd struct {
 	APIFlags
 	ID      string  `arg:"" help:"Backfill id."`
 	MaxRate float64 `name:"max-rate" required:"" help:"Rows per second at most (0 lifts the cap)."`
+	OutputFlag
 }
 
-// Run sets the cap and prints the backfill as JSON.
+// Run sets the cap and prints the backfill.
 func (c *BackfillThrottleCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -106,16 +134,21 @@ func (c *BackfillThrottleCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(b)
+	heading := fmt.Sprintf("backfill %s: at most %g rows per second", b.ID, c.MaxRate)
+	if c.MaxRate == 0 {
+		heading = "backfill " + b.ID + ": no cap on rows per second"
+	}
+	return c.showFields(heading, b)
 }
 
 // BackfillCancelCmd is `pgq backfill cancel`.
 type BackfillCancelCmd struct {
 	APIFlags
 	ID string `arg:"" help:"Backfill id."`
+	OutputFlag
 }
 
-// Run cancels the backfill and prints it as JSON.
+// Run cancels the backfill and prints it.
 func (c *BackfillCancelCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -125,12 +158,16 @@ func (c *BackfillCancelCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(b)
+	heading := "canceled backfill " + b.ID
+	if b.State != "canceled" {
+		heading = fmt.Sprintf("backfill %s had ended (%s): nothing to cancel", b.ID, b.State)
+	}
+	return c.showFields(heading, b)
 }
 
 // waitBackfill polls until b ends, drawing a progress bar on stderr when
 // it is a terminal, then prints the final status.
-func waitBackfill(ctx context.Context, cl *client.Client, b client.Backfill) error {
+func waitBackfill(ctx context.Context, cl *client.Client, b client.Backfill, out OutputFlag) error {
 	tty := isTerminal(os.Stderr)
 	for !b.Finished() {
 		if tty {
@@ -150,7 +187,7 @@ func waitBackfill(ctx context.Context, cl *client.Client, b client.Backfill) err
 	if tty {
 		fmt.Fprintf(os.Stderr, "\r\033[K%s\n", progressLine(b))
 	}
-	if err := printJSON(b); err != nil {
+	if err := out.showFields("", b); err != nil {
 		return err
 	}
 	if b.State != "done" {

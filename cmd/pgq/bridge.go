@@ -21,8 +21,8 @@ import (
 
 // BridgeCmd is `pgq bridge`.
 type BridgeCmd struct {
-	Jetstream BridgeJetStreamCmd `cmd:"" help:"Publish a consumer group into a NATS JetStream stream (Nats-Msg-Id dedup: exactly once as the stream sees it)."`
-	Kafka     BridgeKafkaCmd     `cmd:"" help:"Publish a consumer group into Kafka (idempotent producer; at-least-once across bridge crashes)."`
+	Jetstream BridgeJetStreamCmd `cmd:"" help:"Publish a consumer group into a NATS JetStream stream (resumes after the stream's last message; Nats-Msg-Id dedup as a second guard: exactly once as the stream sees it)."`
+	Kafka     BridgeKafkaCmd     `cmd:"" help:"Publish a consumer group into Kafka (idempotent producer; resumes after each partition's last record: exactly once across bridge crashes)."`
 }
 
 // BridgeFlags are the flags both brokers share.
@@ -47,7 +47,7 @@ type BridgeJetStreamCmd struct {
 	Stream       string        `default:"PGQ" env:"PGQ_BRIDGE_STREAM" help:"JetStream stream the subjects belong to."`
 	Subject      string        `default:"pgq.{schema}.{table}" env:"PGQ_BRIDGE_SUBJECT" help:"Subject template: {schema}, {table}, {op}."`
 	CreateStream bool          `name:"create-stream" env:"PGQ_BRIDGE_CREATE_STREAM" help:"Create the stream (file storage) if missing."`
-	Duplicates   time.Duration `default:"2m" env:"PGQ_BRIDGE_DUPLICATES" help:"Duplicate window of a created stream: a bridge down longer than this may store a re-published batch twice."`
+	Duplicates   time.Duration `default:"2m" env:"PGQ_BRIDGE_DUPLICATES" help:"Duplicate window of a created stream (a second guard: the bridge skips what the stream holds whatever the window)."`
 	Replicas     int           `default:"1" env:"PGQ_BRIDGE_REPLICAS" help:"Replicas of a created stream."`
 	Window       int           `default:"4096" env:"PGQ_BRIDGE_WINDOW" help:"Messages in flight (published, not acknowledged)."`
 	AckTimeout   time.Duration `name:"ack-timeout" default:"10s" env:"PGQ_BRIDGE_ACK_TIMEOUT" help:"A message the stream has not acknowledged within it fails; the bridge retries the batch's unacknowledged messages."`
@@ -66,7 +66,7 @@ type BridgeKafkaCmd struct {
 	CreateTopics      bool          `name:"create-topics" env:"PGQ_BRIDGE_CREATE_TOPICS" help:"Create missing topics on first use."`
 	Partitions        int32         `default:"0" env:"PGQ_BRIDGE_PARTITIONS" help:"Partitions of created topics (0: the broker's default)."`
 	ReplicationFactor int16         `name:"replication-factor" default:"0" env:"PGQ_BRIDGE_REPLICATION_FACTOR" help:"Replication factor of created topics (0: the broker's default)."`
-	DeliveryTimeout   time.Duration `name:"delivery-timeout" default:"30s" env:"PGQ_BRIDGE_DELIVERY_TIMEOUT" help:"The producer's own retries of a record end after it; the bridge then produces the batch's unacknowledged records again (a duplicate if the broker had stored one)."`
+	DeliveryTimeout   time.Duration `name:"delivery-timeout" default:"30s" env:"PGQ_BRIDGE_DELIVERY_TIMEOUT" help:"The producer's own retries of a record end after it; the bridge then reads the partitions' last records and produces the batch's records not stored again."`
 	Linger            time.Duration `default:"5ms" env:"PGQ_BRIDGE_LINGER" help:"How long the producer waits to fill a batch."`
 	SASLMechanism     string        `name:"sasl-mechanism" enum:",PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" default:"" env:"KAFKA_SASL_MECHANISM" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."`
 	SASLUser          string        `name:"sasl-user" env:"KAFKA_SASL_USER" help:"SASL user."`

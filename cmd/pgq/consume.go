@@ -60,7 +60,7 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 			err = rerr
 		}
 	}()
-	w := bufio.NewWriterSize(os.Stdout, 1<<16)
+	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	var buf []byte
 	for {
@@ -118,7 +118,7 @@ func (c *ConsumeCmd) runShared(ctx context.Context, cl *client.Client) error {
 		host, _ := os.Hostname()
 		member = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	w := bufio.NewWriterSize(os.Stdout, 1<<16)
+	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	enc := json.NewEncoder(w)
 	for {

@@ -28,9 +28,9 @@ func (c *DDLInstallCmd) Run(ctx context.Context) error {
 	if err := ingest.InstallDDLCapture(ctx, c.PGURL, c.Publication); err != nil {
 		return err
 	}
-	fmt.Println("installed DDL capture: event triggers pgq_ddl_end and pgq_ddl_drop, proof table pgq_ddl.proof")
+	fmt.Fprintln(stdout, "installed DDL capture: event triggers pgq_ddl_end and pgq_ddl_drop, proof table pgq_ddl.proof")
 	if c.Publication == "" {
-		fmt.Println("note: no --publication given: make sure the publication pgq streams publishes pgq_ddl.proof (FOR ALL TABLES does)")
+		fmt.Fprintln(stdout, "note: no --publication given: make sure the publication pgq streams publishes pgq_ddl.proof (FOR ALL TABLES does)")
 	}
 	return nil
 }
@@ -43,6 +43,6 @@ func (c *DDLUninstallCmd) Run(ctx context.Context) error {
 	if err := ingest.UninstallDDLCapture(ctx, c.PGURL); err != nil {
 		return err
 	}
-	fmt.Println("removed DDL capture")
+	fmt.Fprintln(stdout, "removed DDL capture")
 	return nil
 }

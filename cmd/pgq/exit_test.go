@@ -241,7 +241,7 @@ func TestExitStatus(t *testing.T) {
 	corruptJournal(t, corrupt)
 	checkExits(t, []exitCase{
 		// Usage and configuration: exit 2.
-		{"unknown command", []string{"nope"}, nil, exitUsage, "unexpected argument nope"},
+		{"unknown command", []string{"nope"}, nil, exitUsage, "unknown command nope (see pgq --help)"},
 		{"unknown flag", run("--bogus"), nil, exitUsage, "unknown flag --bogus"},
 		{"missing flag", []string{"run", "--data-dir", dir}, nil, exitUsage, "missing flags"},
 		{"bad enum", run("--slot-lifecycle", "forever"), nil, exitUsage, "--slot-lifecycle"},

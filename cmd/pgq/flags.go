@@ -1,17 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -142,77 +137,6 @@ type VersionCmd struct{}
 
 // Run prints the version.
 func (VersionCmd) Run() error {
-	fmt.Println(versionString())
-	return nil
-}
-
-// OutputFlag chooses how a command prints data.
-type OutputFlag struct {
-	Output string `short:"o" enum:"auto,json,table" default:"auto" env:"PGQ_OUTPUT" help:"Output format: json (one line), table, or auto (table on a terminal, JSON otherwise)."`
-}
-
-// json reports whether to print JSON.
-func (o OutputFlag) json() bool {
-	switch o.Output {
-	case "json":
-		return true
-	case "table":
-		return false
-	}
-	return !isTerminal(os.Stdout)
-}
-
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// printJSON prints v as one line of JSON.
-func printJSON(v any) error {
-	return json.NewEncoder(os.Stdout).Encode(v)
-}
-
-// table prints rows under a header, aligned.
-func table(w io.Writer, header []string, rows [][]string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	return tw.Flush()
-}
-
-// keyValues prints a value's JSON fields as a two-column table (nested
-// objects as compact JSON).
-func keyValues(w io.Writer, v any) error {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return err
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	rows := make([][]string, 0, len(keys))
-	for _, k := range keys {
-		val := string(m[k])
-		if s, err := strconv.Unquote(val); err == nil {
-			val = s
-		}
-		rows = append(rows, []string{k, val})
-	}
-	return table(w, []string{"FIELD", "VALUE"}, rows)
-}
-
-// print prints v as JSON or as a key/value table.
-func (o OutputFlag) print(v any) error {
-	if o.json() {
-		return printJSON(v)
-	}
-	return keyValues(os.Stdout, v)
+	_, err := fmt.Fprintln(stdout, versionString())
+	return err
 }

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 	"time"
 
@@ -52,7 +53,7 @@ type GroupsCreateCmd struct {
 	Name        string `arg:"" help:"Group name."`
 	From        string `default:"latest" help:"Start position: earliest, latest, offset:N, lsn:X/Y or time:RFC3339."`
 	Tables      string `help:"Only these tables (comma-separated schema.table, globs allowed)."`
-	Ops         string `help:"Only these ops (comma-separated insert,update,delete,truncate,message,gap)."`
+	Ops         string `help:"Only these ops (comma-separated insert,update,delete,truncate,message,ddl,read,gap; read: rows of a backfill)."`
 	IfNotExists bool   `name:"if-not-exists" help:"Succeed (printing the existing group) when the group already exists."`
 	Mode        string `enum:"exclusive,shared" default:"exclusive" help:"exclusive: one leased member, cumulative commits; shared: many members, per-change ack/nak/term."`
 	// Shared groups only.
@@ -60,21 +61,26 @@ type GroupsCreateCmd struct {
 	MaxDeliver    int           `name:"max-deliver" help:"Shared: park a message after this many deliveries (default 5)."`
 	Backoff       string        `help:"Shared: redelivery delays after the 1st, 2nd, ... nak (comma-separated durations, the last repeats; default: at once)."`
 	MaxAckPending int           `name:"max-ack-pending" help:"Shared: most messages in flight in the group (default 1000)."`
-	Key           string        `enum:",pk,table,none" default:"" help:"Shared: ordering key: pk (table and replica identity key, the default), table, or none."`
+	Key           string        `enum:"pk,table,none" default:"pk" help:"Shared: ordering key: pk (table and replica identity key), table, or none."`
 	HoldSlot      bool          `name:"hold-slot" help:"Hold the replication slot for the group: PostgreSQL keeps what it has not committed, so losing pgq's disk loses none of it (see pgq run --hold-slot-max-lag)."`
 	OutputFlag
 }
 
-// Run creates the group.
+// Run creates the group and prints it.
 func (c *GroupsCreateCmd) Run(ctx context.Context) error {
+	req := api.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops),
+		AckWait: api.Duration(c.AckWait), MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending, HoldSlot: c.HoldSlot}
+	switch {
+	case c.Mode == "shared":
+		req.Mode, req.Key = "shared", c.Key
+	case c.Key != "pk":
+		// --key defaults to pk, the shared groups' default; another key
+		// for an exclusive group is refused as the API refuses it.
+		return usage(errors.New("--key applies to shared groups (--mode shared) only"))
+	}
 	cl, err := c.client()
 	if err != nil {
 		return err
-	}
-	req := api.CreateRequest{Name: c.Name, From: c.From, Tables: splitList(c.Tables), Ops: splitList(c.Ops), Key: c.Key,
-		AckWait: api.Duration(c.AckWait), MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending, HoldSlot: c.HoldSlot}
-	if c.Mode == "shared" {
-		req.Mode = "shared"
 	}
 	for _, b := range splitList(c.Backoff) {
 		d, err := time.ParseDuration(b)
@@ -83,14 +89,16 @@ func (c *GroupsCreateCmd) Run(ctx context.Context) error {
 		}
 		req.Backoff = append(req.Backoff, api.Duration(d))
 	}
+	heading := "created group " + c.Name
 	gi, err := cl.CreateGroup(ctx, req)
 	if errors.Is(err, api.ErrExists) && c.IfNotExists {
+		heading = "group " + c.Name + " exists already (--if-not-exists)"
 		gi, err = cl.Group(ctx, c.Name)
 	}
 	if err != nil {
 		return err
 	}
-	return c.print(gi)
+	return c.showFields(heading, gi)
 }
 
 // GroupsListCmd is `pgq groups list`.
@@ -99,7 +107,7 @@ type GroupsListCmd struct {
 	OutputFlag
 }
 
-// Run lists the groups: a table, or a JSON array.
+// Run lists the groups: a table, or the API's {"groups":[...]}.
 func (c *GroupsListCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -109,18 +117,16 @@ func (c *GroupsListCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		if gs == nil {
-			gs = []api.GroupInfo{}
-		}
-		return printJSON(gs)
+	if gs == nil {
+		gs = []api.GroupInfo{}
 	}
+	return c.show(api.ListResponse{Groups: gs}, func(w io.Writer) error { return groupsTable(w, gs) })
+}
+
+// groupsTable prints a row per group (pgq groups list, pgq status).
+func groupsTable(w io.Writer, gs []api.GroupInfo) error {
 	rows := make([][]string, 0, len(gs))
 	for _, g := range gs {
-		member := g.Member
-		if member == "" {
-			member = "-"
-		}
 		hold := "-"
 		switch {
 		case g.HoldReleased:
@@ -128,10 +134,10 @@ func (c *GroupsListCmd) Run(ctx context.Context) error {
 		case g.HoldSlot:
 			hold = "yes"
 		}
-		rows = append(rows, []string{g.Name, fmt.Sprint(g.Committed), fmt.Sprint(g.Lag.Records), fmt.Sprint(g.Lag.Bytes),
-			fmt.Sprintf("%.1f", g.Lag.Seconds), fmt.Sprint(g.Lag.OutOfRange), member, hold})
+		rows = append(rows, []string{g.Name, orDash(g.Mode), fmt.Sprint(g.CommittedOffset), fmt.Sprint(g.Lag.Records), fmt.Sprint(g.Lag.Bytes),
+			fmt.Sprintf("%.1f", g.Lag.Seconds), fmt.Sprint(g.Lag.OutOfRange), orDash(g.Member), hold})
 	}
-	return table(os.Stdout, []string{"GROUP", "COMMITTED", "LAG", "LAG_BYTES", "LAG_SEC", "OUT_OF_RANGE", "MEMBER", "HOLD_SLOT"}, rows)
+	return table(w, []string{"GROUP", "MODE", "COMMITTED", "LAG", "LAG_BYTES", "LAG_SEC", "OUT_OF_RANGE", "MEMBER", "HOLD_SLOT"}, rows)
 }
 
 // GroupsInfoCmd is `pgq groups info`.
@@ -141,7 +147,7 @@ type GroupsInfoCmd struct {
 	OutputFlag
 }
 
-// Run prints the group as JSON.
+// Run prints the group.
 func (c *GroupsInfoCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -151,22 +157,29 @@ func (c *GroupsInfoCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.print(gi)
+	return c.showFields("", gi)
 }
 
 // GroupsDeleteCmd is `pgq groups delete`.
 type GroupsDeleteCmd struct {
 	APIFlags
 	Name string `arg:"" help:"Group name."`
+	OutputFlag
 }
 
-// Run deletes the group.
+// Run deletes the group and says so.
 func (c *GroupsDeleteCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
 		return err
 	}
-	return cl.DeleteGroup(ctx, c.Name)
+	if err := cl.DeleteGroup(ctx, c.Name); err != nil {
+		return err
+	}
+	return c.show(api.OKResponse{OK: true}, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "deleted group %s\n", c.Name)
+		return err
+	})
 }
 
 // GroupsResetCmd is `pgq groups reset`.
@@ -188,7 +201,11 @@ func (c *GroupsResetCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.print(rr)
+	heading := fmt.Sprintf("reset group %s to %s: committed offset %d (was %d), next offset %d", c.Name, c.To, rr.Committed, rr.PreviousCommitted, rr.NextOffset)
+	if c.DryRun {
+		heading = fmt.Sprintf("dry run: group %s would move to committed offset %d (now %d), next offset %d; nothing changed", c.Name, rr.Committed, rr.PreviousCommitted, rr.NextOffset)
+	}
+	return c.showFields(heading, rr)
 }
 
 // GroupsParkedCmd is `pgq groups parked`.
@@ -205,7 +222,7 @@ type GroupsParkedListCmd struct {
 	OutputFlag
 }
 
-// Run lists the parked messages: a table, or one JSON line each.
+// Run lists the parked messages: a table, or the API's {"parked":[...]}.
 func (c *GroupsParkedListCmd) Run(ctx context.Context) error {
 	cl, err := c.client()
 	if err != nil {
@@ -215,19 +232,31 @@ func (c *GroupsParkedListCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		for _, p := range ps {
-			if err := printJSON(p); err != nil {
-				return err
-			}
-		}
-		return nil
+	if ps == nil {
+		ps = []api.ParkedMessage{}
 	}
+	return c.show(api.ParkedResponse{Parked: ps}, func(w io.Writer) error { return parkedTable(w, ps) })
+}
+
+// parkedTable prints a row per parked message; the change is named by
+// its op and table (pgq groups parked list -o json has all of it).
+func parkedTable(w io.Writer, ps []api.ParkedMessage) error {
 	rows := make([][]string, 0, len(ps))
 	for _, p := range ps {
-		rows = append(rows, []string{p.AckID, fmt.Sprint(p.Offset), fmt.Sprint(p.Delivery), p.Parked.Format(time.RFC3339), p.Reason, string(p.Change)})
+		// Marshalled, not cast: the change's Go type is the API's
+		// business, its JSON form is the contract.
+		var ch struct{ Op, Schema, Table, Prefix string }
+		if raw, err := json.Marshal(p.Change); err == nil {
+			_ = json.Unmarshal(raw, &ch)
+		}
+		target := ch.Schema + "." + ch.Table
+		if ch.Table == "" {
+			target = orDash(ch.Prefix)
+		}
+		rows = append(rows, []string{p.AckID, fmt.Sprint(p.Offset), p.CommitLSN, orDash(ch.Op), target, fmt.Sprint(p.Delivery),
+			p.Parked.UTC().Format(time.RFC3339), orDash(p.Reason)})
 	}
-	return table(os.Stdout, []string{"ACK_ID", "OFFSET", "DELIVERIES", "PARKED", "REASON", "CHANGE"}, rows)
+	return table(w, []string{"ACK_ID", "OFFSET", "COMMIT_LSN", "OP", "TABLE", "DELIVERIES", "PARKED", "REASON"}, rows)
 }
 
 // GroupsParkedActionCmd are the arguments of `pgq groups parked requeue|drop`.
@@ -236,6 +265,7 @@ type GroupsParkedActionCmd struct {
 	Name   string   `arg:"" help:"Group name."`
 	AckIDs []string `arg:"" optional:"" name:"ack-id" help:"Ack ids of parked messages (see pgq groups parked list)."`
 	All    bool     `help:"Every parked message."`
+	OutputFlag
 }
 
 // GroupsParkedRequeueCmd is `pgq groups parked requeue`.
@@ -266,6 +296,19 @@ func (c *GroupsParkedActionCmd) run(ctx context.Context, requeue bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(n)
-	return nil
+	verb := "dropped"
+	if requeue {
+		verb = "requeued"
+	}
+	return c.show(api.AckResult{Count: n}, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%s %d parked %s of group %s\n", verb, n, plural(n, "message", "messages"), c.Name)
+		return err
+	})
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

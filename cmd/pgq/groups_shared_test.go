@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -124,18 +123,7 @@ func TestGroupsSharedCLI(t *testing.T) {
 	if err := runCLI(t, "groups", "create", "jobs2", addr, "--mode=shared", "--from=earliest"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.CreateTemp(t.TempDir(), "out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = out
-	err = runCLI(t, "consume", "--group=jobs2", addr)
-	os.Stdout = stdout
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(out.Name())
+	data, err := captureCLI(t, "consume", "--group=jobs2", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +134,7 @@ func TestGroupsSharedCLI(t *testing.T) {
 		t.Fatalf("consume printed %q", data)
 	}
 	gi, err = cl.Group(ctx, "jobs2")
-	if err != nil || gi.Committed != 2 || gi.Shared.InFlight != 0 {
+	if err != nil || gi.CommittedOffset != 2 || gi.Shared.InFlight != 0 {
 		t.Fatalf("after consume: %+v, %v", gi, err)
 	}
 }

@@ -44,7 +44,7 @@ func (c *JournalDumpCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(os.Stdout, 1<<16)
+	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	var buf []byte
 	n := uint64(0)
@@ -97,6 +97,6 @@ func (c *JournalVerifyCmd) Run() error {
 	if c.json() {
 		return printJSON(map[string]any{"ok": true, "records": sum.Records, "first_offset": sum.First, "last_offset": sum.Last, "last_end_lsn": sum.LastEndLSN})
 	}
-	fmt.Printf("ok: %d records, offsets %d..%d, last end LSN %s\n", sum.Records, sum.First, sum.Last, sum.LastEndLSN)
-	return nil
+	_, err = fmt.Fprintf(stdout, "ok: %d records, offsets %d..%d, last end LSN %s\n", sum.Records, sum.First, sum.Last, sum.LastEndLSN)
+	return err
 }

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -29,6 +31,7 @@ type CLI struct {
 	Run     RunCmd     `cmd:"" help:"Stream a replication slot into the journal and serve the API."`
 	Journal JournalCmd `cmd:"" help:"Inspect the journal."`
 	Slot    SlotCmd    `cmd:"" help:"Inspect or drop the replication slot."`
+	Status  StatusCmd  `cmd:"" help:"Show a running pgq at a glance: ingest, slot, journal, groups, backfills."`
 	Groups  GroupsCmd  `cmd:"" help:"Manage consumer groups of a running pgq."`
 	Consume ConsumeCmd `cmd:"" help:"Print a consumer group's transactions as NDJSON (as journal dump) and commit them."`
 	Bridge  BridgeCmd  `cmd:"" help:"Publish a consumer group into NATS JetStream or Kafka, committing after the broker acknowledged."`
@@ -36,6 +39,8 @@ type CLI struct {
 	Ver     VersionCmd `cmd:"" name:"version" help:"Print the version and the commit pgq was built from."`
 
 	Backfill BackfillCmd `cmd:"" help:"Backfill existing rows into the journal while streaming goes on (start, list, status, cancel)."`
+
+	Healthcheck HealthcheckCmd `cmd:"" help:"Exit 0 when a running pgq is ready (GET /readyz), else 1: for a container's HEALTHCHECK."`
 
 	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit."`
 }
@@ -68,7 +73,11 @@ func main() {
 	}
 	kctx, err := k.Parse(os.Args[1:])
 	if err != nil {
-		exit(err, exitUsage)
+		var pe *kong.ParseError
+		if errors.As(err, &pe) {
+			kctx = pe.Context
+		}
+		exitHint(err, exitUsage, kctx)
 	}
 	logger := newLogger(cli.LogLevel, cli.LogFormat)
 	slog.SetDefault(logger)
@@ -78,7 +87,11 @@ func main() {
 	err = kctx.Run()
 	stop()
 	if err != nil {
-		exit(err, exitCode(err))
+		code := exitCode(err)
+		if code == exitUsage {
+			exitHint(err, code, kctx)
+		}
+		exit(err, code)
 	}
 }
 
@@ -86,6 +99,33 @@ func main() {
 func exit(err error, code int) {
 	fmt.Fprintln(os.Stderr, "pgq: "+errorLine(err))
 	os.Exit(code)
+}
+
+// exitHint prints a usage error's one line and where to read more (the
+// help of the command it was for), never the help itself, which would
+// bury the error; then exits with code.
+func exitHint(err error, code int, kctx *kong.Context) {
+	line, path := errorLine(err), commandPath(kctx)
+	if rest, ok := strings.CutPrefix(line, "unexpected argument "); ok && path == "pgq" {
+		line = "unknown command " + rest // kong's words for it
+	}
+	fmt.Fprintf(os.Stderr, "pgq: %s (see %s --help)\n", line, path)
+	os.Exit(code)
+}
+
+// commandPath is the command kctx selected, "pgq groups create", or
+// "pgq" when none was (an unknown command).
+func commandPath(kctx *kong.Context) string {
+	var names []string
+	if kctx != nil {
+		for n := kctx.Selected(); n != nil; n = n.Parent {
+			if n.Type == kong.CommandNode {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	slices.Reverse(names)
+	return strings.Join(append([]string{"pgq"}, names...), " ")
 }
 
 // usageError marks an error of the command line or the configuration
@@ -112,8 +152,18 @@ var configErrors = []error{
 	api.ErrBadRequest, api.ErrInvalidName, api.ErrBadPosition, api.ErrUnauthorized,
 }
 
+// healthError is pgq healthcheck's failure: exit status 1 whatever the
+// cause, as a container runtime's HEALTHCHECK wants (Docker reserves 2).
+type healthError struct{ err error }
+
+func (e *healthError) Error() string { return e.err.Error() }
+func (e *healthError) Unwrap() error { return e.err }
+
 // exitCode is the exit status of a command's error.
 func exitCode(err error) int {
+	if h := (*healthError)(nil); errors.As(err, &h) {
+		return exitRuntime
+	}
 	var u *usageError
 	if errors.As(err, &u) {
 		return exitUsage
@@ -131,6 +181,14 @@ func newLogger(level, format string) *slog.Logger {
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == "json" {
+		// slog's JSON handler writes durations as integer nanoseconds;
+		// people and log tools read "1.5s" (as the text handler writes).
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
@@ -141,18 +199,24 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ")), " ")
 }
 
-// innerPrefixes are package prefixes that add nothing after "pgq: " (the
-// API's own errors arrive with them).
-var innerPrefixes = []string{"pgq: ", "consumers: "}
+// innerPrefixes are the package names pgq's errors carry for its
+// developers ("client: gave up …: client: GET …", "consumers: bad
+// request: …"); a user reading "pgq: …" learns nothing from them.
+var innerPrefixes = []string{"pgq: ", "consumers: ", "client: ", "ingest: ", "journal: ", "index: ", "server: ", "backfill: ", "httpapi: ", "feedback: ", "bridge: "}
 
-// errorLine is the one line printed after "pgq: ": without repeated
-// package prefixes ("pgq: consumers: bad request: pgq: unknown op" reads
-// "pgq: bad request: unknown op").
+// roundTripURL matches the client's "GET /v1/x: " followed by Go's own
+// `Get "http://host/v1/x": `, which says the same twice.
+var roundTripURL = regexp.MustCompile(`\b([A-Z]+) /\S*: [A-Z][a-z]+ "([^"]+)": `)
+
+// errorLine is the one line printed after "pgq: ": without package
+// prefixes ("pgq: consumers: bad request: pgq: unknown op" reads "pgq:
+// bad request: unknown op"), a request named once with its URL.
 func errorLine(err error) string {
 	s := oneLine(err)
 	for _, p := range innerPrefixes {
 		s = strings.TrimPrefix(s, p)
 		s = strings.ReplaceAll(s, ": "+p, ": ")
+		s = strings.ReplaceAll(s, "("+p, "(")
 	}
-	return s
+	return roundTripURL.ReplaceAllString(s, "$1 $2: ")
 }

@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/httpapi"
+	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -87,10 +92,35 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 			MaxRecordBytes:  int(c.MaxRecordBytes),
 		},
 	})
+	if errors.Is(err, journal.ErrLocked) || errors.Is(err, index.ErrLocked) {
+		logger.Debug("data dir locked", "error", err)
+		return fmt.Errorf("another pgq uses this data dir (%s): stop it, or give this one its own --data-dir", c.DataDir)
+	}
 	if err != nil {
 		return err
 	}
 	defer reloadOnHangup(s, c.TLSCert != "")() // runflags.go
-	logger.Info("pgq running", "listen", s.Addr(), "probe_listen", s.ProbeAddr(), "data_dir", c.DataDir)
-	return s.Run(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return c.logRunning(logger, s, done)
+}
+
+// logRunning logs "pgq running" once ingest streams, that is after the
+// startup checks (the server's setup, the slot, the publication, the
+// journal's continuity) passed, and returns Run's result. The server
+// offers no event for it, so its status is polled until then.
+func (c *RunCmd) logRunning(logger *slog.Logger, s *server.Server, done <-chan error) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+		if s.Ingester.Status().Connected {
+			logger.Info("pgq running", "listen", s.Addr(), "probe_listen", s.ProbeAddr(), "data_dir", c.DataDir)
+			return <-done
+		}
+	}
 }

@@ -30,7 +30,7 @@ func (c *SlotInfoCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.print(info)
+	return c.showFields("", info)
 }
 
 // SlotDropCmd is `pgq slot drop`.
@@ -44,6 +44,6 @@ func (c *SlotDropCmd) Run(ctx context.Context) error {
 	if err := ingest.DropSlot(ctx, c.PGURL, c.Slot, c.Force); err != nil {
 		return err
 	}
-	fmt.Printf("dropped slot %s\n", c.Slot)
-	return nil
+	_, err := fmt.Fprintf(stdout, "dropped slot %s\n", c.Slot)
+	return err
 }
