@@ -1,0 +1,255 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/testcert"
+)
+
+// lockedBuffer is a log sink for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// servedSerial is the serial number of the certificate a new TLS
+// connection to addr gets.
+func servedSerial(t *testing.T, addr string, cfg *tls.Config) string {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		t.Fatalf("TLS dial %s: %v", addr, err)
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// TestTLSServeAndReload runs pgq with TLS and mutual TLS on a real
+// listener: a client trusting the CA and showing its certificate works,
+// one without a certificate is refused, plain HTTP to the port gets no
+// API, the probe listener stays plain HTTP; ReloadTLS serves new files to
+// new connections, and bad new files leave the old certificate serving
+// with an ERROR.
+func TestTLSServeAndReload(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	dir := t.TempDir()
+	ca, err := testcert.NewCA("pgq test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCA(dir, "ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := ca.Server("pgq-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := first.Write(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := ca.Client("worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert, clientKey, err := worker.Write(dir, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", ProbeListen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		TLS:    TLSOptions{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile},
+		Ingest: ingest.Options{PGURL: db.URL, Slot: "tls_" + db.Name, Publication: "tls", CreateSlot: true, CreatePublication: "all"}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	url := "https://" + s.Addr()
+	call := func(o client.TLSOptions) error {
+		cl, err := client.Dial(url, client.Options{TLS: o, Retry: client.RetryOptions{GiveUp: 5 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		_, err = cl.Groups(cctx)
+		return err
+	}
+	if err := call(client.TLSOptions{CAFile: caFile, CertFile: clientCert, KeyFile: clientKey}); err != nil {
+		t.Fatalf("https with the CA and a client certificate: %v", err)
+	}
+	if err := call(client.TLSOptions{CAFile: caFile}); !errors.Is(err, client.ErrTLS) || !strings.Contains(err.Error(), "client certificate") {
+		t.Fatalf("without a client certificate: %v; want ErrTLS asking for one", err)
+	}
+	resp, err := http.Get("http://" + s.Addr() + "/v1/groups")
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "groups") {
+			t.Fatalf("plain HTTP to the TLS port: %d %q; want 400 and no API", resp.StatusCode, body)
+		}
+	}
+	resp, err = http.Get("http://" + s.ProbeAddr() + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("probe listener over plain HTTP: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	pair, err := tls.LoadX509KeyPair(clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}}
+	if got := servedSerial(t, s.Addr(), cfg); got != first.Cert.SerialNumber.String() {
+		t.Fatalf("serving serial %s, want the first certificate's %s", got, first.Cert.SerialNumber)
+	}
+
+	second, err := ca.Server("pgq-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := second.Write(dir, "server"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReloadTLS(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if got := servedSerial(t, s.Addr(), cfg); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("after the reload serving serial %s, want the second certificate's %s", got, second.Cert.SerialNumber)
+	}
+	if !strings.Contains(logs.String(), "TLS files reloaded") {
+		t.Fatalf("no INFO of the reload in the log:\n%s", logs)
+	}
+
+	// A renewal caught half-written: the key no longer matches.
+	third, err := ca.Server("pgq-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, third.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReloadTLS(); err == nil || !strings.Contains(err.Error(), certFile) {
+		t.Fatalf("reload of a certificate without its key: %v; want an error naming %s", err, certFile)
+	}
+	if got := servedSerial(t, s.Addr(), cfg); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("after a failed reload serving serial %s, want the second certificate's %s still", got, second.Cert.SerialNumber)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR msg=\"TLS reload failed: the certificate in use stays\"") {
+		t.Fatalf("no ERROR of the failed reload in the log:\n%s", logs)
+	}
+	if err := call(client.TLSOptions{CAFile: caFile, CertFile: clientCert, KeyFile: clientKey}); err != nil {
+		t.Fatalf("https after the failed reload: %v", err)
+	}
+	metrics := getOK(t, "http://"+s.ProbeAddr()+"/metrics")
+	for _, want := range []string{`pgq_tls_reloads_total{result="ok"} 1`, `pgq_tls_reloads_total{result="error"} 1`, "pgq_tls_cert_not_after_seconds "} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// getOK returns the body of a GET that must answer 200.
+func getOK(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+	}
+	return string(body)
+}
+
+// TestTLSOptionsRefused: TLS files named apart, or files pgq cannot use,
+// stop Open with a configuration error naming them; ReloadTLS without
+// TLS says so.
+func TestTLSOptionsRefused(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := testcert.NewCA("ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Server("pgq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := pair.Write(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		o    TLSOptions
+		want string
+	}{
+		"cert without key":    {TLSOptions{CertFile: certFile}, "--tls-cert and --tls-key go together"},
+		"client CA alone":     {TLSOptions{ClientCAFile: certFile}, "needs --tls-cert"},
+		"key for the cert":    {TLSOptions{CertFile: keyFile, KeyFile: certFile}, keyFile},
+		"missing cert":        {TLSOptions{CertFile: filepath.Join(dir, "none.crt"), KeyFile: keyFile}, "none.crt"},
+		"client CA not a PEM": {TLSOptions{CertFile: certFile, KeyFile: keyFile, ClientCAFile: keyFile}, "no PEM certificate"},
+	} {
+		s, err := Open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", TLS: tc.o,
+			Ingest: ingest.Options{PGURL: "postgres://127.0.0.1:1/x", Slot: "s", Publication: "p"}})
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, ingest.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want a configuration error with %q", name, err, tc.want)
+		}
+	}
+	s, err := Open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0",
+		Ingest: ingest.Options{PGURL: "postgres://127.0.0.1:1/x", Slot: "s", Publication: "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.ReloadTLS(); !errors.Is(err, ErrNoTLS) {
+		t.Fatalf("ReloadTLS without TLS: %v", err)
+	}
+}
