@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -79,7 +80,7 @@ func main() {
 		}
 		exitHint(err, exitUsage, kctx)
 	}
-	logger := newLogger(cli.LogLevel, cli.LogFormat)
+	logger := newLogger(os.Stderr, cli.LogLevel, cli.LogFormat)
 	slog.SetDefault(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	kctx.BindTo(ctx, (*context.Context)(nil))
@@ -176,7 +177,8 @@ func exitCode(err error) int {
 	return exitRuntime
 }
 
-func newLogger(level, format string) *slog.Logger {
+// newLogger logs to w at level, as text or JSON.
+func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}
@@ -189,9 +191,9 @@ func newLogger(level, format string) *slog.Logger {
 			}
 			return a
 		}
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // oneLine keeps error output to a single line.
