@@ -7,7 +7,9 @@
 // the sentinels of package api (their code) and carry their own message
 // (api.Errorf). Files by concern: manager.go (the Manager and its groups),
 // admin.go (create, delete, reset, list), leases.go, fetch.go, records.go
-// (fetch for a wire encoder), commit.go, lag.go, retention.go, and
+// (fetch for a wire encoder), commit.go, lag.go, lagsel.go (the lag and
+// retention rule of a filtered group: only records it would receive
+// count), retention.go, and
 // shared.go and shared_store.go for shared groups.
 //
 // # Semantics
@@ -33,7 +35,10 @@
 // and heartbeat. Another member's fetch waits up to its wait for the lease
 // (or fails at once with ErrConflict when fail_fast); a member whose lease
 // expired or was taken over gets ErrFenced on commit. A cursor below the
-// journal's start (retention) gives ErrOutOfRange until the group is reset.
+// journal's start (retention) gives ErrOutOfRange until the group is reset;
+// an exclusive filtered group is moved over dropped records its filter
+// passes none of instead (retention.go). A group's lag counts only the
+// records its filter passes (lagsel.go says what is exact).
 //
 // # Shared groups
 //

@@ -313,7 +313,9 @@ func (m *Manager) markDelivered(g *group, name string, req *FetchRequest, gen ui
 		return errf(ErrFenced, "group %q: lease of member %q ended during the fetch (reset, expiry or takeover)", name, req.Member)
 	}
 	if lastRead >= from {
-		g.delivered = lastRead
+		// max: retention may have moved a filtered group's cursor and
+		// delivery over records it skips while this fetch read (skipTo).
+		g.delivered = max(g.delivered, lastRead)
 		g.nonFinal = append(g.nonFinal, nonFinal...)
 	}
 	// Any fetch renews the lease.

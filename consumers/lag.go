@@ -42,7 +42,7 @@ func (m *Manager) info(g *group) GroupInfo {
 		t := time.UnixMicro(st.LeaseExpiry).UTC()
 		gi.LeaseExpires = &t
 	}
-	gi.Lag = m.lag(st.Cursor, now)
+	gi.Lag = m.groupLag(g, st.Filter, st.Cursor, now)
 	gi.Mode, gi.Shared = "exclusive", si
 	if st.HoldSlot {
 		gi.HoldSlot, gi.HoldReleased = true, m.holdReleased(g.name)
@@ -53,7 +53,8 @@ func (m *Manager) info(g *group) GroupInfo {
 	return gi
 }
 
-// lag computes the lag of a cursor.
+// lag computes the lag of a cursor counting every record (a group without
+// filter; groupLag counts a filtered group's).
 func (m *Manager) lag(cursor pgq.Offset, now time.Time) Lag {
 	first, last := m.bounds()
 	var l Lag
@@ -113,9 +114,9 @@ func (m *Manager) Lags() map[string]Lag {
 	out := make(map[string]Lag, len(gs))
 	for _, g := range gs {
 		g.mu.Lock()
-		c := g.st.Cursor
+		c, f := g.st.Cursor, g.st.Filter
 		g.mu.Unlock()
-		out[g.name] = m.lag(c, now)
+		out[g.name] = m.groupLag(g, f, c, now)
 	}
 	return out
 }

@@ -143,6 +143,9 @@ type group struct {
 	// sh is the in-memory delivery state of a shared group (nil for an
 	// exclusive one), rebuilt from st.Cursor after a restart.
 	sh *sharedRun
+	// sel counts the records the group's filter passes (lag, retention;
+	// lagsel.go), built on first use.
+	sel *index.Selector
 }
 
 // Manager owns the consumer groups of one journal. It is safe for

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/record"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -70,6 +71,14 @@ type GroupLoss struct {
 // segments), and the journal moves it back to part 0 when that start is
 // inside a multi-part transaction; the last record is never dropped, and
 // the index is truncated to match. The caps win over MinAge.
+//
+// A cap that drops records an exclusive group with a filter has not
+// committed, none of which its filter passes, moves that group's cursor
+// over them (skipFiltered, lagsel.go) instead of leaving it out of range:
+// it would never have received them. The rule reads the records' subject
+// sets in the index, so it is exact where they are known; records of
+// unknown subjects count as the group's, and the group goes out of range
+// as before.
 func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult, error) {
 	first, last := m.bounds()
 	res := RetainResult{First: first}
@@ -132,7 +141,20 @@ func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult,
 		return res, err
 	}
 	// The journal moves a cut inside a multi-part transaction back to its
-	// part 0; the index follows the journal's actual start.
+	// part 0 (parts are consecutive records); so does skipFiltered.
+	if raw, err := m.j.ReadRaw(cut); err == nil {
+		if ri, err := record.Peek(raw); err == nil {
+			cut -= pgq.Offset(ri.Part)
+		}
+	}
+	if cut <= first {
+		return res, nil
+	}
+	// Filtered groups that would receive none of the dropped records move
+	// over them instead of going out of range (lagsel.go), before the
+	// journal drops them: the index still knows their subjects.
+	m.skipFiltered(cut)
+	// The index follows the journal's actual start.
 	if err := m.j.TruncateFront(cut); err != nil {
 		return res, fmt.Errorf("consumers: retention: %w", err)
 	}
