@@ -22,14 +22,71 @@
 // batch waits for the broker the group's lease is renewed every third of
 // LeaseTTL, so an outage longer than the lease does not fence the commit
 // (which would publish the batch again). So every change reaches the
-// broker at least once. A crash (or SIGKILL) between the broker's
-// acknowledgement and pgq's commit publishes that batch again from the
-// cursor: JetStream drops the copies by their Nats-Msg-Id within the
-// stream's duplicate window (exactly once as stream consumers see it);
-// Kafka's idempotent producer only deduplicates its own retries within
-// one producer session, so there the re-published batch is duplicated.
-// A broker restart alone duplicates nothing in Kafka as long as the
-// producer's own retries deliver the batch within its delivery timeout.
+// broker at least once.
+//
+// # Exactly once: resuming after what the broker holds
+//
+// A crash (or SIGKILL) between the broker's acknowledgement and pgq's
+// commit, a lost acknowledgement, or a new pgq on an empty data dir
+// replaying a held slot (pgq run --hold-slot-for) make the bridge read
+// changes again that the broker already holds. The publishers skip them:
+// at start, after a reconnect and after any failed publish they read the
+// position (Position: commit LSN, then ordinal; ParseID of the message
+// id) of the last message the broker holds, and every message at or
+// before it counts as acknowledged without being sent (Status.Skipped).
+// That is exact because what the broker holds is always a prefix of what
+// the bridge sent, in Position order, so the last message held is the
+// highest and everything before it is held too:
+//
+//   - the bridge sends in Position order: journal order is commit order,
+//     commit LSNs grow with it, ordinals grow within a transaction, and
+//     a backfill chunk takes its high watermark transaction's place; a
+//     batch is sent in order and only after the previous one is
+//     acknowledged, and a retry sends the unacknowledged messages again
+//     in order;
+//   - JetStream (one position per stream): every message carries
+//     Nats-Expected-Last-Sequence, the stream sequence of the message
+//     sent before it, so the stream stores a message only right after
+//     its predecessor; once one is not stored (lost with a connection,
+//     timed out, refused) every later one in flight is refused too, and
+//     the publisher reads the stream's last message again before it
+//     re-sends. Re-sending only the unacknowledged messages can
+//     therefore never put an earlier one after a later one;
+//   - Kafka (one position per partition): the idempotent producer stores
+//     each partition's records in order and fails the later records of a
+//     partition with the one that failed; the bridge picks each record's
+//     partition itself (murmur2 of the key, as Kafka's default
+//     partitioner; deterministic) from the partition count it read the
+//     last records with, so the skip decision and the record go to the
+//     same partition. The last record of a partition is its highest.
+//
+// JetStream's duplicate window (Nats-Msg-Id) stays as a second guard.
+// Kafka is thereby exactly once across bridge crashes too. What can
+// still duplicate: a change of a topic's partition count (keys move to
+// other partitions, whose last records say nothing about them; stop the
+// bridge, let it drain, and change the count while nothing is unsent),
+// a Kafka record stored by a leader but not yet below the high watermark
+// when the new bridge reads the partition's end (a new bridge waits for
+// the dead one's lease first), retention or a purge that removed the
+// last messages (the bridge then resumes from the group's cursor: the
+// duplicate window still guards JetStream), and messages of the id
+// format before issue 24 (nothing to resume from).
+//
+// A stream or topic takes one bridge. Every message carries the group
+// in HeaderGroup; a stream or partition whose last message is another
+// group's, or carries no pgq id, is refused (ErrShared: Run ends with
+// it), since its last position says nothing about this bridge's
+// messages. Two bridges of one group do not run at once (the group's
+// lease).
+//
+// Transactions journaled in parts before pgq recorded ordinals decode
+// with ordinals from 0 in every part; the bridge counts them on across
+// the parts (the number of changes before, for a group without a filter:
+// the change's true ordinal), so their ids stay unique. That needs the
+// earlier parts, so the bridge commits the group's cursor only at a
+// transaction's end: a restart reads a transaction from its first part.
+// A cursor left inside such a transaction by an older bridge is logged
+// (WARN): reset the group to the transaction's first part.
 //
 // Each run takes a fresh member id (Options.Member plus a random suffix):
 // a restarted bridge waits until the lease of the one that died expires
@@ -42,9 +99,10 @@
 // within the whole transaction (all parts, before any group filter). It
 // names the change by its place in PostgreSQL's history, not by the
 // journal: a fresh data dir (which numbers records from 1 again), a
-// restored one and the old one give every change the same id, so
-// JetStream's duplicate window drops what a new pgq re-reads from a held
-// slot instead of dropping new changes that reuse an old offset. A
+// restored one and the old one give every change the same id and
+// Position, so what a new pgq re-reads from a held slot is skipped (and
+// JetStream's duplicate window drops it too) instead of new changes that
+// reused an old offset being dropped. A
 // backfill row's id is "<commit LSN>.<backfill id>.<index>" (its rows are
 // not in the WAL). The id format changed from "<offset>.<index>" (pgq
 // before issue 24): ids published before and after an upgrade never
@@ -55,7 +113,8 @@
 // phantom's id can collide with a real change's. Key is the table and the
 // row's replica-identity key values ("public.orders|42"; see AppendKey),
 // so Kafka's key partitioning keeps per-row order. Headers: pgq-offset,
-// pgq-xid, pgq-lsn (commit LSN), pgq-op, pgq-table ("schema.table").
+// pgq-xid, pgq-lsn (commit LSN), pgq-op, pgq-table ("schema.table"),
+// pgq-group (the group bridged).
 // Payload (JSON):
 //
 //	{"offset":101,"xid":750,"commit_lsn":"0/1A2B3C8","end_lsn":"0/1A2B3F0",

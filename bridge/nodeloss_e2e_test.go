@@ -171,7 +171,7 @@ func nodeLoss(t *testing.T, broker, brokerURL string) int {
 	began := time.Now()
 	p2 := startPGQ(t, pgURL, slot, filepath.Join(t.TempDir(), "data"))
 	b2 := startChild(t, broker, brokerURL, p2.addr)
-	defer func() { _ = b2.Process.Kill(); _ = b2.Wait() }()
+	t.Cleanup(func() { _ = b2.Process.Kill(); _ = b2.Wait() }) // it publishes until the caller has read the broker
 	time.Sleep(time.Second)
 	rows := in.finish()
 	// The new pgq journals what the slot kept for g and the bridge
@@ -212,17 +212,23 @@ func checkRows(t *testing.T, ids []string, pls []payload, rows int) {
 		seenRow[r]++
 	}
 	missing, twice := 0, 0
+	var gaps []string // the first runs of missing rows
 	for r := 1; r <= rows; r++ {
 		switch seenRow[r] {
 		case 0:
-			missing++
+			if missing++; len(gaps) < 10 && (r == 1 || seenRow[r-1] != 0) {
+				gaps = append(gaps, strconv.Itoa(r)+"-")
+			}
 		case 1:
 		default:
 			twice++
 		}
+		if r > 1 && seenRow[r] != 0 && seenRow[r-1] == 0 && len(gaps) > 0 && gaps[len(gaps)-1][len(gaps[len(gaps)-1])-1] == '-' {
+			gaps[len(gaps)-1] += strconv.Itoa(r - 1)
+		}
 	}
 	if missing != 0 || twice != 0 || len(ids) != rows {
-		t.Fatalf("%d messages for %d rows: %d rows missing, %d more than once", len(ids), rows, missing, twice)
+		t.Fatalf("%d messages for %d rows: %d rows missing (runs %v), %d more than once", len(ids), rows, missing, gaps, twice)
 	}
 }
 

@@ -3,21 +3,33 @@
 //
 // Every message is published asynchronously with at most Options.Window
 // in flight, with the header Nats-Msg-Id set to the message's ID
-// ("<offset>.<index>") and the expected stream set to Options.Stream.
-// Acknowledgements and failures (including Options.AckTimeout) come to
-// nats.go's async ack and error callbacks, which record them for the
-// Publish in progress and free its window slot; a callback that comes
-// after Publish returned (its context ended) changes nothing.
-// The stream drops a message whose id it stored within its duplicate
-// window (StreamConfig.Duplicates, 2 minutes by default), so a batch
-// re-published after a bridge crash or a lost acknowledgement is stored
-// once: exactly once as long as the bridge comes back within the window.
-// Raise the window (--create-stream uses Options.Duplicates) when the
-// bridge may stay down longer; a batch re-published after the window has
-// passed is stored twice.
+// ("<commit LSN>.<ordinal>"), the expected stream set to Options.Stream
+// and Nats-Expected-Last-Sequence set to the stream sequence the message
+// before it got (or will get), so the stream stores what is sent as a
+// prefix: once a message is not stored, every later one in flight is
+// refused too. Acknowledgements and failures (including
+// Options.AckTimeout) come to nats.go's async ack and error callbacks,
+// which record them for the Publish in progress and free its window
+// slot; a callback that comes after Publish returned (its context ended)
+// changes nothing.
 //
-// Headers: Nats-Msg-Id, pgq-offset, pgq-xid, pgq-lsn, pgq-op, pgq-table
-// and pgq-key (the bridge key). Subjects: the template with each
+// At start, after a reconnect, a failed Publish and a duplicate
+// acknowledgement, Publish first reads the stream's last sequence and
+// last message: the message's position (bridge.ParseID of its
+// Nats-Msg-Id) is the highest the stream holds, and every message at or
+// before it is counted acknowledged without being sent (Skipped). So a
+// batch re-published after a bridge crash, a lost acknowledgement or a
+// node loss (a new pgq replaying a held slot) is not stored twice, however
+// long the bridge was down (see package bridge for why this is exact). A
+// stream whose last message has no pgq id or is another group's
+// (pgq-group) is refused (bridge.ErrShared): a stream takes one bridge.
+// The stream's duplicate window (StreamConfig.Duplicates, 2 minutes by
+// default; --create-stream uses Options.Duplicates) stays as a second
+// guard: it drops a message whose id it stored within the window.
+//
+// Headers: Nats-Msg-Id, Nats-Expected-Stream, Nats-Expected-Last-Sequence,
+// pgq-offset, pgq-xid, pgq-lsn, pgq-op, pgq-table, pgq-group and pgq-key
+// (the bridge key). Subjects: the template with each
 // placeholder value made a valid subject token.
 //
 // The connection reconnects forever, without a reconnect buffer: a
@@ -30,5 +42,7 @@
 // matters.
 //
 // A Publisher is used by one goroutine at a time (the bridge's publishing
-// goroutine); Publisher.mu guards the state the callbacks share with it.
+// goroutine); Publisher.mu guards the state the callbacks share with it,
+// and the callbacks (and the reconnect handler) ask for a new read of the
+// stream's end through an atomic flag.
 package jetstream
