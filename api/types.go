@@ -143,15 +143,21 @@ type (
 type (
 	// Lag is how far a group is behind the journal's end.
 	Lag struct {
-		// Records is the number of journal records after the cursor.
+		// Records is the number of journal records after the cursor that
+		// the group would receive: for a group with a filter, those with a
+		// change it passes (records indexed without their tables, by an
+		// older pgq, count for every filter: docs/http-api.md, Lag).
 		Records uint64 `json:"records" msgpack:"records"`
-		// Bytes is the encoded size of those records.
+		// Bytes is the encoded size of those records (whole records, also
+		// where the filter keeps only some of their changes).
 		Bytes int64 `json:"bytes" msgpack:"bytes"`
-		// Seconds is now minus the commit time of the first record after
-		// the cursor; 0 when caught up.
+		// Seconds is now minus the commit time of the first of those
+		// records; 0 when caught up.
 		Seconds float64 `json:"seconds" msgpack:"seconds"`
 		// OutOfRange is true when the cursor is below the journal's start
-		// (retention removed records the group never committed).
+		// (retention removed records the group never committed). An
+		// exclusive group with a filter is moved over dropped records it
+		// would receive none of instead.
 		OutOfRange bool `json:"out_of_range" msgpack:"out_of_range"`
 		// IndexStale is true when the index is behind the journal (a failed
 		// index write, being healed): Bytes then counts only the records
