@@ -85,7 +85,7 @@ func TestErrorLineOnePrefix(t *testing.T) {
 	if got, want := errorLine(err), `bad request: unknown op "x" (want insert)`; got != want {
 		t.Fatalf("errorLine = %q, want %q", got, want)
 	}
-	if got := errorLine(errors.New("journal: open d: disk\nfull")); got != "journal: open d: disk full" {
+	if got := errorLine(errors.New("journal: open d: disk\nfull")); got != "open d: disk full" {
 		t.Fatalf("errorLine kept context badly: %q", got)
 	}
 }

@@ -208,6 +208,10 @@ var innerPrefixes = []string{"pgq: ", "consumers: ", "client: ", "ingest: ", "jo
 
 // roundTripURL matches the client's "GET /v1/x: " followed by Go's own
 // `Get "http://host/v1/x": `, which says the same twice.
+// statPath matches os.Stat's ": stat PATH: " of a flag naming a missing
+// file or directory: the operation's name says nothing to a user.
+var statPath = regexp.MustCompile(`: stat (\S+): `)
+
 var roundTripURL = regexp.MustCompile(`\b([A-Z]+) /\S*: [A-Z][a-z]+ "([^"]+)": `)
 
 // errorLine is the one line printed after "pgq: ": without package
@@ -220,5 +224,6 @@ func errorLine(err error) string {
 		s = strings.ReplaceAll(s, ": "+p, ": ")
 		s = strings.ReplaceAll(s, "("+p, "(")
 	}
-	return roundTripURL.ReplaceAllString(s, "$1 $2: ")
+	s = roundTripURL.ReplaceAllString(s, "$1 $2: ")
+	return statPath.ReplaceAllString(s, ": $1: ")
 }

@@ -81,10 +81,15 @@ func TestRunStartupLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	probePort, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	dataDir := t.TempDir()
 	cmd := exec.Command(pgqBinary(t), "run", "--pg-url", db.URL, "--slot", "cli_logs", "--publication", "p", "--create-slot",
-		"--create-publication", "all", "--data-dir", dataDir, "--listen", addr)
+		"--create-publication", "all", "--data-dir", dataDir, "--listen", addr, "--auth-token", "s3cret",
+		"--probe-listen", fmt.Sprintf("127.0.0.1:%d", probePort))
 	cmd.Env = append(cliEnv(), "PGQ_LOG_FORMAT=json")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -121,16 +126,38 @@ func TestRunStartupLogs(t *testing.T) {
 	}
 
 	// pgq status and pgq healthcheck against the real server.
-	out, err := exec.Command(pgqBinary(t), "status", "--addr", addr, "-o", "table").Output()
+	out, err := exec.Command(pgqBinary(t), "status", "--addr", addr, "--auth-token", "s3cret", "-o", "table").Output()
 	if err != nil || !strings.HasPrefix(string(out), "ingest          streaming\nslot            cli_logs (publication p, protocol 2") {
 		t.Fatalf("pgq status: %v\n%s", err, out)
 	}
-	out, err = exec.Command(pgqBinary(t), "status", "--addr", addr, "-o", "json").Output()
+	out, err = exec.Command(pgqBinary(t), "status", "--addr", addr, "--auth-token", "s3cret", "-o", "json").Output()
 	var doc statusDoc
 	if err != nil || json.Unmarshal(out, &doc) != nil || !doc.Status.Connected || doc.Status.Slot != "cli_logs" {
 		t.Fatalf("pgq status -o json: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(pgqBinary(t), "healthcheck", "--addr", addr).CombinedOutput(); err != nil || string(out) != "ready\n" {
-		t.Fatalf("pgq healthcheck: %v\n%s", err, out)
+	healthy := [][]string{
+		{"--addr", addr, "--auth-token", "s3cret"},        // the API, with the token
+		{"--probe-listen", fmt.Sprintf(":%d", probePort)}, // the probe listener, no token; a wildcard host is this machine
+	}
+	for _, args := range healthy {
+		hc := exec.Command(pgqBinary(t), append([]string{"healthcheck"}, args...)...)
+		hc.Env = cliEnv()
+		if out, err := hc.CombinedOutput(); err != nil || string(out) != "ready\n" {
+			t.Fatalf("pgq healthcheck %v: %v\n%s", args, err, out)
+		}
+	}
+	// Through PGQ_PROBE_LISTEN, as a container's HEALTHCHECK sees pgq's
+	// environment.
+	hc := exec.Command(pgqBinary(t), "healthcheck")
+	hc.Env = append(cliEnv(), fmt.Sprintf("PGQ_PROBE_LISTEN=0.0.0.0:%d", probePort), "PGQ_ADDR=127.0.0.1:1")
+	if out, err := hc.CombinedOutput(); err != nil || string(out) != "ready\n" {
+		t.Fatalf("pgq healthcheck with PGQ_PROBE_LISTEN: %v\n%s", err, out)
+	}
+	// Unhealthy is exit 1 whatever the cause (Docker reserves 2).
+	if code, line := runPgq(t, nil, "healthcheck", "--addr", addr); code != exitRuntime || !strings.Contains(line, "not ready") || !strings.Contains(line, "bearer token") {
+		t.Fatalf("healthcheck without the token: exit %d, %q", code, line)
+	}
+	if code, line := runPgq(t, nil, "healthcheck", "--addr", "127.0.0.1:1"); code != exitRuntime || !strings.Contains(line, "connection refused") {
+		t.Fatalf("healthcheck of nothing: exit %d, %q", code, line)
 	}
 }
