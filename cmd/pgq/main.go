@@ -19,6 +19,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/ingest"
 )
 
@@ -146,11 +147,13 @@ func usage(err error) error {
 
 // configErrors are the refusals only a change of the configuration ends:
 // ingest's preflight (the options, the server's wal_level, the slot, the
-// publication, the role's privileges) and the API's answers to a request
-// built from bad flags or with a bad token.
+// publication, the role's privileges), the API's answers to a request
+// built from bad flags or with a bad token, and a TLS refusal (an
+// untrusted certificate, a missing client certificate, http against
+// https).
 var configErrors = []error{
 	ingest.ErrConfig, ingest.ErrWALLevel, ingest.ErrSlotMissing, ingest.ErrSlotPlugin, ingest.ErrPubMissing, ingest.ErrPrivilege,
-	api.ErrBadRequest, api.ErrInvalidName, api.ErrBadPosition, api.ErrUnauthorized,
+	api.ErrBadRequest, api.ErrInvalidName, api.ErrBadPosition, api.ErrUnauthorized, client.ErrTLS,
 }
 
 // healthError is pgq healthcheck's failure: exit status 1 whatever the
