@@ -78,7 +78,8 @@ const (
 )
 
 // AppendJSON appends tx as one line of the `pgq journal dump` / `pgq
-// consume` contract (without the trailing newline).
+// consume` contract (without the trailing newline). Each change carries
+// its ordinal in the whole transaction (see AppendChangeJSONOrdinal).
 func AppendJSON(b []byte, tx *Transaction) []byte {
 	return AppendJSONAs(b, tx, JSONEmbedded)
 }
@@ -114,22 +115,41 @@ func AppendJSONAs(b []byte, tx *Transaction, jv JSONValues) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = AppendChangeJSONAs(b, &tx.Changes[i], jv)
+		b = appendChange(b, &tx.Changes[i], int64(tx.Ordinal(i)), jv)
 	}
 	return append(b, "]}"...)
 }
 
-// AppendChangeJSON appends one change in the contract's JSON form.
+// AppendChangeJSON appends one change in the contract's JSON form,
+// without its ordinal (a change alone does not know it: see
+// AppendChangeJSONOrdinal).
 func AppendChangeJSON(b []byte, c *Change) []byte {
-	return AppendChangeJSONAs(b, c, JSONEmbedded)
+	return appendChange(b, c, -1, JSONEmbedded)
 }
 
 // AppendChangeJSONAs is AppendChangeJSON with json and jsonb values
 // written as jv says.
 func AppendChangeJSONAs(b []byte, c *Change, jv JSONValues) []byte {
+	return appendChange(b, c, -1, jv)
+}
+
+// AppendChangeJSONOrdinal appends one change as the contract's answers
+// carry it: with "ordinal", its position in its whole transaction
+// (Transaction.Ordinal), right after "op". Every change of a `pgq journal
+// dump` / `pgq consume` line and of a fetch answer has it.
+func AppendChangeJSONOrdinal(b []byte, c *Change, ordinal uint32, jv JSONValues) []byte {
+	return appendChange(b, c, int64(ordinal), jv)
+}
+
+// appendChange renders c; ordinal < 0 leaves the field out.
+func appendChange(b []byte, c *Change, ordinal int64, jv JSONValues) []byte {
 	b = append(b, `{"op":"`...)
 	b = append(b, c.Op.String()...)
 	b = append(b, '"')
+	if ordinal >= 0 {
+		b = append(b, `,"ordinal":`...)
+		b = strconv.AppendInt(b, ordinal, 10)
+	}
 	switch c.Op {
 	case OpTruncate:
 		b = append(b, `,"tables":[`...)

@@ -3,6 +3,7 @@ package pgq
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,4 +58,50 @@ func benchTx(n int) *Transaction {
 			Old: []Value{text(fmt.Sprint(i)), {Kind: ValueNull}, {Kind: ValueNull}, {Kind: ValueNull}}, OldKind: OldKey})
 	}
 	return tx
+}
+
+// TestAppendJSONOrdinals: every change of a dump line carries its ordinal
+// in the whole transaction right after "op": counted from FirstOrdinal in
+// a later part, taken from Ordinals where a filter dropped changes; a
+// change rendered alone (AppendChangeJSON) has none.
+func TestAppendJSONOrdinals(t *testing.T) {
+	ins := func(id string) Change {
+		return Change{Op: OpInsert, Schema: "s", Table: "t", Columns: []Column{{Name: "id", TypeOID: 23, Key: true}},
+			New: []Value{{Kind: ValueText, Data: []byte(id)}}}
+	}
+	gap := Change{Op: OpGap, FromLSN: 1, ToLSN: 2}
+	for _, tc := range []struct {
+		name string
+		tx   Transaction
+		want []string
+	}{
+		{"single", Transaction{Final: true, Changes: []Change{ins("1"), gap}},
+			[]string{`{"op":"insert","ordinal":0,"schema":"s"`, `{"op":"gap","ordinal":1,"from_lsn":"0/1"`}},
+		{"later part", Transaction{Part: 2, FirstOrdinal: 700, Changes: []Change{ins("1"), ins("2")}},
+			[]string{`{"op":"insert","ordinal":700,`, `{"op":"insert","ordinal":701,`}},
+		{"filtered", Transaction{Part: 1, FirstOrdinal: 41, Ordinals: []uint32{41, 4294967295}, Changes: []Change{ins("1"), ins("2")}},
+			[]string{`{"op":"insert","ordinal":41,`, `{"op":"insert","ordinal":4294967295,`}},
+	} {
+		line := string(AppendJSON(nil, &tc.tx))
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("%s: invalid JSON: %s", tc.name, line)
+		}
+		at := 0
+		for _, w := range tc.want {
+			i := strings.Index(line[at:], w)
+			if i < 0 {
+				t.Fatalf("%s: lacks %s after byte %d: %s", tc.name, w, at, line)
+			}
+			at += i + len(w)
+		}
+		if n := strings.Count(line, `"ordinal":`); n != len(tc.tx.Changes) {
+			t.Fatalf("%s: %d ordinals for %d changes: %s", tc.name, n, len(tc.tx.Changes), line)
+		}
+	}
+	if alone := string(AppendChangeJSON(nil, &gap)); strings.Contains(alone, "ordinal") {
+		t.Fatalf("a change alone renders an ordinal: %s", alone)
+	}
+	if got := string(AppendChangeJSONOrdinal(nil, &gap, 9, JSONEmbedded)); got != `{"op":"gap","ordinal":9,"from_lsn":"0/1","to_lsn":"0/2"}` {
+		t.Fatalf("AppendChangeJSONOrdinal = %s", got)
+	}
 }

@@ -169,7 +169,7 @@ type Transaction struct {
 // journal: a fresh data dir, a restored one and the old one (design
 // invariant 9).
 func (tx *Transaction) Ordinal(i int) uint32 {
-	if tx.Ordinals != nil {
+	if i < len(tx.Ordinals) {
 		return tx.Ordinals[i]
 	}
 	return tx.FirstOrdinal + uint32(i)

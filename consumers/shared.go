@@ -605,24 +605,50 @@ func (g *group) expireLocked(now time.Time) uint64 {
 }
 
 // FetchShared delivers up to req.Max messages of a shared group to
-// req.Member, waiting up to req.Wait for one.
+// req.Member, waiting up to req.Wait for one, each change rendered as in
+// `pgq journal dump` (json values as req.JSONValues says).
+// FetchSharedRecords delivers them as record bodies.
 func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest) ([]api.Message, error) {
-	if err := m.clampFetch(&req); err != nil {
+	var (
+		out []api.Message
+		buf []byte
+	)
+	err := m.fetchShared(ctx, name, req, func(off pgq.Offset, tx *pgq.Transaction, idx, delivery int, ackID string) {
+		buf = pgq.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[idx], tx.Ordinal(idx), req.JSONValues)
+		out = append(out, api.Message{Offset: off, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
+			Index: idx, Change: append([]byte(nil), buf...), Delivery: delivery, AckID: ackID})
+	})
+	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// deliverFunc receives each message a fetch delivers: change idx of the
+// (filtered) record tx at offset off, its delivery number and ack id. It
+// runs under the group's lock and must not keep tx.
+type deliverFunc func(off pgq.Offset, tx *pgq.Transaction, idx, delivery int, ackID string)
+
+// fetchShared is the long poll of FetchShared and FetchSharedRecords:
+// rounds of fetchSharedStep until one delivers something (to emit) or
+// req.Wait ends.
+func (m *Manager) fetchShared(ctx context.Context, name string, req FetchRequest, emit deliverFunc) error {
+	if err := m.clampFetch(&req); err != nil {
+		return err
 	}
 	g, err := m.sharedGroup(name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	deadline := time.Now().Add(req.Wait)
 	for {
 		changed := m.j.Changed()
-		out, notify, next, err := m.fetchSharedStep(g, req.Max, req.JSONValues)
+		n, notify, next, err := m.fetchSharedStep(g, req.Max, emit)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if len(out) > 0 || !time.Now().Before(deadline) {
-			return out, nil
+		if n > 0 || !time.Now().Before(deadline) {
+			return nil
 		}
 		d := time.Until(deadline)
 		if !next.IsZero() {
@@ -636,25 +662,25 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-m.done:
 			t.Stop()
-			return nil, ErrClosed
+			return ErrClosed
 		}
 		t.Stop()
 	}
 }
 
-// fetchSharedStep is one round of FetchShared: it returns the messages
-// delivered, the channel closed when a key may be free and the next time
+// fetchSharedStep is one round of fetchShared: it hands each message it
+// delivers to emit and returns how many, the channel closed when a key may be free and the next time
 // a pending message becomes visible or an in-flight one expires. What it
 // changed (delivery counts, parks of expired messages) is written in the
 // background (writeSoonLocked): a fetch does not wait for an fsync.
-func (m *Manager) fetchSharedStep(g *group, max int, jv pgq.JSONValues) (out []api.Message, notify <-chan struct{}, next time.Time, err error) {
+func (m *Manager) fetchSharedStep(g *group, max int, emit deliverFunc) (n int, notify <-chan struct{}, next time.Time, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.deleted {
-		return nil, nil, time.Time{}, errf(ErrNotFound, "group %q not found", g.name)
+		return 0, nil, time.Time{}, errf(ErrNotFound, "group %q not found", g.name)
 	}
 	sh, cfg := g.sh, g.st.Shared
 	now := m.o.Now()
@@ -665,13 +691,12 @@ func (m *Manager) fetchSharedStep(g *group, max int, jv pgq.JSONValues) (out []a
 		}
 	}()
 	if err := m.fillLocked(g); err != nil {
-		return nil, nil, time.Time{}, err
+		return 0, nil, time.Time{}, err
 	}
 	var (
 		seenKey   = map[string]bool{}
 		seenTable = map[string]bool{}
 		truncated = map[string]bool{}
-		buf       []byte
 		ackWait   = time.Duration(cfg.AckWait) * time.Microsecond
 	)
 	soon := func(t time.Time) {
@@ -683,7 +708,7 @@ func (m *Manager) fetchSharedStep(g *group, max int, jv pgq.JSONValues) (out []a
 		if msg.done {
 			continue
 		}
-		if len(out) >= max || sh.inFlight >= cfg.MaxAckPending {
+		if n >= max || sh.inFlight >= cfg.MaxAckPending {
 			break
 		}
 		free := true
@@ -725,12 +750,11 @@ func (m *Manager) fetchSharedStep(g *group, max int, jv pgq.JSONValues) (out []a
 		}
 		sh.inFlight++
 		seq = sh.queueDelivery(msg, 0)
-		buf = pgq.AppendChangeJSONAs(buf[:0], &msg.tx.Changes[msg.id.idx], jv)
-		out = append(out, api.Message{Offset: msg.id.off, Xid: msg.tx.Xid, CommitLSN: msg.tx.CommitLSN.String(), CommitTime: msg.tx.CommitTime.UTC(),
-			Index: msg.id.idx, Change: append([]byte(nil), buf...), Delivery: msg.delivery, AckID: formatAckID(msg.id, msg.delivery, sh.epoch)})
+		emit(msg.id.off, msg.tx, msg.id.idx, msg.delivery, formatAckID(msg.id, msg.delivery, sh.epoch))
+		n++
 	}
 	sh.low = sh.lowLocked()
-	return out, sh.notify, next, nil
+	return n, sh.notify, next, nil
 }
 
 // Ack kinds.
@@ -988,7 +1012,7 @@ func (m *Manager) ParkedAs(ctx context.Context, name string, jv pgq.JSONValues) 
 		if tx == nil || p.Index >= len(tx.Changes) {
 			return nil, fmt.Errorf("consumers: group %q: parked message %d.%d is not in its record", name, p.Offset, p.Index)
 		}
-		buf = pgq.AppendChangeJSONAs(buf[:0], &tx.Changes[p.Index], jv)
+		buf = pgq.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[p.Index], tx.Ordinal(p.Index), jv)
 		id := msgID{p.Offset, p.Index}
 		out = append(out, api.ParkedMessage{Message: api.Message{Offset: p.Offset, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
 			Index: p.Index, Change: append([]byte(nil), buf...), Delivery: p.Delivery, AckID: formatAckID(id, max(p.Delivery, 1), "")},

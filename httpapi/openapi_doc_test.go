@@ -57,7 +57,7 @@ func TestSchemasMatchWireTypes(t *testing.T) {
 	}
 	now := time.Date(2025, 1, 1, 0, 0, 1, 500000000, time.UTC)
 	eta, msg := 5.9, "too many retries of one chunk"
-	change := json.RawMessage(`{"op":"delete","schema":"public","table":"t","new":null,"old":{"id":1}}`)
+	change := json.RawMessage(`{"op":"delete","ordinal":3,"schema":"public","table":"t","new":null,"old":{"id":1}}`)
 	for _, tc := range []struct {
 		schema string
 		v      any

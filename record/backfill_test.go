@@ -29,7 +29,7 @@ func TestBackfillRecord(t *testing.T) {
 		t.Fatalf("peek: %+v %v", ri, err)
 	}
 	line := string(pgq.AppendJSON(nil, &got))
-	if !strings.Contains(line, `"backfill":"bf1"`) || !strings.Contains(line, `{"op":"read","schema":"public","table":"t","new":{"id":1,"v":"a"},"old":null}`) {
+	if !strings.Contains(line, `"backfill":"bf1"`) || !strings.Contains(line, `{"op":"read","ordinal":0,"schema":"public","table":"t","new":{"id":1,"v":"a"},"old":null}`) {
 		t.Fatalf("json: %s", line)
 	}
 	ins := got

@@ -63,14 +63,14 @@ var canned = map[string]struct {
 	"healthz-500":      {500, "text/plain", nil, "boom\n"},
 	"unauthorized":     {401, "application/json", map[string]string{"WWW-Authenticate": `Bearer realm="pgq"`}, `{"error":{"code":"unauthorized","message":"missing or wrong bearer token"}}`},
 	"fetch-exclusive": {200, "application/json", nil, `{"transactions":[{"offset":101,"xid":750,"commit_lsn":"0/1A2B3C8","end_lsn":"0/1A2B3F0",` +
-		`"commit_time":"2025-01-01T00:00:01.5Z","part":0,"final":true,"changes":[{"op":"insert","schema":"public","table":"orders",` +
+		`"commit_time":"2025-01-01T00:00:01.5Z","part":0,"final":true,"changes":[{"op":"insert","ordinal":0,"schema":"public","table":"orders",` +
 		`"new":{"id":1,"total":"9.90"},"old":null}]}],"next_offset":102,"committed_offset":100,"last_offset":180,` +
 		`"lease_expires":"2025-01-01T00:00:31Z","generation":7}`},
 	"fetch-shared": {200, "application/json", nil, `{"messages":[{"offset":101,"xid":750,"commit_lsn":"0/1A2B3C8",` +
-		`"commit_time":"2025-01-01T00:00:01.5Z","index":0,"change":{"op":"truncate","tables":["public.orders"],"cascade":false,` +
+		`"commit_time":"2025-01-01T00:00:01.5Z","index":0,"change":{"op":"truncate","ordinal":0,"tables":["public.orders"],"cascade":false,` +
 		`"restart_identity":false},"delivery":1,"ack_id":"101.0.1.k3x9q2a"}]}`},
 	"fetch-mixed":   {200, "application/json", nil, `{"messages":[],"next_offset":1}`},
-	"fetch-bad-lsn": {200, "application/json", nil, `{"messages":[{"offset":1,"xid":1,"commit_lsn":"0/1a","commit_time":"2025-01-01T00:00:00Z","index":0,"change":{"op":"gap","from_lsn":"0/1","to_lsn":"0/2"},"delivery":1,"ack_id":"a"}]}`},
+	"fetch-bad-lsn": {200, "application/json", nil, `{"messages":[{"offset":1,"xid":1,"commit_lsn":"0/1a","commit_time":"2025-01-01T00:00:00Z","index":0,"change":{"op":"gap","ordinal":0,"from_lsn":"0/1","to_lsn":"0/2"},"delivery":1,"ack_id":"a"}]}`},
 	"fetch-records": {200, "application/vnd.pgq.records+msgpack", nil, "\x80"},
 	"fetch-xml":     {200, "application/xml", nil, "<x/>"},
 	"too-large":     {413, "application/json", nil, `{"error":{"code":"too_large","message":"request body over 1048576 bytes"}}`},
