@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/testcert"
+)
+
+// syncBuffer collects a process's stderr while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTLSEndToEnd runs the pgq binary with --tls-cert, --tls-key and
+// --tls-client-ca against a real PostgreSQL: the CLI reaches it over an
+// https:// --addr (or PGQ_ADDR) trusting the CA from --ca-cert,
+// PGQ_CA_CERT or SSL_CERT_FILE and showing its certificate; without the
+// CA, without a certificate or over plain HTTP it fails with one line
+// saying why (usage exit status). SIGHUP makes pgq serve renewed files,
+// and bad ones leave the old certificate serving with an ERROR.
+func TestTLSEndToEnd(t *testing.T) {
+	c, err := pgtest.Start(pgtest.Options{}) // cmd/pgq has no shared cluster
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	db := c.NewDB(t)
+	db.Exec(t, `CREATE TABLE t (id int PRIMARY KEY)`)
+	dir := t.TempDir()
+	ca, err := testcert.NewCA("pgq e2e CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCA(dir, "ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testcert.NewCA("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherFile, err := other.WriteCA(dir, "other.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := ca.Server("pgq-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := first.Write(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := ca.Client("worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert, clientKey, err := worker.Write(dir, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+
+	stderr := &syncBuffer{}
+	run := exec.Command(pgqBinary(t), "run", "--pg-url", db.URL, "--slot", "tls_e2e", "--publication", "tls_e2e", "--create-slot", "--create-publication", "all",
+		"--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile)
+	run.Env = append(cliEnv(), "PGQ_LOG_FORMAT=json")
+	run.Stderr = stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = run.Wait(); close(exited) }()
+	defer func() {
+		_ = run.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = run.Process.Kill()
+			<-exited
+		}
+	}()
+
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	pair, err := tls.LoadX509KeyPair(clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() string {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}})
+		if err != nil {
+			return ""
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	waitSerial := func(want, what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for serial() != want {
+			select {
+			case <-exited:
+				t.Fatalf("pgq exited; stderr:\n%s", stderr)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: serving serial %q, want %s; stderr:\n%s", what, serial(), want, stderr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitSerial(first.Cert.SerialNumber.String(), "pgq listening over TLS")
+
+	url := "https://" + addr
+	cli := func(env []string, args ...string) (string, error) {
+		cmd := exec.Command(pgqBinary(t), args...)
+		cmd.Env = append(cliEnv(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := cli(nil, "groups", "create", "g", "--addr", url, "--ca-cert", caFile, "--client-cert", clientCert, "--client-key", clientKey); err != nil {
+		t.Fatalf("groups create over https with --ca-cert: %v %s", err, out)
+	}
+	if out, err := cli([]string{"PGQ_ADDR=" + url, "PGQ_CA_CERT=" + caFile, "PGQ_CLIENT_CERT=" + clientCert, "PGQ_CLIENT_KEY=" + clientKey}, "groups", "list"); err != nil || !strings.Contains(out, `"g"`) {
+		t.Fatalf("groups list with PGQ_ADDR and PGQ_CA_CERT: %v %s", err, out)
+	}
+	if out, err := cli([]string{"SSL_CERT_FILE=" + caFile}, "groups", "info", "g", "--addr", url, "--client-cert", clientCert, "--client-key", clientKey); err != nil {
+		t.Fatalf("groups info trusting SSL_CERT_FILE: %v %s", err, out)
+	}
+
+	withCert := []string{"--client-cert", clientCert, "--client-key", clientKey}
+	checkExits(t, []exitCase{
+		{"untrusted CA", append([]string{"groups", "list", "--addr", url}, withCert...), []string{"SSL_CERT_FILE=" + otherFile}, exitUsage, "not signed by a CA this client trusts"},
+		{"another CA by --ca-cert", append([]string{"groups", "list", "--addr", url, "--ca-cert", otherFile}, withCert...), nil, exitUsage, "--ca-cert"},
+		{"no client certificate", []string{"groups", "list", "--addr", url, "--ca-cert", caFile}, nil, exitUsage, "requires a client certificate"},
+		{"plain HTTP to the TLS port", []string{"groups", "list", "--addr", addr}, nil, exitUsage, "use an https:// address"},
+		{"CA file with an http address", []string{"groups", "list", "--addr", addr, "--ca-cert", caFile}, nil, exitUsage, "need an https:// address"},
+		{"client cert without key", []string{"groups", "list", "--addr", url, "--client-cert", clientCert}, nil, exitUsage, "go together"},
+		{"tls-cert without tls-key", []string{"run", "--pg-url", db.URL, "--slot", "s", "--publication", "p", "--data-dir", t.TempDir(), "--tls-cert", certFile}, nil, exitUsage, "--tls-cert and --tls-key go together"},
+		{"tls-cert missing", []string{"run", "--pg-url", db.URL, "--slot", "s", "--publication", "p", "--data-dir", t.TempDir(), "--tls-cert", filepath.Join(dir, "none.crt"), "--tls-key", keyFile}, nil, exitUsage, "none.crt"},
+	})
+
+	// Renewed files, then SIGHUP: new connections get the new certificate.
+	second, err := ca.Server("pgq-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := second.Write(dir, "server"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitSerial(second.Cert.SerialNumber.String(), "after SIGHUP with renewed files")
+
+	// A certificate whose key is not there yet: SIGHUP keeps the old one.
+	third, err := ca.Server("pgq-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, third.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), `"level":"ERROR","msg":"TLS reload failed: the certificate in use stays"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ERROR of the failed reload; stderr:\n%s", stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := serial(); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("after SIGHUP with bad files serving serial %q, want the second certificate's %s", got, second.Cert.SerialNumber)
+	}
+	if out, err := cli(nil, "groups", "info", "g", "--addr", url, "--ca-cert", caFile, "--client-cert", clientCert, "--client-key", clientKey); err != nil {
+		t.Fatalf("groups info after the failed reload: %v %s", err, out)
+	}
+}
