@@ -36,7 +36,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if pgqBinDir != "" {
+		_ = os.RemoveAll(pgqBinDir)
+	}
+	os.Exit(code)
 }
 
 // runChild bridges PGQ_ADDR's group "g" into the broker at BROKER_URL until
