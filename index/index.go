@@ -148,7 +148,8 @@ type Index struct {
 	// wmu; readers Load it once per call.
 	view atomic.Pointer[view]
 	// sets is the subject-set dictionary (subjects.go); gen counts the
-	// Resets, so that a Selector knows its memo is void.
+	// Resets and Pebble opens, so that a Selector knows its memo (and,
+	// after an open, its verdicts by set id) is void.
 	sets sets
 	gen  atomic.Uint64
 
@@ -210,6 +211,7 @@ func (ix *Index) openDB() error {
 		return fmt.Errorf("index: open pebble in %s: %w", ix.dir, err)
 	}
 	ix.db = db
+	ix.gen.Add(1) // set ids and offsets are what this Pebble says (Selector)
 	if err := ix.loadDerived(); err != nil {
 		pebblefs.CloseDB(db)
 		ix.db = nil

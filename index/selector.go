@@ -41,6 +41,7 @@ type Selector struct {
 
 	mu      sync.Mutex
 	verdict []int8 // by set id: 0 not yet evaluated, 1 passes, 2 does not
+	vgen    uint64 // the index generation verdict holds for
 	memo    struct {
 		ok       bool
 		gen      uint64
@@ -94,6 +95,10 @@ func (s *Selector) Count(from, to pgq.Offset) (Count, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gen := ix.gen.Load()
+	if gen != s.vgen {
+		// A reopen may have lost sets and given their ids to others.
+		s.verdict, s.vgen = nil, gen
+	}
 	m := &s.memo
 	if m.ok && m.gen == gen && from >= m.from && from <= m.to+1 && to >= m.to {
 		if c, err := s.extend(from, to); err == nil {
