@@ -61,7 +61,7 @@ const (
 
 const description = `A PostgreSQL logical replication slot as a durable local queue.
 
-Exit status (every command): 0 done; 1 a runtime failure (unreachable server, full disk, corrupt journal, gap, lost lease: running again later may succeed); 2 a usage or configuration error (bad flag, config file or value; wal_level not logical, missing slot or publication, missing privilege; an API answer bad_request, invalid_name, bad_position or unauthorized): running the same again fails the same way.`
+Exit status (every command): 0 done; 1 a runtime failure (unreachable server, full disk, corrupt journal, gap, lost lease: running again later may succeed); 2 a usage or configuration error (bad flag, config file or value; wal_level not logical, missing slot or publication, missing privilege; an API answer bad_request, invalid_name, bad_position or unauthorized; a TLS refusal): running the same again fails the same way.`
 
 func main() {
 	var cli CLI
