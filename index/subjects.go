@@ -77,7 +77,8 @@ func NewSubjectSet(s []Subject) SubjectSet {
 	if c == nil {
 		return ""
 	}
-	return SubjectSet(appendSet(nil, c))
+	var buf [64]byte // one allocation, the string, for the usual set
+	return SubjectSet(appendSet(buf[:0], c))
 }
 
 // Known reports whether the set is known (not "").
@@ -97,7 +98,8 @@ func (s SubjectSet) Subjects() []Subject {
 
 // subjectsOf returns the set of the distinct subjects of changes.
 func subjectsOf(changes []pgq.Change) SubjectSet {
-	var out []Subject
+	var buf [4]Subject // most records touch one table with one or two ops
+	out := buf[:0]
 	var last Subject
 	for i := range changes {
 		c := &changes[i]
