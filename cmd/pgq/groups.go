@@ -23,7 +23,14 @@ type APIFlags struct {
 // client dials the API. Admin commands retry a restarting pgq for a
 // short while, then report it unreachable.
 func (f APIFlags) client() (*client.Client, error) {
-	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken, Retry: client.RetryOptions{GiveUp: 5 * time.Second}, TLS: f.tls()})
+	return f.clientWith(client.RetryOptions{GiveUp: 5 * time.Second})
+}
+
+// clientWith dials the API with these retries: every client of the API
+// the CLI makes (pgq healthcheck's too) is made here, with the flags'
+// token and TLS settings.
+func (f APIFlags) clientWith(retry client.RetryOptions) (*client.Client, error) {
+	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken, Retry: retry, TLS: f.tls()})
 	return cl, usage(err)
 }
 

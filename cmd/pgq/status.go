@@ -137,9 +137,8 @@ func agoSuffix(t *time.Time) string {
 // HealthcheckCmd is `pgq healthcheck`: a container's HEALTHCHECK (the
 // distroless image has no shell or curl).
 type HealthcheckCmd struct {
-	Addr        string        `default:"127.0.0.1:5480" env:"PGQ_ADDR" help:"Address of the pgq sidecar's HTTP API (asked when there is no probe listener)."`
-	AuthToken   string        `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Bearer token of the API."`
-	ProbeListen string        `name:"probe-listen" env:"PGQ_PROBE_LISTEN" placeholder:"HOST:PORT" help:"pgq run's --probe-listen: when set, /readyz is asked there, without the token."`
+	APIFlags
+	ProbeListen string        `name:"probe-listen" env:"PGQ_PROBE_LISTEN" placeholder:"HOST:PORT" help:"pgq run's --probe-listen (plain HTTP): when set, /readyz is asked there, without the token; else the API at --addr."`
 	Timeout     time.Duration `default:"5s" help:"Give up after this long."`
 }
 
@@ -154,11 +153,12 @@ func (c *HealthcheckCmd) Run(ctx context.Context) error {
 }
 
 func (c *HealthcheckCmd) check(ctx context.Context) error {
-	addr, token := c.Addr, c.AuthToken
+	// No retries: the container runtime asks again.
+	noRetry := client.RetryOptions{GiveUp: -1}
+	cl, err := c.clientWith(noRetry)
 	if c.ProbeListen != "" {
-		addr, token = dialable(c.ProbeListen), ""
+		cl, err = client.Dial(dialable(c.ProbeListen), client.Options{Retry: noRetry})
 	}
-	cl, err := client.Dial(addr, client.Options{Token: token, Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
 		return err
 	}
