@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -135,6 +137,31 @@ func TestRunStartupLogs(t *testing.T) {
 	if err != nil || json.Unmarshal(out, &doc) != nil || !doc.Status.Connected || doc.Status.Slot != "cli_logs" {
 		t.Fatalf("pgq status -o json: %v\n%s", err, out)
 	}
+	// api.Status holds the real document whole: no field of it is
+	// unknown to the type, and the type adds none.
+	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/status", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typed api.Status
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&typed); err != nil {
+		t.Fatalf("GET /v1/status does not decode into api.Status: %v\n%s", err, raw)
+	}
+	var fromServer, fromType map[string]any
+	again, _ := json.Marshal(typed)
+	if json.Unmarshal(raw, &fromServer) != nil || json.Unmarshal(again, &fromType) != nil || len(fromServer) != len(fromType) {
+		t.Fatalf("api.Status's fields differ from the server's:\n%s\n%s", raw, again)
+	}
+
 	healthy := [][]string{
 		{"--addr", addr, "--auth-token", "s3cret"},        // the API, with the token
 		{"--probe-listen", fmt.Sprintf(":%d", probePort)}, // the probe listener, no token; a wildcard host is this machine
