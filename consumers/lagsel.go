@@ -35,6 +35,13 @@ import (
 //     their bytes are not counted, as for an unfiltered group.
 //   - A group without a filter counts every record, as before (two point
 //     lookups, no Selector).
+//
+// Cost: a group's first lag after start (or a reset moving its cursor
+// back) reads the index entries of its whole backlog (about 0.3 µs per
+// record on a 2-core machine: 30 ms per 100,000); later ones read only
+// what the cursor and the journal moved since (index.Selector's memo).
+// The ingest path pays one allocation and a map lookup per record for
+// the subject set.
 
 // lagWindow is how many records past the index's end a filtered group's
 // lag reads from the journal to filter them.
