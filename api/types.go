@@ -121,6 +121,11 @@ type (
 		// next_offset of its last fetch): delivery resumes there when an
 		// answer was lost.
 		From pgq.Offset `json:"from,omitempty"`
+		// Format renders each change of the answer: "pgq" (or empty,
+		// pgq's own JSON), "debezium" or "cloudevents" (see package
+		// format). The answer keeps its envelope. Not with the records
+		// media type: the Go client reads pgq's own.
+		Format string `json:"format,omitempty"`
 	}
 	// CommitBody is the body of POST /v1/groups/{name}/commit.
 	CommitBody struct {

@@ -12,11 +12,13 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // groups serves /v1/groups over a consumers.Manager.
 type groups struct {
-	m *consumers.Manager
+	m       *consumers.Manager
+	formats format.Options
 }
 
 type (
@@ -94,17 +96,31 @@ func (g *groups) reset(w http.ResponseWriter, r *http.Request) {
 // fetch answers both modes: a shared group's messages (fetchShared), an
 // exclusive group's transactions as records (the Go client), as JSON (each
 // transaction a `pgq journal dump` line) or as the msgpack form of that
-// JSON.
+// JSON. A body's format renders the changes of the JSON (and msgpack)
+// answers in that format (package format); the envelope stays.
 func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 	var req api.FetchBody
 	if !decoded(w, r, &req) {
 		return
 	}
-	if g.m.IsShared(r.PathValue("name")) {
-		g.fetchShared(w, r, req)
+	f, err := format.Parse(req.Format)
+	if err != nil {
+		WriteError(w, api.Errorf(api.ErrBadRequest, "format %q: want pgq, debezium or cloudevents", req.Format))
 		return
 	}
 	records := strings.Contains(r.Header.Get("Accept"), api.MediaRecords)
+	if f != format.PGQ && records {
+		WriteError(w, api.Errorf(api.ErrBadRequest, "format %q is for the JSON and msgpack answers, not %s", req.Format, api.MediaRecords))
+		return
+	}
+	if g.m.IsShared(r.PathValue("name")) {
+		if f != format.PGQ {
+			WriteError(w, api.Errorf(api.ErrBadRequest, "format %q: shared groups answer in pgq's format", req.Format))
+			return
+		}
+		g.fetchShared(w, r, req)
+		return
+	}
 	res, err := g.m.FetchRecords(r.Context(), r.PathValue("name"), consumers.FetchRequest{
 		Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait),
 		FailFast: req.FailFast, LeaseTTL: time.Duration(req.LeaseTTL), Session: req.Session, From: req.From,
@@ -119,8 +135,14 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	b := getBuf()
 	defer putBuf(b)
-	if wantsMsgpack(r) {
-		mp, err := fetchMsgpack(b, res)
+	mp := wantsMsgpack(r)
+	rd, err := g.renderer(f, jsonValuesFor(mp))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if mp {
+		mp, err := fetchMsgpack(b, res, rd)
 		if err != nil {
 			WriteError(w, errEncode(err))
 			return
@@ -128,15 +150,24 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusOK, api.MediaMsgpack, mp)
 		return
 	}
-	appendFetchJSON(b, res, pgq.JSONEmbedded)
+	appendFetchJSON(b, res, rd)
 	writeBody(w, http.StatusOK, "application/json", b.Bytes())
+}
+
+// renderer returns a renderer of format f for one answer, json values as
+// jv says.
+func (g *groups) renderer(f format.Format, jv pgq.JSONValues) (*format.Renderer, error) {
+	o := g.formats
+	o.JSONValues, o.Now = jv, nil
+	return format.New(f, o)
 }
 
 // fetchMsgpack is the language-neutral msgpack form of an exclusive
 // fetch: the JSON answer's maps, except that json and jsonb values are
-// strings of their JSON text (pgq.JSONAsText). b is scratch space.
-func fetchMsgpack(b *bytes.Buffer, res *consumers.RecordBatch) ([]byte, error) {
-	appendFetchJSON(b, res, pgq.JSONAsText)
+// strings of their JSON text (rd renders with pgq.JSONAsText). b is
+// scratch space.
+func fetchMsgpack(b *bytes.Buffer, res *consumers.RecordBatch, rd *format.Renderer) ([]byte, error) {
+	appendFetchJSON(b, res, rd)
 	return jsonToMsgpack(b.Bytes())
 }
 
@@ -162,16 +193,16 @@ func writeRecords(w http.ResponseWriter, res *consumers.RecordBatch) {
 }
 
 // appendFetchJSON writes an exclusive fetch's JSON answer, each
-// transaction exactly as a `pgq journal dump` line (with json values as
-// jv says).
-func appendFetchJSON(b *bytes.Buffer, res *consumers.RecordBatch, jv pgq.JSONValues) {
+// transaction as a `pgq journal dump` line (exactly so in the pgq format)
+// rendered by rd.
+func appendFetchJSON(b *bytes.Buffer, res *consumers.RecordBatch, rd *format.Renderer) {
 	buf := make([]byte, 0, 4096)
 	b.WriteString(`{"transactions":[`)
 	for i := range res.Records {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		buf = pgq.AppendJSONAs(buf[:0], res.Records[i].Tx, jv)
+		buf = rd.AppendTransaction(buf[:0], res.Records[i].Tx)
 		b.Write(buf)
 	}
 	b.WriteString(`],"next_offset":`)

@@ -11,6 +11,7 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/backfill"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // MaxRequestBytes is the largest request body the API reads.
@@ -35,6 +36,10 @@ type Options struct {
 	// AuthToken, when set, is required as "Authorization: Bearer <token>"
 	// on every route but GET /healthz (compared in constant time).
 	AuthToken string
+	// Formats configures the renderings a fetch's "format" asks for
+	// (database and slot named by Debezium's source and CloudEvents'
+	// source). Its Now and JSONValues are set per answer.
+	Formats format.Options
 }
 
 // Validate checks the options and fills defaults.
@@ -167,7 +172,7 @@ func (a *API) has(p part) bool {
 // handlers of a missing part are method values on nil and never called.)
 func (a *API) routes() []Route {
 	var (
-		g = &groups{m: a.o.Groups}
+		g = &groups{m: a.o.Groups, formats: a.o.Formats}
 		b = &backfills{m: a.o.Backfills}
 	)
 	rt := func(method, pattern string, p part, st []int, h http.HandlerFunc) Route {

@@ -14,6 +14,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // fuzzCols are the columns of the fuzzed rows: json and jsonb, a domain
@@ -66,8 +67,15 @@ func FuzzMsgpackAnswer(f *testing.F) {
 		res := &consumers.RecordBatch{Records: []consumers.FetchedRecord{{Offset: 3, Tx: tx}}, NextOffset: 4, LastOffset: 4, Generation: 1}
 
 		var jb1, jb2 bytes.Buffer
-		appendFetchJSON(&jb1, res, pgq.JSONEmbedded)
-		mp, err := fetchMsgpack(&jb2, res)
+		own := func(jv pgq.JSONValues) *format.Renderer {
+			rd, err := format.New(format.PGQ, format.Options{JSONValues: jv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rd
+		}
+		appendFetchJSON(&jb1, res, own(pgq.JSONEmbedded))
+		mp, err := fetchMsgpack(&jb2, res, own(pgq.JSONAsText))
 		if err != nil {
 			t.Fatalf("fetchMsgpack: %v", err)
 		}
