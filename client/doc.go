@@ -58,6 +58,17 @@
 // values by column name and Scan stores it into a struct, both through
 // pgx's type map.
 //
+// # TLS
+//
+// An https:// address speaks TLS (HTTP/1.1). Options.TLS names the CAs
+// trusted (CAFile; default the system's roots, which on Linux honour
+// SSL_CERT_FILE and SSL_CERT_DIR) and a client certificate for a pgq
+// that wants one (CertFile, KeyFile); the files are read by New. A call
+// that fails in TLS itself (an untrusted certificate, a missing or
+// refused client certificate, http against a TLS port or https against a
+// plain one) returns an error matching ErrTLS with a hint and is not
+// retried.
+//
 // # Concurrency
 //
 // A Client is safe for concurrent use. A Consumer is used by one goroutine
