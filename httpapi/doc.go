@@ -43,6 +43,9 @@
 // closed connection would otherwise cancel a long poll at it.
 // ProbeHandler serves /healthz, /readyz and /metrics alone, without the
 // token, for a second listener.
+// TLSListener serves TLS over a Listener (HTTP/1.1 only, so that a
+// connection carries one request at a time as the caps assume); the
+// overflow connections are recognized through it.
 //
 // # Concurrency
 //

@@ -12,7 +12,9 @@
 // catches up the index under DataDir/index, opens the consumer-group
 // manager and the backfill store (DataDir/backfill), prepares ingest, and
 // listens on Options.Listen with the HTTP API of package httpapi
-// (Options.WrapHandler may wrap it). Run starts the group committer, the
+// (Options.WrapHandler may wrap it), over TLS with Options.TLS (mutual
+// TLS with its client CAs; ReloadTLS reads the files again, keeping the
+// old ones when the new cannot be used: tls.go). Run starts the group committer, the
 // ingest loop, the index healer, the retention loop of the consumer
 // groups, the backfill runners and the HTTP server, and stops them in
 // order when ctx is cancelled or ingest fails; it closes everything on
