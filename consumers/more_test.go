@@ -246,7 +246,7 @@ func TestCLI(t *testing.T) {
 	if out, err = run("groups", "reset", "cli", "--to", "offset:1", "--dry-run"); err != nil || !strings.Contains(out, `"next_offset":1`) {
 		t.Fatalf("reset: %v %s", err, out)
 	}
-	if out, err = run("groups", "list"); err != nil || !strings.HasPrefix(out, `[{"name":"cli"`) {
+	if out, err = run("groups", "list"); err != nil || !strings.HasPrefix(out, `{"groups":[{"name":"cli"`) {
 		t.Fatalf("list (piped: JSON): %v %s", err, out)
 	}
 	if out, err = run("groups", "list", "--output", "table"); err != nil || !strings.Contains(out, "OUT_OF_RANGE") || !strings.Contains(out, "cli") {
