@@ -40,7 +40,8 @@ type Config struct {
 	// lag and consumer rows are skipped); when "footprint", only the
 	// data-dir footprint rows; when "ingest", only the ingest rows and
 	// the big-transaction tail; when "latency", only the commit → consumer
-	// latency rows (a load pgq on a fresh slot, nothing else).
+	// latency rows (a load pgq on a fresh slot, nothing else); when
+	// "hold", only the hold-slot row (on the ingest workload).
 	Only string
 	// ProfileRange is the WAL range of the profiled drain: "mix" (zero),
 	// "small" or "bulk".

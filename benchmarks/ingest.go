@@ -310,6 +310,7 @@ func (e *env) ingestRows(ctx context.Context) ([]Row, error) {
 	rows = append(rows, fr)
 
 	rows = append(rows, e.readerRow(first.journalDir, w.changes))
+	rows = append(rows, e.holdRow(ctx, mix))
 
 	r, err := e.splitRow(ctx, "bulk", "ingest throughput, one bulk transaction (streamed)", w.bulk)
 	if err != nil {

@@ -30,6 +30,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 		return rep, nil
 	}
+	if cfg.Only == "hold" {
+		rows, err := e.holdOnlyRows(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+		if err != nil {
+			return rep, fmt.Errorf("hold: %w", err)
+		}
+		return rep, nil
+	}
 	all := cfg.Only == ""
 	if all || cfg.Only == "ingest" {
 		rows, err := e.ingestRows(ctx)

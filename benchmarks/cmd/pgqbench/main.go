@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -29,7 +30,7 @@ func run() error {
 	flag.BoolVar(&cfg.Full, "full", false, "bigger run (minutes); the default short run takes under 5 minutes on 2 cores")
 	flag.StringVar(&cfg.PGQBin, "pgq", "bin/pgq", "pgq binary (make build)")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "also drain the workload with an in-process pgq and write its CPU profile here")
-	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill", "footprint", "ingest" (the ingest rows and the big-transaction tail) or "latency" (the commit → consumer latency rows)`)
+	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill", "footprint", "ingest" (the ingest rows and the big-transaction tail) "latency" (the commit → consumer latency rows) or "hold" (the hold-slot row)`)
 	flag.StringVar(&cfg.ProfileRange, "cpuprofile-range", "mix", "WAL range of the profiled drain: mix, small or bulk")
 	flag.StringVar(&cfg.PGQBefore, "pgq-before", "", "another pgq binary (a build before a change) the split ingest rows also drain, for a same-run before/after")
 	out := flag.String("out", "benchmarks/results/latest.json", "JSON results file")
@@ -44,8 +45,8 @@ func run() error {
 		return fmt.Errorf("pgq binary: %w (run make build)", err)
 	}
 	cfg.PGQBin = bin
-	if cfg.Only != "" && cfg.Only != "backfill" && cfg.Only != "footprint" && cfg.Only != "ingest" && cfg.Only != "latency" {
-		return fmt.Errorf("-only %q: want backfill, footprint, ingest or latency", cfg.Only)
+	if !slices.Contains([]string{"", "backfill", "footprint", "ingest", "latency", "hold"}, cfg.Only) {
+		return fmt.Errorf("-only %q: want backfill, footprint, ingest, latency or hold", cfg.Only)
 	}
 	if cfg.PGQBefore != "" {
 		if cfg.PGQBefore, err = filepath.Abs(cfg.PGQBefore); err != nil {
