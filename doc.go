@@ -11,7 +11,11 @@
 //
 // Values are stored losslessly as PostgreSQL sent them (text form, or binary
 // for a bytea-like binary tuple) together with the column's type OID;
-// rendering to JSON or to Go values goes through pgx/v5/pgtype.
+// rendering to JSON or to Go values goes through pgx/v5/pgtype. In the JSON
+// lines (and every answer built from them) each change carries "ordinal",
+// its position in its whole transaction before any group filter
+// (Transaction.Ordinal): with the commit LSN it names the change the same
+// way in every journal.
 //
 // Types here are plain values: no locking, safe to share read-only.
 package pgq
