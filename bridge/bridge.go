@@ -24,7 +24,12 @@ type Publisher interface {
 	// has failed. It returns nil only when every message is acknowledged.
 	// After a failure it may stop sending the rest, so that no message is
 	// stored after one that failed on the same key. It is never called
-	// concurrently.
+	// concurrently. A message the broker already holds (at or before the
+	// position of the last message it holds, read at start and after a
+	// reconnect or failure; see the package doc) is set acknowledged
+	// without being sent. A stream or topic another group's bridge (or
+	// another producer) writes is refused with an error wrapping
+	// ErrShared, which ends Run.
 	Publish(ctx context.Context, msgs []Message, acked []bool) error
 	// Name is the broker kind ("jetstream", "kafka"), a metrics label.
 	Name() string
