@@ -117,7 +117,7 @@ func tlsCause(err error) string {
 		return "pgq serves plain HTTP on this port: use an http:// address, or start pgq with --tls-cert and --tls-key"
 	case errors.As(err, &op) && op.Op == "remote error":
 		if strings.Contains(op.Err.Error(), "certificate required") {
-			return "pgq requires a client certificate (mutual TLS): give one with --client-cert and --client-key"
+			return "pgq requires a client certificate signed by a CA of its --tls-client-ca (mutual TLS): give one with --client-cert and --client-key; one of another CA is not sent"
 		}
 		return "pgq refused the TLS handshake: check the client certificate (--client-cert, --client-key) against pgq's --tls-client-ca"
 	}

@@ -155,6 +155,22 @@ func TestTLSClientCertificate(t *testing.T) {
 	if err == nil || !errors.Is(err, client.ErrTLS) || !strings.Contains(err.Error(), "--client-cert") || took > 3*time.Second {
 		t.Fatalf("no client certificate: %v after %s; want ErrTLS at once naming --client-cert", err, took)
 	}
+	other, err := testcert.NewCA("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := other.Client("stranger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sCert, sKey, err := stranger.Write(f.dir, "stranger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	took, err = groups(t, srv.URL, client.Options{TLS: client.TLSOptions{CAFile: f.caFile, CertFile: sCert, KeyFile: sKey}})
+	if !errors.Is(err, client.ErrTLS) || !strings.Contains(err.Error(), "signed by a CA of its --tls-client-ca") || took > 3*time.Second {
+		t.Fatalf("a client certificate of another CA: %v after %s; want ErrTLS at once naming pgq's client CAs", err, took)
+	}
 	if _, err := groups(t, srv.URL, client.Options{TLS: client.TLSOptions{CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile}}); err != nil {
 		t.Fatalf("with a client certificate: %v", err)
 	}
