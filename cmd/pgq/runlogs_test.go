@@ -180,6 +180,13 @@ func TestRunStartupLogs(t *testing.T) {
 	if out, err := hc.CombinedOutput(); err != nil || string(out) != "ready\n" {
 		t.Fatalf("pgq healthcheck with PGQ_PROBE_LISTEN: %v\n%s", err, out)
 	}
+	// Without PGQ_ADDR, at PGQ_LISTEN: pgq run's environment in its
+	// container.
+	hc = exec.Command(pgqBinary(t), "healthcheck")
+	hc.Env = append(cliEnv(), fmt.Sprintf("PGQ_LISTEN=0.0.0.0:%d", port), "PGQ_AUTH_TOKEN=s3cret")
+	if out, err := hc.CombinedOutput(); err != nil || string(out) != "ready\n" {
+		t.Fatalf("pgq healthcheck with PGQ_LISTEN: %v\n%s", err, out)
+	}
 	// Unhealthy is exit 1 whatever the cause (Docker reserves 2).
 	if code, line := runPgq(t, nil, "healthcheck", "--addr", addr); code != exitRuntime || !strings.Contains(line, "not ready") || !strings.Contains(line, "bearer token") {
 		t.Fatalf("healthcheck without the token: exit %d, %q", code, line)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -138,7 +139,7 @@ func agoSuffix(t *time.Time) string {
 // distroless image has no shell or curl).
 type HealthcheckCmd struct {
 	APIFlags
-	ProbeListen string        `name:"probe-listen" env:"PGQ_PROBE_LISTEN" placeholder:"HOST:PORT" help:"pgq run's --probe-listen (plain HTTP): when set, /readyz is asked there, without the token; else the API at --addr."`
+	ProbeListen string        `name:"probe-listen" env:"PGQ_PROBE_LISTEN" placeholder:"HOST:PORT" help:"pgq run's --probe-listen (plain HTTP): when set, /readyz is asked there, without the token; else the API at --addr (without --addr and PGQ_ADDR: at PGQ_LISTEN when set, as in pgq's container)."`
 	Timeout     time.Duration `default:"5s" help:"Give up after this long."`
 }
 
@@ -155,7 +156,13 @@ func (c *HealthcheckCmd) Run(ctx context.Context) error {
 func (c *HealthcheckCmd) check(ctx context.Context) error {
 	// No retries: the container runtime asks again.
 	noRetry := client.RetryOptions{GiveUp: -1}
-	cl, err := c.clientWith(noRetry)
+	flags := c.APIFlags
+	if listen, ok := os.LookupEnv("PGQ_LISTEN"); ok && flags.Addr == defaultAddr && os.Getenv("PGQ_ADDR") == "" {
+		// In pgq's container the healthcheck shares pgq run's
+		// environment: its --listen is where the API is.
+		flags.Addr = dialable(listen)
+	}
+	cl, err := flags.clientWith(noRetry)
 	if c.ProbeListen != "" {
 		cl, err = client.Dial(dialable(c.ProbeListen), client.Options{Retry: noRetry})
 	}
@@ -169,6 +176,9 @@ func (c *HealthcheckCmd) check(ctx context.Context) error {
 	}
 	return nil
 }
+
+// defaultAddr is APIFlags.Addr's default (its tag's literal).
+const defaultAddr = "127.0.0.1:5480"
 
 // dialable turns a listen address into one to dial: a wildcard or empty
 // host (":8081", "0.0.0.0:8081", "[::]:8081") is this machine.

@@ -97,9 +97,12 @@ func TestHelpAgreesWithTheProgram(t *testing.T) {
 	}
 	envs := map[string][]string{}
 	for _, n := range k.Model.Children {
-		if n.Name == "run" {
-			for _, f := range n.Flags {
+		for _, f := range n.Flags {
+			switch {
+			case n.Name == "run":
 				envs[f.Name] = f.Envs
+			case n.Name == "healthcheck" && f.Name == "addr" && f.Default != defaultAddr:
+				t.Errorf("healthcheck --addr defaults to %s, defaultAddr is %s", f.Default, defaultAddr)
 			}
 		}
 	}
