@@ -614,7 +614,11 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 		buf []byte
 	)
 	err := m.fetchShared(ctx, name, req, func(off pgq.Offset, tx *pgq.Transaction, idx, delivery int, ackID string) {
-		buf = pgq.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[idx], tx.Ordinal(idx), req.JSONValues)
+		if req.RenderChange != nil {
+			buf = req.RenderChange(buf[:0], tx, idx)
+		} else {
+			buf = pgq.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[idx], tx.Ordinal(idx), req.JSONValues)
+		}
 		out = append(out, api.Message{Offset: off, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
 			Index: idx, Change: append([]byte(nil), buf...), Delivery: delivery, AckID: ackID})
 	})

@@ -98,3 +98,47 @@ func TestFetchFormat(t *testing.T) {
 		t.Errorf("format with records: %d %+v", resp.StatusCode, apiErr)
 	}
 }
+
+// TestFetchSharedFormat: a shared group's messages keep their envelope
+// (offset, ack id, delivery) with the change rendered in the format, and
+// can be acked as ever.
+func TestFetchSharedFormat(t *testing.T) {
+	e := start(t, "")
+	e.add(1, 2)
+	if resp, b, _ := e.do("POST", "/v1/groups", `{"name":"s","mode":"shared","from":"earliest"}`); resp.StatusCode != 201 {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	resp, b, _ := e.do("POST", "/v1/groups/s/fetch", `{"member":"m","max":10,"format":"debezium"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("fetch: %d %s", resp.StatusCode, b)
+	}
+	var got struct {
+		Messages []struct {
+			Offset uint64
+			AckID  string `json:"ack_id"`
+			Change struct {
+				Op    string
+				After map[string]int
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 2 || got.Messages[1].Change.Op != "c" || got.Messages[1].Change.After["id"] != 2 || got.Messages[1].AckID == "" {
+		t.Fatalf("messages %s", b)
+	}
+	if resp, b, _ := e.do("POST", "/v1/groups/s/ack", `{"ack_ids":["`+got.Messages[0].AckID+`","`+got.Messages[1].AckID+`"]}`); resp.StatusCode != 200 {
+		t.Errorf("ack: %d %s", resp.StatusCode, b)
+	}
+	e.add(3)
+	resp, b, _ = e.do("POST", "/v1/groups/s/fetch", `{"member":"m","format":"cloudevents"}`, "Accept", api.MediaMsgpack)
+	var mp struct {
+		Messages []struct {
+			Change map[string]any `msgpack:"change"`
+		} `msgpack:"messages"`
+	}
+	if resp.StatusCode != 200 || msgpack.Unmarshal(b, &mp) != nil || len(mp.Messages) != 1 || mp.Messages[0].Change["type"] != "pgq.insert" {
+		t.Errorf("msgpack cloudevents: %d %+v", resp.StatusCode, mp)
+	}
+}

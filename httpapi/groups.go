@@ -9,7 +9,6 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/format"
@@ -115,7 +114,7 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	if g.m.IsShared(r.PathValue("name")) {
 		if f != format.PGQ {
-			WriteError(w, api.Errorf(api.ErrBadRequest, "format %q: shared groups answer in pgq's format", req.Format))
+			g.fetchSharedFormat(w, r, req, f)
 			return
 		}
 		g.fetchShared(w, r, req)
@@ -152,14 +151,6 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	appendFetchJSON(b, res, rd)
 	writeBody(w, http.StatusOK, "application/json", b.Bytes())
-}
-
-// renderer returns a renderer of format f for one answer, json values as
-// jv says.
-func (g *groups) renderer(f format.Format, jv pgq.JSONValues) (*format.Renderer, error) {
-	o := g.formats
-	o.JSONValues, o.Now = jv, nil
-	return format.New(f, o)
 }
 
 // fetchMsgpack is the language-neutral msgpack form of an exclusive
