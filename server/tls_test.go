@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -251,5 +252,35 @@ func TestTLSOptionsRefused(t *testing.T) {
 	defer s.Close()
 	if err := s.ReloadTLS(); !errors.Is(err, ErrNoTLS) {
 		t.Fatalf("ReloadTLS without TLS: %v", err)
+	}
+}
+
+// TestWarnExposed: beyond loopback pgq warns about an API nobody needs a
+// secret for, and about a token sent without TLS; with a token and TLS,
+// with client certificates, or on loopback it says nothing.
+func TestWarnExposed(t *testing.T) {
+	wild := &net.TCPAddr{IP: net.IPv4zero, Port: 5480}
+	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5480}
+	tlsOn := &certReloader{}
+	for name, tc := range map[string]struct {
+		addr net.Addr
+		o    Options
+		tls  *certReloader
+		want string // "" : no warning
+	}{
+		"open":               {wild, Options{}, nil, "without --auth-token"},
+		"token in clear":     {wild, Options{AuthToken: "x"}, nil, "clear text"},
+		"token over TLS":     {wild, Options{AuthToken: "x"}, tlsOn, ""},
+		"mutual TLS":         {wild, Options{TLS: TLSOptions{ClientCAFile: "ca.pem"}}, tlsOn, ""},
+		"loopback, no token": {loop, Options{}, nil, ""},
+	} {
+		logs := &lockedBuffer{}
+		tc.o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		s := &Server{o: tc.o, tls: tc.tls}
+		s.warnExposed(tc.addr)
+		got := logs.String()
+		if tc.want == "" && got != "" || tc.want != "" && (!strings.Contains(got, "level=WARN") || !strings.Contains(got, tc.want)) {
+			t.Errorf("%s: logged %q, want %q", name, got, tc.want)
+		}
 	}
 }
