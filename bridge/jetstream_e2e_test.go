@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -325,4 +326,56 @@ func TestJetStreamLegacyParts(t *testing.T) {
 	ids, pls := readStream(t, ns.ClientURL(), "PGQ")
 	checkExactlyOnce(t, src, ids, pls)
 	t.Logf("%d changes of transactions journaled in parts in the old layout, exactly once", len(ids))
+}
+
+// TestSharedStreamRefused: a stream whose last message is another
+// group's bridge's is refused (Run ends with ErrShared, nothing is
+// published); the same stream is taken once that group's message is not
+// the last (here: the stream purged).
+func TestSharedStreamRefused(t *testing.T) {
+	ns := startNATS(t, t.TempDir(), 0)
+	defer ns.Shutdown()
+	ctx := context.Background()
+	p, err := jetstream.New(ctx, jetstream.Options{URL: ns.ClientURL(), CreateStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	js := jsClient(t, ns.ClientURL())
+	other := &nats.Msg{Subject: "pgq.public.t", Data: []byte("{}"), Header: nats.Header{}}
+	other.Header.Set(njs.MsgIDHeader, "0/5.0")
+	other.Header.Set(bridge.HeaderGroup, "other")
+	if _, err := js.PublishMsg(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	src := startSource(t, 50)
+	src.append(10)
+	b, done := startBridge(t, ctx, p, src.addr)
+	select {
+	case err := <-done:
+		if !errors.Is(err, bridge.ErrShared) {
+			t.Fatalf("Run = %v, want ErrShared", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the bridge publishes into a stream another group's bridge writes")
+	}
+	if st := b.Status(); st.Published != 0 {
+		t.Fatalf("published %d messages into a refused stream", st.Published)
+	}
+	stream, err := js.Stream(ctx, "PGQ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	_, done = startBridge(t, cctx, p, src.addr)
+	src.waitCaughtUp(t, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ids, pls := readStream(t, ns.ClientURL(), "PGQ")
+	checkExactlyOnce(t, src, ids, pls)
 }

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/kafka"
 )
 
@@ -278,4 +280,38 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	}
 	checkExactlyOnce(t, src, ids, pls)
 	t.Logf("%d changes exactly once across a restart of the brokers (cursor held at %d while down); %d publish errors", len(ids), during, b.Status().Errors)
+}
+
+// TestSharedTopicRefused: a partition whose last record has no pgq id
+// (another producer's) is refused: Run ends with ErrShared.
+func TestSharedTopicRefused(t *testing.T) {
+	if os.Getenv("PGQ_TEST_KAFKA_BROKERS") != "" {
+		t.Skip("writes the default topic of kfake")
+	}
+	brokers := kafkaBrokers(t)
+	ctx := context.Background()
+	p, err := kafka.New(ctx, kafka.Options{Brokers: brokers, CreateTopics: true, Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "pgq.public.t", Value: []byte("not the bridge's")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	src := startSource(t, 50)
+	src.append(10)
+	_, done := startBridge(t, ctx, p, src.addr)
+	select {
+	case err := <-done:
+		if !errors.Is(err, bridge.ErrShared) {
+			t.Fatalf("Run = %v, want ErrShared", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the bridge produces into a topic another producer writes")
+	}
 }
