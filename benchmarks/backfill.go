@@ -1,6 +1,7 @@
 package benchmarks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -374,9 +375,23 @@ func (e *env) copies() readLoad {
 			conn = c
 			context.AfterFunc(ctx, func() { _ = c.Close(context.Background()) })
 		}
-		tag, err := conn.PgConn().CopyTo(ctx, io.Discard, "COPY (SELECT * FROM bench_backfill) TO STDOUT")
-		return tag.RowsAffected(), err
+		// Rows counted as they arrive, so that a COPY the phase's end
+		// interrupts counts what it read, as a canceled backfill does
+		// (one COPY of the table can outlast a short phase on a busy
+		// machine: the row then had no reading to compare with).
+		var rows lineCounter
+		_, err := conn.PgConn().CopyTo(ctx, &rows, "COPY (SELECT * FROM bench_backfill) TO STDOUT")
+		return int64(rows), err
 	}
+}
+
+// lineCounter counts the rows of COPY's text output: one newline each
+// (a newline inside a value is escaped as \n).
+type lineCounter int64
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	*c += lineCounter(bytes.Count(p, []byte{'\n'}))
+	return len(p), nil
 }
 
 // loadPhase runs the steady workload for d and samples the load pgq's
