@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgq-dev/pgq/backfill"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
@@ -263,6 +265,17 @@ func (s *Server) openIngest(context.Context) error {
 	return nil
 }
 
+// databaseOf is the database a connection string names (Debezium's
+// source.db and part of the CloudEvents source of the fetch's formats);
+// "" when it does not parse (ingest reports that).
+func databaseOf(url string) string {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return ""
+	}
+	return cfg.Database
+}
+
 // openHTTP listens on Options.Listen (and ProbeListen) with the API.
 func (s *Server) openHTTP(context.Context) error {
 	o := &s.o
@@ -276,7 +289,8 @@ func (s *Server) openHTTP(context.Context) error {
 	s.listener = l
 	s.warnExposed(l.Addr()) // tls.go
 	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.statusDoc, NotReady: s.notReady,
-		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken})
+		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken,
+		Formats: format.Options{Database: databaseOf(o.Ingest.PGURL), Slot: o.Ingest.Slot}})
 	if err != nil {
 		return err
 	}
