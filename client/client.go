@@ -21,7 +21,7 @@ import (
 	"github.com/pgq-dev/pgq/internal/backoff"
 )
 
-// Options configure Dial. The zero value talks msgpack without auth and
+// Options configure New. The zero value talks msgpack without auth and
 // retries transient failures for as long as each call's context lives.
 type Options struct {
 	// Token is sent as "Authorization: Bearer <token>" when not empty.
@@ -68,9 +68,9 @@ type Client struct {
 	hc   *http.Client
 }
 
-// Dial returns a client of the sidecar at addr ("host:port" or an
-// http(s):// URL). It does no I/O.
-func Dial(addr string, o Options) (*Client, error) {
+// New returns a client of the sidecar at addr ("host:port" or an
+// http(s):// URL). It does no I/O: the first call connects.
+func New(addr string, o Options) (*Client, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -81,14 +81,14 @@ func Dial(addr string, o Options) (*Client, error) {
 		o.Retry.Max = max(5*time.Second, o.Retry.Min)
 	}
 	if addr == "" {
-		return nil, errors.New("client: dial: empty address")
+		return nil, errors.New("client: empty address")
 	}
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
 	u, err := url.Parse(addr)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("client: dial %q: want host:port or an http(s) URL", addr)
+		return nil, fmt.Errorf("client: address %q: want host:port or an http(s) URL", addr)
 	}
 	tc, err := tlsConfig(o, u) // tls.go
 	if err != nil {
@@ -103,6 +103,12 @@ func Dial(addr string, o Options) (*Client, error) {
 	}
 	return &Client{base: strings.TrimRight(u.String(), "/"), o: o, hc: hc}, nil
 }
+
+// Dial is New.
+//
+// Deprecated: use New (Dial does no I/O, which its name suggested); Dial
+// goes in the next release.
+func Dial(addr string, o Options) (*Client, error) { return New(addr, o) }
 
 // IsTransient reports whether err is worth retrying: pgq could not be
 // reached, or answered that it is unavailable (restarting, shutting down).
@@ -219,7 +225,10 @@ func (c *Client) roundTrip(ctx context.Context, method, path, accept string, bod
 
 func groupPath(name string) string { return "/v1/groups/" + url.PathEscape(name) }
 
+// utcInfo puts gi's times in UTC and fills the deprecated Committed
+// (not on the wire) from CommittedOffset.
 func utcInfo(gi *api.GroupInfo) {
+	gi.Committed = gi.CommittedOffset //nolint:staticcheck // filled for one release, see api.GroupInfo
 	gi.Created, gi.Updated = gi.Created.UTC(), gi.Updated.UTC()
 	if gi.LeaseExpires != nil {
 		t := gi.LeaseExpires.UTC()

@@ -136,7 +136,7 @@ func (s *server) appendKeyed(n, keys int) {
 
 func dial(t *testing.T, addr string) *client.Client {
 	t.Helper()
-	c, err := client.Dial(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}})
+	c, err := client.New(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestGiveUp(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	c, err := client.Dial(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond, GiveUp: 200 * time.Millisecond}})
+	c, err := client.New(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond, GiveUp: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +439,7 @@ func TestCommitMark(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return gi.Committed
+		return gi.CommittedOffset
 	}
 	for i := pgq.Offset(1); i <= 3; i++ {
 		next(i)
@@ -554,8 +554,8 @@ func TestConsumeCommitDoesNotHoldBackDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gi.Committed != 2 {
-		t.Fatalf("committed offset %d after Consume returned, want 2", gi.Committed)
+	if gi.CommittedOffset != 2 {
+		t.Fatalf("committed offset %d after Consume returned, want 2", gi.CommittedOffset)
 	}
 }
 

@@ -84,10 +84,7 @@ func (c *Client) Consumer(group string, o ConsumerOptions) (*Consumer, error) {
 		return nil, err
 	}
 	if o.Member == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		host, _ := os.Hostname()
-		o.Member = host + "-" + hex.EncodeToString(b[:])
+		o.Member = defaultMember()
 	}
 	if o.Wait == 0 {
 		o.Wait = 10 * time.Second
@@ -98,6 +95,15 @@ func (c *Client) Consumer(group string, o ConsumerOptions) (*Consumer, error) {
 	var sb [8]byte
 	_, _ = rand.Read(sb[:])
 	return &Consumer{c: c, group: group, o: o, session: hex.EncodeToString(sb[:])}, nil
+}
+
+// defaultMember is the member id of a consumer given none:
+// "<hostname>-<12 random hex digits>".
+func defaultMember() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	return host + "-" + hex.EncodeToString(b[:])
 }
 
 // Member returns the member id.

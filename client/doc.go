@@ -1,6 +1,11 @@
 // Package client is the Go client of pgq's HTTP API: consumer groups,
 // fetch and commit, and a Consumer that rides through pgq restarts.
 //
+// Construct a Client with New (it does no I/O). Types a consumer needs
+// from pgq and pgq/api are re-exported here as aliases (Transaction,
+// Change, Offset, LSN, GroupInfo, CreateRequest, the API errors, ...), so
+// one import of pgq/client suffices.
+//
 // It imports the standard library, msgpack, pgx's pgtype (for typed
 // values) and the small pgq, pgq/api, pgq/record (record bodies),
 // internal/msgp (the msgpack reader it shares with record) and
@@ -38,8 +43,8 @@
 //
 // # Shared groups
 //
-// A group created with Mode "shared" is a work queue: FetchMessages
-// returns single changes (api.Message) with an ack id, settled with Ack,
+// A group created with Mode "shared" is a work queue: FetchShared
+// returns single changes (Message) with an ack id, settled with Ack,
 // Nak (redelivered after a delay or the group's backoff), Term (parked)
 // or InProgress (the ack wait restarts); Parked, Requeue and DropParked
 // manage the parked ones. A SharedConsumer's Consume runs Concurrency
@@ -52,11 +57,18 @@
 // Delivery is at-least-once (see docs/http-api.md for what a restart of
 // pgq delivers again).
 //
+// A Message's Change is the same typed *pgq.Change an exclusive group's
+// transactions hold (fetched in the records form, api.MediaRecords, like
+// an exclusive fetch): code that decodes changes serves both modes, and
+// moving a group from exclusive to shared changes the loop around it, not
+// the decoding (see the examples). FetchMessages returns the JSON form
+// (api.Message) for tools that print or forward it.
+//
 // # Values
 //
-// Changes carry PostgreSQL's text form. Values decodes a row image into Go
-// values by column name and Scan stores it into a struct, both through
-// pgx's type map.
+// Changes carry PostgreSQL's text form. Values decodes a row image (Image:
+// NewImage or OldImage) into Go values by column name and Scan stores it
+// into a struct, both through pgx's type map.
 //
 // # TLS
 //

@@ -34,7 +34,9 @@ func (c *Client) doJSON(ctx context.Context, method, path string, body, out any)
 }
 
 // FetchMessages is one long-poll fetch of a shared group: up to req.Max
-// messages (Member, Max and Wait are used). It does not retry.
+// messages (Member, Max and Wait are used) in the JSON answer's form, each
+// change as in `pgq journal dump` (for tools that print or forward it, as
+// pgq consume does). FetchShared returns them typed. It does not retry.
 func (c *Client) FetchMessages(ctx context.Context, group string, req FetchRequest) ([]api.Message, error) {
 	body := api.FetchBody{Member: req.Member, Max: req.Max, Wait: api.Duration(req.Wait)}
 	data, _, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", "application/json", body)
@@ -103,7 +105,9 @@ func (c *Client) DropParked(ctx context.Context, group string, all bool, ackIDs 
 
 // SharedConsumerOptions configure a SharedConsumer.
 type SharedConsumerOptions struct {
-	// Member identifies this consumer (required).
+	// Member identifies this consumer; zero → "<hostname>-<random>", as
+	// for a Consumer (a shared group's members need not be told apart:
+	// any member may settle any message).
 	Member string
 	// Concurrency is how many handlers Consume runs at once; zero → 1.
 	Concurrency int
@@ -132,8 +136,11 @@ func (c *Client) SharedConsumer(group string, o SharedConsumerOptions) (*SharedC
 	if err := api.ValidateName(group); err != nil {
 		return nil, fmt.Errorf("client: shared consumer: %w", err)
 	}
-	if o.Member == "" || len(o.Member) > api.MaxMemberLen {
-		return nil, fmt.Errorf("client: shared consumer: member must be 1 to %d bytes", api.MaxMemberLen)
+	if len(o.Member) > api.MaxMemberLen {
+		return nil, fmt.Errorf("client: shared consumer: member over %d bytes", api.MaxMemberLen)
+	}
+	if o.Member == "" {
+		o.Member = defaultMember()
 	}
 	if o.Concurrency < 0 || o.Prefetch < 0 || o.Wait < 0 {
 		return nil, errors.New("client: shared consumer: negative concurrency, prefetch or wait")
@@ -150,46 +157,50 @@ func (c *Client) SharedConsumer(group string, o SharedConsumerOptions) (*SharedC
 	return &SharedConsumer{c: c, group: group, o: o}, nil
 }
 
-// Fetch long-polls for up to max messages (zero → Concurrency).
-func (sc *SharedConsumer) Fetch(ctx context.Context, max int) ([]api.Message, error) {
+// Member returns the member id.
+func (sc *SharedConsumer) Member() string { return sc.o.Member }
+
+// Fetch long-polls for up to max messages (zero → Concurrency), typed
+// (Client.FetchShared).
+func (sc *SharedConsumer) Fetch(ctx context.Context, max int) ([]Message, error) {
 	if max == 0 {
 		max = sc.o.Concurrency
 	}
-	return sc.c.FetchMessages(ctx, sc.group, FetchRequest{Member: sc.o.Member, Max: max, Wait: sc.o.Wait})
+	return sc.c.FetchShared(ctx, sc.group, FetchRequest{Member: sc.o.Member, Max: max, Wait: sc.o.Wait})
 }
 
 // Ack acknowledges messages.
-func (sc *SharedConsumer) Ack(ctx context.Context, msgs ...api.Message) error {
+func (sc *SharedConsumer) Ack(ctx context.Context, msgs ...Message) error {
 	_, err := sc.c.Ack(ctx, sc.group, ackIDs(msgs)...)
 	return err
 }
 
 // Nak asks for redelivery after delay (zero: the group's backoff).
-func (sc *SharedConsumer) Nak(ctx context.Context, delay time.Duration, msgs ...api.Message) error {
+func (sc *SharedConsumer) Nak(ctx context.Context, delay time.Duration, msgs ...Message) error {
 	_, err := sc.c.Nak(ctx, sc.group, delay, ackIDs(msgs)...)
 	return err
 }
 
 // Release gives back messages fetched and not handled, for another
 // member at once (see Client.NakUnhandled).
-func (sc *SharedConsumer) Release(ctx context.Context, msgs ...api.Message) error {
+func (sc *SharedConsumer) Release(ctx context.Context, msgs ...Message) error {
 	_, err := sc.c.NakUnhandled(ctx, sc.group, ackIDs(msgs)...)
 	return err
 }
 
 // Term parks messages.
-func (sc *SharedConsumer) Term(ctx context.Context, msgs ...api.Message) error {
+func (sc *SharedConsumer) Term(ctx context.Context, msgs ...Message) error {
 	_, err := sc.c.Term(ctx, sc.group, ackIDs(msgs)...)
 	return err
 }
 
 // InProgress restarts the ack wait of messages still being worked on.
-func (sc *SharedConsumer) InProgress(ctx context.Context, msgs ...api.Message) error {
+func (sc *SharedConsumer) InProgress(ctx context.Context, msgs ...Message) error {
 	_, err := sc.c.InProgress(ctx, sc.group, ackIDs(msgs)...)
 	return err
 }
 
-func ackIDs(msgs []api.Message) []string {
+func ackIDs(msgs []Message) []string {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.AckID
@@ -212,8 +223,8 @@ func Term(err error) error { return termError{err} }
 // transient (yielded last; transient ones are retried with backoff).
 // Settling is the caller's: call Ack, Nak or Term for each message (one
 // not settled within the group's ack wait is delivered again).
-func (sc *SharedConsumer) Messages(ctx context.Context) iter.Seq2[api.Message, error] {
-	return func(yield func(api.Message, error) bool) {
+func (sc *SharedConsumer) Messages(ctx context.Context) iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
 		delay := sc.c.o.Retry.Min
 		for {
 			msgs, err := sc.Fetch(ctx, sc.o.Prefetch)
@@ -227,7 +238,7 @@ func (sc *SharedConsumer) Messages(ctx context.Context) iter.Seq2[api.Message, e
 				if ctx.Err() != nil {
 					err = ctx.Err()
 				}
-				yield(api.Message{}, err)
+				yield(Message{}, err)
 				return
 			}
 			delay = sc.c.o.Retry.Min
@@ -245,7 +256,7 @@ const maxSettleBatch = 2000
 
 // settlement is a handled message and its handler's result.
 type settlement struct {
-	msg api.Message
+	msg Message
 	err error
 }
 
@@ -257,7 +268,7 @@ type settlement struct {
 // on its way). It rides through transient failures and returns ctx's
 // error, or the first error that is not transient (after the running
 // handlers end and what they handled is settled).
-func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Context, api.Message) error) error {
+func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Context, Message) error) error {
 	var (
 		mu sync.Mutex // guards first
 		// first is the first permanent error of a fetch or settle call.
@@ -276,7 +287,7 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 	capacity := sc.o.Concurrency + sc.o.Prefetch
 	var (
 		slots = make(chan struct{}, capacity) // one per message fetched and not handled yet
-		work  = make(chan api.Message, capacity)
+		work  = make(chan Message, capacity)
 		// results never holds a handler up while a settle request is on
 		// its way: what is handled meanwhile goes in the next batch.
 		results = make(chan settlement, capacity+maxSettleBatch)
@@ -285,7 +296,7 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 		umu     sync.Mutex // guards unhandled
 		// unhandled are the messages fetched ahead that no handler ran
 		// because Consume is ending: given back at the end.
-		unhandled []api.Message
+		unhandled []Message
 	)
 	for range sc.o.Concurrency {
 		hwg.Add(1)
@@ -337,7 +348,7 @@ func (sc *SharedConsumer) Consume(ctx context.Context, handler func(context.Cont
 
 // fetchLoop fetches as many messages as there are free slots and queues
 // them on work, until ctx ends or a fetch fails for good.
-func (sc *SharedConsumer) fetchLoop(ctx context.Context, slots chan struct{}, work chan api.Message) error {
+func (sc *SharedConsumer) fetchLoop(ctx context.Context, slots chan struct{}, work chan Message) error {
 	delay := sc.c.o.Retry.Min
 	for {
 		select {
@@ -412,7 +423,7 @@ func (sc *SharedConsumer) settleLoop(ctx context.Context, results <-chan settlem
 				break more
 			}
 		}
-		var acks, naks, terms []api.Message
+		var acks, naks, terms []Message
 		for _, r := range batch {
 			var te termError
 			switch {
@@ -426,7 +437,7 @@ func (sc *SharedConsumer) settleLoop(ctx context.Context, results <-chan settlem
 		}
 		for _, s := range []struct {
 			action string
-			msgs   []api.Message
+			msgs   []Message
 		}{{"ack", acks}, {"nak", naks}, {"term", terms}} {
 			if len(s.msgs) > 0 {
 				if err := sc.settleBatch(sctx, s.action, api.AckBody{}, s.msgs); err != nil {
@@ -441,8 +452,8 @@ func (sc *SharedConsumer) settleLoop(ctx context.Context, results <-chan settlem
 // besides the ack ids, e.g. Unhandled). A conflict (one message's ack wait
 // ended and it went to another member: the server changes nothing) makes
 // it settle them one by one, skipping conflicts.
-func (sc *SharedConsumer) settleBatch(ctx context.Context, action string, body api.AckBody, msgs []api.Message) error {
-	send := func(msgs []api.Message) error {
+func (sc *SharedConsumer) settleBatch(ctx context.Context, action string, body api.AckBody, msgs []Message) error {
+	send := func(msgs []Message) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		body.AckIDs = ackIDs(msgs)
@@ -461,7 +472,7 @@ func (sc *SharedConsumer) settleBatch(ctx context.Context, action string, body a
 		return fmt.Errorf("client: consume %q: %s %d messages: %w", sc.group, action, len(msgs), err)
 	}
 	for _, m := range msgs {
-		if err := send([]api.Message{m}); err != nil && !conflict(err) {
+		if err := send([]Message{m}); err != nil && !conflict(err) {
 			return fmt.Errorf("client: consume %q: %s %s: %w", sc.group, action, m.AckID, err)
 		}
 	}

@@ -38,7 +38,7 @@ func (l sharedLoad) run(b *testing.B) (rate, busy float64) {
 	for done := 0; done < l.n; done += 10000 {
 		s.appendKeyed(min(10000, l.n-done), l.keys)
 	}
-	c, err := client.Dial(s.addr, client.Options{})
+	c, err := client.New(s.addr, client.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func (l sharedLoad) run(b *testing.B) (rate, busy float64) {
 		failures []string
 		worked   atomic.Int64 // handlers' sleeping, ns
 	)
-	handler := func(_ context.Context, m api.Message) error {
+	handler := func(_ context.Context, m client.Message) error {
 		k := int(m.Offset-1) % l.keys
 		mu.Lock()
 		if inUse[k] || m.Offset <= last[k] {
@@ -108,7 +108,7 @@ func (l sharedLoad) run(b *testing.B) (rate, busy float64) {
 	rate = float64(l.n) / wall.Seconds()
 	busy = float64(worked.Load()) / float64(int64(l.members*l.concurrency)*int64(wall))
 	gi, err := c.Group(context.Background(), "jobs")
-	if err != nil || gi.Committed != pgq.Offset(l.n) || gi.Shared.InFlight != 0 || gi.Shared.Redeliveries != 0 {
+	if err != nil || gi.CommittedOffset != pgq.Offset(l.n) || gi.Shared.InFlight != 0 || gi.Shared.Redeliveries != 0 {
 		b.Fatalf("not every message acked exactly once: %+v, %v", gi.Shared, err)
 	}
 	for off := 1; off <= l.n; off++ {

@@ -219,7 +219,7 @@ func TestSharedSIGKILL(t *testing.T) {
 	cmd = startHelper(t, dir, addr)
 	waitUntil(t, "every message acked", func() bool {
 		gi, err := c.Group(ctx, "jobs")
-		return err == nil && gi.Committed == n && gi.Shared.InFlight == 0 && gi.Shared.Pending == 0
+		return err == nil && gi.CommittedOffset == n && gi.Shared.InFlight == 0 && gi.Shared.Pending == 0
 	})
 	stop()
 	wg.Wait()

@@ -21,7 +21,7 @@ import (
 )
 
 // consumeUntil runs sc.Consume until done() holds.
-func consumeUntil(sc *client.SharedConsumer, handler func(context.Context, api.Message) error, done func() bool) error {
+func consumeUntil(sc *client.SharedConsumer, handler func(context.Context, client.Message) error, done func() bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -49,7 +49,7 @@ func TestSharedConsume(t *testing.T) {
 	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
 	defer s.stop()
 	s.append(40)
-	c, err := client.Dial(s.addr, client.Options{})
+	c, err := client.New(s.addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSharedConsume(t *testing.T) {
 		peak    int
 		failed  atomic.Bool
 	)
-	err = consumeUntil(sc, func(ctx context.Context, m api.Message) error {
+	err = consumeUntil(sc, func(ctx context.Context, m client.Message) error {
 		mu.Lock()
 		running++
 		peak = max(peak, running)
@@ -103,7 +103,7 @@ func TestSharedConsume(t *testing.T) {
 		t.Fatalf("parked: %+v, %v", parked, err)
 	}
 	gi, err := c.Group(ctx, "byrow")
-	if err != nil || gi.Committed != 40 || gi.Shared.Parked != 1 || gi.Shared.Redeliveries != 1 {
+	if err != nil || gi.CommittedOffset != 40 || gi.Shared.Parked != 1 || gi.Shared.Redeliveries != 1 {
 		t.Fatalf("info: %+v %+v, %v", gi, gi.Shared, err)
 	}
 	if n, err := c.Requeue(ctx, "byrow", true); n != 1 || err != nil {
@@ -127,7 +127,7 @@ func TestSharedConsume(t *testing.T) {
 		inFlight atomic.Int32
 		overlap  atomic.Bool
 	)
-	handler := func(ctx context.Context, m api.Message) error {
+	handler := func(ctx context.Context, m client.Message) error {
 		if inFlight.Add(1) > 1 {
 			overlap.Store(true)
 		}
@@ -174,7 +174,7 @@ func TestSharedWire(t *testing.T) {
 	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
 	defer s.stop()
 	s.append(1)
-	c, err := client.Dial(s.addr, client.Options{})
+	c, err := client.New(s.addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestSharedCrashAndRestart(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- sc.Consume(cctx, func(hctx context.Context, m api.Message) error {
+		done <- sc.Consume(cctx, func(hctx context.Context, m client.Message) error {
 			if gated.Load() {
 				select { // hold the live member so the dead one gets some
 				case <-gate:
@@ -326,14 +326,14 @@ func TestSharedCrashAndRestart(t *testing.T) {
 	// a conflict) is delivered again: wait for the group, not the handler.
 	waitUntil(t, "everything after the restart", func() bool {
 		gi, err := c.Group(ctx, "jobs")
-		return count() >= 50 && err == nil && gi.Committed == 50 && gi.Shared.InFlight == 0 && gi.Shared.Pending == 0
+		return count() >= 50 && err == nil && gi.CommittedOffset == 50 && gi.Shared.InFlight == 0 && gi.Shared.Pending == 0
 	})
 	stop()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Consume: %v", err)
 	}
 	gi, err := c.Group(ctx, "jobs")
-	if err != nil || gi.Committed != 50 || gi.Shared.InFlight != 0 {
+	if err != nil || gi.CommittedOffset != 50 || gi.Shared.InFlight != 0 {
 		t.Fatalf("info: %+v %+v, %v", gi, gi.Shared, err)
 	}
 	if _, err := c.Ack(ctx, "jobs", held[0].AckID); !errors.Is(err, api.ErrConflict) {
@@ -380,7 +380,7 @@ func TestSharedMessages(t *testing.T) {
 	clk.Advance(10 * time.Second) // offset 3's ack wait ends
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var again []api.Message
+	var again []client.Message
 	var last error
 	for m, err := range sc.Messages(cctx) {
 		if err != nil {
@@ -396,8 +396,13 @@ func TestSharedMessages(t *testing.T) {
 	if len(again) != 1 || again[0].Offset != 3 || again[0].Delivery != 2 || !errors.Is(last, context.Canceled) {
 		t.Fatalf("after the ack wait: %+v, last error %v", again, last)
 	}
-	if gi, err := c.Group(ctx, "jobs"); err != nil || gi.Committed != 20 || gi.Shared.InFlight != 0 {
+	gi, err := c.Group(ctx, "jobs")
+	if err != nil || gi.CommittedOffset != 20 || gi.Shared.InFlight != 0 {
 		t.Fatalf("info: %+v, %v", gi, err)
+	}
+	// The deprecated Committed is filled for one release.
+	if gi.Committed != gi.CommittedOffset { //nolint:staticcheck // checks the deprecated copy
+		t.Fatalf("deprecated Committed %d, CommittedOffset %d", gi.Committed, gi.CommittedOffset) //nolint:staticcheck
 	}
 }
 
@@ -423,7 +428,7 @@ func TestSharedConsumeReleasesUnhandled(t *testing.T) {
 		mu      sync.Mutex // guards handled
 		handled = map[pgq.Offset]bool{}
 	)
-	err = consumeUntil(a, func(ctx context.Context, m api.Message) error {
+	err = consumeUntil(a, func(ctx context.Context, m client.Message) error {
 		time.Sleep(5 * time.Millisecond)
 		mu.Lock()
 		defer mu.Unlock()
@@ -441,9 +446,9 @@ func TestSharedConsumeReleasesUnhandled(t *testing.T) {
 		t.Fatalf("after a stopped: %+v, %v (want nothing in flight, nothing parked)", gi.Shared, err)
 	}
 	start := time.Now()
-	var got []api.Message
+	var got []client.Message
 	for len(got) < 60-n && time.Since(start) < 5*time.Second {
-		msgs, err := c.FetchMessages(ctx, "rel", client.FetchRequest{Member: "b", Max: 100, Wait: time.Second})
+		msgs, err := c.FetchShared(ctx, "rel", client.FetchRequest{Member: "b", Max: 100, Wait: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +480,7 @@ func TestSharedConsumeReleasesUnhandled(t *testing.T) {
 	if _, err := c.Ack(ctx, "rel", got[0].AckID); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("ack of a released delivery: %v, want conflict", err)
 	}
-	again, err := c.FetchMessages(ctx, "rel", client.FetchRequest{Member: "c", Max: 1, Wait: time.Second})
+	again, err := c.FetchShared(ctx, "rel", client.FetchRequest{Member: "c", Max: 1, Wait: time.Second})
 	if err != nil || len(again) != 1 || again[0].Offset != got[0].Offset || again[0].Delivery != got[0].Delivery+1 {
 		t.Fatalf("after a release: %+v, %v", again, err)
 	}

@@ -90,7 +90,7 @@ func (f *tlsFixture) serve(t *testing.T, mutual bool) (*httptest.Server, *string
 // not retried.
 func groups(t *testing.T, addr string, o client.Options) (time.Duration, error) {
 	t.Helper()
-	cl, err := client.Dial(addr, o)
+	cl, err := client.New(addr, o)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestTLSOptionsRefused(t *testing.T) {
 		"CA not PEM":     {"https://127.0.0.1:1", client.Options{TLS: client.TLSOptions{CAFile: f.keyFile}}, "no PEM certificate"},
 		"CA missing":     {"https://127.0.0.1:1", client.Options{TLS: client.TLSOptions{CAFile: f.dir + "/none.pem"}}, "no such file"},
 	} {
-		if _, err := client.Dial(tc.addr, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := client.New(tc.addr, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error with %q", name, err, tc.want)
 		}
 	}

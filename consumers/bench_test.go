@@ -50,7 +50,7 @@ func newBenchEnv(b testing.TB) *benchEnv {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(mux)
-	c, err := client.Dial(srv.URL, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
+	c, err := client.New(srv.URL, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func start(t *testing.T, mod func(*server.Options)) *env {
 		defer c2()
 		_ = db.C.Exec(ctx, db.Name, "SELECT pg_drop_replication_slot('"+slot+"')")
 	})
-	e.C, err = client.Dial(s.Addr(), client.Options{Token: o.AuthToken, Retry: client.RetryOptions{GiveUp: -1}})
+	e.C, err = client.New(s.Addr(), client.Options{Token: o.AuthToken, Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			{c.records, float64(gi.Lag.Records)},
 			{c.bytes, float64(gi.Lag.Bytes)},
 			{c.seconds, gi.Lag.Seconds},
-			{c.cursor, float64(gi.Committed)},
+			{c.cursor, float64(gi.CommittedOffset)},
 			{c.outOfRange, oor},
 		} {
 			if mt, err := prometheus.NewConstMetric(v.d, prometheus.GaugeValue, v.v, gi.Name); err == nil {
@@ -78,7 +78,7 @@ func (m *Manager) Status() map[string]any {
 	out := map[string]any{}
 	for _, gi := range m.List(context.Background()) {
 		out[gi.Name] = map[string]any{
-			"committed_offset": gi.Committed,
+			"committed_offset": gi.CommittedOffset,
 			"member":           gi.Member,
 			"lag":              gi.Lag,
 		}

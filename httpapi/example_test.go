@@ -50,7 +50,7 @@ func Example() {
 	// The client side.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _ := client.Dial(srv.URL, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
+	c, _ := client.New(srv.URL, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if _, err := c.CreateGroup(ctx, consumers.CreateRequest{Name: "orders", From: "earliest", Tables: []string{"public.orders"}}); err != nil {
 		fmt.Println(err)
 		return

@@ -3,7 +3,10 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
@@ -11,12 +14,24 @@ import (
 )
 
 // fetchShared answers a shared group's fetch: {"messages":[…]}, each
-// change as in `pgq journal dump`. msgpack when asked for (either msgpack
-// media type): the same maps, json values as strings of their text.
+// change as in `pgq journal dump`. msgpack when asked for: the same maps,
+// json values as strings of their text. The records form when asked for
+// (as for an exclusive fetch: Accept naming api.MediaRecords), which the
+// Go client decodes into typed changes (writeSharedRecords).
 func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.FetchBody) {
-	mp := wantsMsgpack(r) || r.Header.Get("Accept") == api.MediaRecords
-	msgs, err := g.m.FetchShared(r.Context(), r.PathValue("name"), consumers.FetchRequest{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes,
-		Wait: time.Duration(req.Wait), JSONValues: jsonValuesFor(mp)})
+	freq := consumers.FetchRequest{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait)}
+	if strings.Contains(r.Header.Get("Accept"), api.MediaRecords) {
+		recs, err := g.m.FetchSharedRecords(r.Context(), r.PathValue("name"), freq)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		writeSharedRecords(w, recs)
+		return
+	}
+	mp := wantsMsgpack(r)
+	freq.JSONValues = jsonValuesFor(mp)
+	msgs, err := g.m.FetchShared(r.Context(), r.PathValue("name"), freq)
 	if err != nil {
 		WriteError(w, err)
 		return
@@ -29,6 +44,45 @@ func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.Fet
 		msgs = []api.Message{}
 	}
 	replyJSONShaped(w, r, http.StatusOK, api.MessagesResponse{Messages: msgs})
+}
+
+type (
+	// wireMessages is the records (api.MediaRecords) form of a shared
+	// fetch's answer.
+	wireMessages struct {
+		Messages []wireMessage `msgpack:"messages"`
+	}
+	// wireMessage is [offset, index, delivery, ack_id, record body]: Body
+	// is a record body holding the message's change alone, under its
+	// transaction's header and with its ordinal
+	// (consumers.SharedRecord).
+	wireMessage struct {
+		_msgpack struct{} `msgpack:",as_array"`
+		Offset   uint64
+		Index    int
+		Delivery int
+		AckID    string
+		Body     msgpack.RawMessage
+	}
+)
+
+// writeSharedRecords answers a shared fetch in the records form.
+func writeSharedRecords(w http.ResponseWriter, recs []consumers.SharedRecord) {
+	wm := wireMessages{Messages: make([]wireMessage, len(recs))}
+	for i, rec := range recs {
+		wm.Messages[i] = wireMessage{Offset: uint64(rec.Offset), Index: rec.Index, Delivery: rec.Delivery, AckID: rec.AckID, Body: rec.Body}
+	}
+	b := getBuf()
+	defer putBuf(b)
+	enc := msgpack.GetEncoder()
+	enc.Reset(b)
+	err := enc.Encode(&wm)
+	msgpack.PutEncoder(enc)
+	if err != nil {
+		WriteError(w, errEncode(err))
+		return
+	}
+	writeBody(w, http.StatusOK, api.MediaRecords, b.Bytes())
 }
 
 // appendMessagesJSON appends {"messages":[…]} and a newline, as
