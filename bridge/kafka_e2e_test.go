@@ -3,7 +3,6 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgq-dev/pgq"
-	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/kafka"
 )
 
@@ -306,12 +304,5 @@ func TestSharedTopicRefused(t *testing.T) {
 	src := startSource(t, 50)
 	src.append(10)
 	_, done := startBridge(t, ctx, p, src.addr)
-	select {
-	case err := <-done:
-		if !errors.Is(err, bridge.ErrShared) {
-			t.Fatalf("Run = %v, want ErrShared", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the bridge produces into a topic another producer writes")
-	}
+	wantShared(t, done)
 }
