@@ -226,6 +226,20 @@ func TestSharedWire(t *testing.T) {
 	if _, ok := mp["messages"][0]["change"].(map[string]any); !ok {
 		t.Fatalf("msgpack change is not a map: %#v", mp["messages"][0]["change"])
 	}
+	// The records form (the Go client's): [offset, index, delivery,
+	// ack_id, record body] under "messages", with its own Content-Type.
+	resp, b = post("/nak", "application/json", `{"ack_ids":["`+fmt.Sprint(mp["messages"][0]["ack_id"])+`"]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("nak: %d %s", resp.StatusCode, b)
+	}
+	resp, b = post("/fetch", api.MediaRecords, `{"member":"m"}`)
+	var rec map[string][][]any
+	if err := msgpack.Unmarshal(b, &rec); err != nil || resp.Header.Get("Content-Type") != api.MediaRecords || len(rec["messages"]) != 1 || len(rec["messages"][0]) != 5 {
+		t.Fatalf("records fetch: %v %s %q", err, resp.Header.Get("Content-Type"), b)
+	}
+	if m := rec["messages"][0]; fmt.Sprint(m[0], m[1], m[2]) != "1 0 3" {
+		t.Fatalf("records fetch: offset, index, delivery %v", m[:3])
+	}
 	for _, path := range []string{"/commit", "/heartbeat", "/release"} {
 		resp, b = post(path, "application/json", `{"member":"m"}`)
 		if resp.StatusCode != 400 || !strings.Contains(string(b), "shared group") {
