@@ -149,7 +149,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
 	s := &Server{o: o, Registry: prometheus.NewRegistry()}
-	for _, step := range []func(context.Context) error{s.openStores, s.openConsumers, s.registerMetrics, s.openIngest, s.openHTTP} {
+	for _, step := range []func(context.Context) error{s.openStores, s.openConsumers, s.registerMetrics, s.openIngest, s.registerIngestMetrics, s.openHTTP} {
 		if err := step(ctx); err != nil {
 			s.closeStores()
 			return nil, err
