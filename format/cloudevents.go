@@ -66,8 +66,8 @@ func (r *Renderer) CloudEventAttributes(tx *pgq.Transaction, i int) Attributes {
 
 // AppendCloudEvent appends change i of tx as a CloudEvents 1.0 event in
 // the JSON format (structured mode): the attributes and, as "data", the
-// change in pgq's JSON (pgq.AppendChangeJSONAs with the renderer's
-// JSONValues).
+// change in pgq's JSON with its ordinal, as the fetch answers carry it
+// (pgq.AppendChangeJSONOrdinal with the renderer's JSONValues).
 func (r *Renderer) AppendCloudEvent(b []byte, tx *pgq.Transaction, i int) []byte {
 	a := r.CloudEventAttributes(tx, i)
 	b = append(b, `{"specversion":"`+SpecVersion+`","id":`...)
@@ -94,7 +94,7 @@ func (r *Renderer) AppendCloudEvent(b []byte, tx *pgq.Transaction, i int) []byte
 // AppendCloudEventData appends the data of change i's event: the change
 // in pgq's JSON. With Headers it makes a binary-mode message.
 func (r *Renderer) AppendCloudEventData(b []byte, tx *pgq.Transaction, i int) []byte {
-	return pgq.AppendChangeJSONAs(b, &tx.Changes[i], r.o.JSONValues)
+	return pgq.AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
 }
 
 // Binding is a CloudEvents protocol binding of the binary content mode:

@@ -81,7 +81,7 @@ func TestCloudEventsSchema(t *testing.T) {
 				got.SpecVersion != "1.0" || got.DataContentType != "application/json" {
 				t.Errorf("change %d: attributes %s", i, ev)
 			}
-			if !bytes.Equal(got.Data, pgq.AppendChangeJSON(nil, c)) {
+			if !bytes.Equal(got.Data, pgq.AppendChangeJSONOrdinal(nil, c, x.Ordinal(i), pgq.JSONEmbedded)) {
 				t.Errorf("change %d: data %s, want the pgq change", i, got.Data)
 			}
 			lines.Write(ev)
@@ -129,7 +129,7 @@ func TestCloudEventsBinary(t *testing.T) {
 			t.Errorf("binding %d:\n got %q\nwant %q", bind, got, w)
 		}
 	}
-	if got := r.AppendCloudEventData(nil, tx, 0); !bytes.Equal(got, pgq.AppendChangeJSON(nil, &tx.Changes[0])) {
+	if got := r.AppendCloudEventData(nil, tx, 0); !bytes.Equal(got, pgq.AppendChangeJSONOrdinal(nil, &tx.Changes[0], 0, pgq.JSONEmbedded)) {
 		t.Errorf("data %s", got)
 	}
 	// A message has no subject header.

@@ -16,8 +16,8 @@ type Format uint8
 
 // The formats. The zero value is pgq's own.
 const (
-	// PGQ is pgq's own JSON: a change as `pgq journal dump` writes it
-	// (pgq.AppendChangeJSON).
+	// PGQ is pgq's own JSON: a change as `pgq journal dump` writes it,
+	// with its ordinal (pgq.AppendChangeJSONOrdinal).
 	PGQ Format = iota
 	// Debezium is the value of a Debezium PostgreSQL connector change
 	// event, as Kafka Connect's JSON converter writes it without schemas.
@@ -239,7 +239,7 @@ func (r *Renderer) AppendEvent(b []byte, tx *pgq.Transaction, i, k int) []byte {
 	case CloudEvents:
 		return r.AppendCloudEvent(b, tx, i)
 	}
-	return pgq.AppendChangeJSONAs(b, &tx.Changes[i], r.o.JSONValues)
+	return pgq.AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
 }
 
 // AppendChangeEvents appends change i of tx as one JSON value: its event
