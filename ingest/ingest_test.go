@@ -116,12 +116,12 @@ func TestEveryOpAndType(t *testing.T) {
 		t.Errorf("full delete old = %v", fullDel["old"])
 	}
 	tr := lines[9]["changes"].([]any)[0].(map[string]any)
-	wantTr := map[string]any{"op": "truncate", "tables": []any{"public.trunc_a", "public.trunc_b"}, "cascade": true, "restart_identity": true}
+	wantTr := map[string]any{"op": "truncate", "ordinal": 0.0, "tables": []any{"public.trunc_a", "public.trunc_b"}, "cascade": true, "restart_identity": true}
 	if !reflect.DeepEqual(tr, wantTr) {
 		t.Errorf("truncate = %v", tr)
 	}
 	msg := lines[10]["changes"].([]any)[0].(map[string]any)
-	wantMsg := map[string]any{"op": "message", "prefix": "nontx", "content": "outside", "content_encoding": "utf8", "transactional": false}
+	wantMsg := map[string]any{"op": "message", "ordinal": 0.0, "prefix": "nontx", "content": "outside", "content_encoding": "utf8", "transactional": false}
 	if !reflect.DeepEqual(msg, wantMsg) {
 		t.Errorf("non-transactional message = %v", msg)
 	}
@@ -136,7 +136,7 @@ func TestEveryOpAndType(t *testing.T) {
 			t.Errorf("savepoint change %d id = %v, want %v", i, got, id)
 		}
 	}
-	wantBin := map[string]any{"op": "message", "prefix": "tx", "content": "/wA=", "content_encoding": "base64", "transactional": true}
+	wantBin := map[string]any{"op": "message", "ordinal": 2.0, "prefix": "tx", "content": "/wA=", "content_encoding": "base64", "transactional": true}
 	if !reflect.DeepEqual(sp[2], wantBin) {
 		t.Errorf("transactional message = %v", sp[2])
 	}
