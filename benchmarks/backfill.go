@@ -65,7 +65,7 @@ func (e *env) backfillRows(ctx context.Context, p *pgqProc) []Row {
 	if err := e.waitConfirmed(ctx, loadSlot, filled, 5*time.Minute); err != nil {
 		return fail("pgq catching up with the table's filling: " + trimErr(err))
 	}
-	cl, err := client.Dial(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
+	cl, err := client.New(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
 		return fail("client: " + trimErr(err))
 	}

@@ -13,7 +13,7 @@ import (
 // library against the load pgq: commit → consumer latency at 1,000 tx/s
 // next to a live pg_recvlogical (latency.go) and replay over HTTP.
 func (e *env) consumerRows(ctx context.Context, p *pgqProc) []Row {
-	cl, err := client.Dial(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
+	cl, err := client.New(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
 		why := "consumers.Dial: " + trimErr(err)
 		return []Row{
@@ -27,9 +27,9 @@ func (e *env) consumerRows(ctx context.Context, p *pgqProc) []Row {
 
 // latencyOnlyRows are the latency rows alone (Config.LatencyOnly).
 func (e *env) latencyOnlyRows(ctx context.Context, p *pgqProc) []Row {
-	cl, err := client.Dial(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
+	cl, err := client.New(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: -1}})
 	if err != nil {
-		why := "client.Dial: " + trimErr(err)
+		why := "client.New: " + trimErr(err)
 		return []Row{notMeasured(latencyMetric+", p50", latencyTargetP50, why), notMeasured(latencyMetric+", p99", latencyTargetP99, why)}
 	}
 	return e.latencyRows(ctx, cl, p)

@@ -108,7 +108,7 @@ func (e *env) drainHolding(ctx context.Context, name, slot string, r walRange, h
 	if err != nil {
 		return d, err
 	}
-	cl, err := client.Dial(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: 30 * time.Second}})
+	cl, err := client.New(p.addr, client.Options{Retry: client.RetryOptions{GiveUp: 30 * time.Second}})
 	if err != nil {
 		_ = p.stop()
 		return d, fmt.Errorf("client: %w", err)

@@ -82,7 +82,7 @@ func benchBridgeRound(b *testing.B, src *source, url string, r int) time.Duratio
 		b.Fatal(err)
 	}
 	defer p.Close()
-	cl, err := client.Dial(src.addr, client.Options{})
+	cl, err := client.New(src.addr, client.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

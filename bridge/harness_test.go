@@ -66,7 +66,7 @@ func runChild(broker string) error {
 }
 
 func runBridge(ctx context.Context, pub bridge.Publisher, addr, group, member string) error {
-	cl, err := client.Dial(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}})
+	cl, err := client.New(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}})
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func startSource(t testing.TB, keys int) *source {
 		_ = s.ix.Close()
 		_ = s.j.Close()
 	})
-	cl, err := client.Dial(s.addr, client.Options{})
+	cl, err := client.New(s.addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func (s *source) appendLegacy(parts, per int) {
 // waitCaughtUp waits until group g has committed everything journaled.
 func (s *source) waitCaughtUp(t testing.TB, d time.Duration) {
 	t.Helper()
-	cl, err := client.Dial(s.addr, client.Options{})
+	cl, err := client.New(s.addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func startNATS(t testing.TB, dir string, port int) *natsserver.Server {
 
 func dialPGQ(t testing.TB, addr string) *client.Client {
 	t.Helper()
-	cl, err := client.Dial(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}})
+	cl, err := client.New(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

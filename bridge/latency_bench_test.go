@@ -130,7 +130,7 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 			_ = pgqCmd.Process.Signal(os.Interrupt)
 			<-pgqDone
 		})
-		cl, err := client.Dial(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}})
+		cl, err := client.New(addr, client.Options{Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -60,7 +60,7 @@ func Example() {
 	n := 0
 	err := cs.Consume(ctx, func(ctx context.Context, tx *pgq.Transaction) error {
 		for i := range tx.Changes {
-			row, err := client.Values(types, &tx.Changes[i], false)
+			row, err := client.Values(types, &tx.Changes[i], client.NewImage)
 			if err != nil {
 				return err
 			}

@@ -108,7 +108,7 @@ func TestTLSServeAndReload(t *testing.T) {
 
 	url := "https://" + s.Addr()
 	call := func(o client.TLSOptions) error {
-		cl, err := client.Dial(url, client.Options{TLS: o, Retry: client.RetryOptions{GiveUp: 5 * time.Second}})
+		cl, err := client.New(url, client.Options{TLS: o, Retry: client.RetryOptions{GiveUp: 5 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

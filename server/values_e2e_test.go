@@ -150,7 +150,7 @@ func TestValueFidelity(t *testing.T) {
 	}
 
 	// The Go client: records, decoded with Values.
-	cl, err := client.Dial(s.Addr(), client.Options{})
+	cl, err := client.New(s.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestValueFidelity(t *testing.T) {
 		t.Fatalf("client fetch: %v", err)
 	}
 	for i, tx := range res.Transactions {
-		v, err := client.Values(nil, &tx.Changes[0], false)
+		v, err := client.Values(nil, &tx.Changes[0], client.NewImage)
 		if err != nil {
 			t.Fatalf("row %d: %v", i+1, err)
 		}

@@ -162,7 +162,7 @@ func (c *BridgeKafkaCmd) options() (kafka.Options, error) {
 }
 
 func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publisher) error {
-	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken, TLS: f.tls()})
+	cl, err := client.New(f.Addr, client.Options{Token: f.AuthToken, TLS: f.tls()})
 	if err != nil {
 		return usage(err)
 	}

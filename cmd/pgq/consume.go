@@ -38,7 +38,7 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 	if giveUp == 0 && !c.Follow {
 		giveUp = 5 * time.Second
 	}
-	cl, err := client.Dial(c.Addr, client.Options{Token: c.AuthToken, Retry: client.RetryOptions{GiveUp: giveUp}, TLS: c.tls()})
+	cl, err := client.New(c.Addr, client.Options{Token: c.AuthToken, Retry: client.RetryOptions{GiveUp: giveUp}, TLS: c.tls()})
 	if err != nil {
 		return usage(err)
 	}

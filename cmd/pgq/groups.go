@@ -30,7 +30,7 @@ func (f APIFlags) client() (*client.Client, error) {
 // the CLI makes (pgq healthcheck's too) is made here, with the flags'
 // token and TLS settings.
 func (f APIFlags) clientWith(retry client.RetryOptions) (*client.Client, error) {
-	cl, err := client.Dial(f.Addr, client.Options{Token: f.AuthToken, Retry: retry, TLS: f.tls()})
+	cl, err := client.New(f.Addr, client.Options{Token: f.AuthToken, Retry: retry, TLS: f.tls()})
 	return cl, usage(err)
 }
 

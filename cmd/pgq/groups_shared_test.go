@@ -76,7 +76,7 @@ func TestGroupsSharedCLI(t *testing.T) {
 		"--backoff=1s,2s", "--max-ack-pending=10", "--key=table", "-o", "json"); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.Dial(srv.URL, client.Options{})
+	cl, err := client.New(srv.URL, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

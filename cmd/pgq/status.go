@@ -164,7 +164,7 @@ func (c *HealthcheckCmd) check(ctx context.Context) error {
 	}
 	cl, err := flags.clientWith(noRetry)
 	if c.ProbeListen != "" {
-		cl, err = client.Dial(dialable(c.ProbeListen), client.Options{Retry: noRetry})
+		cl, err = client.New(dialable(c.ProbeListen), client.Options{Retry: noRetry})
 	}
 	if err != nil {
 		return err

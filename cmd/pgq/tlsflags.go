@@ -12,7 +12,7 @@ type ClientTLSFlags struct {
 	ClientKey  string `name:"client-key" env:"PGQ_CLIENT_KEY" type:"existingfile" placeholder:"FILE" help:"PEM private key of --client-cert."`
 }
 
-// tls is the client's TLS options (checked by client.Dial: a
+// tls is the client's TLS options (checked by client.New: a
 // certificate without its key, or TLS flags with an http:// address, are
 // usage errors).
 func (f ClientTLSFlags) tls() client.TLSOptions {
