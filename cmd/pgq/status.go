@@ -161,6 +161,9 @@ func (c *HealthcheckCmd) check(ctx context.Context) error {
 		// In pgq's container the healthcheck shares pgq run's
 		// environment: its --listen is where the API is.
 		flags.Addr = dialable(listen)
+		if os.Getenv("PGQ_TLS_CERT") != "" {
+			flags.Addr = "https://" + flags.Addr // pgq run serves TLS there
+		}
 	}
 	cl, err := flags.clientWith(noRetry)
 	if c.ProbeListen != "" {

@@ -158,6 +158,11 @@ func TestTLSEndToEnd(t *testing.T) {
 		t.Fatalf("groups info trusting SSL_CERT_FILE: %v %s", err, out)
 	}
 
+	// pgq healthcheck in pgq's container: pgq run's environment, no --addr.
+	if out, err := cli([]string{"PGQ_LISTEN=" + addr, "PGQ_TLS_CERT=" + certFile, "PGQ_CA_CERT=" + caFile, "PGQ_CLIENT_CERT=" + clientCert, "PGQ_CLIENT_KEY=" + clientKey}, "healthcheck"); err != nil {
+		t.Fatalf("healthcheck at PGQ_LISTEN with PGQ_TLS_CERT: %v %s", err, out)
+	}
+
 	withCert := []string{"--client-cert", clientCert, "--client-key", clientKey}
 	checkExits(t, []exitCase{
 		{"untrusted CA", append([]string{"groups", "list", "--addr", url}, withCert...), []string{"SSL_CERT_FILE=" + otherFile}, exitUsage, "not signed by a CA this client trusts"},
