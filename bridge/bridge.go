@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/backoff"
 )
 
@@ -67,6 +68,11 @@ type Options struct {
 	// LagInterval is how often the group's lag is read for Status and
 	// metrics; zero → 5s, negative → never.
 	LagInterval time.Duration
+	// Format of the messages' payloads (see formatter.apply); zero → pgq's
+	// own (the package doc's wire format). FormatOptions configure its
+	// renderer (database, slot, decimal mode, ...).
+	Format        format.Format
+	FormatOptions format.Options
 	// Metrics; nil → not recorded.
 	Metrics *Metrics
 	// Logger; nil → slog.Default().
@@ -126,6 +132,7 @@ type Bridge struct {
 	parts       partCounter
 	warnedParts bool
 	inTx        bool
+	fmt         *formatter // nil: pgq's format
 
 	mu sync.Mutex // guards st
 	st Status
@@ -170,7 +177,11 @@ func New(o Options) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	b := &Bridge{o: o, cs: cs, member: cs.Member()}
+	fm, err := newFormatter(o.Format, o.FormatOptions, o.Publisher.Name())
+	if err != nil {
+		return nil, err
+	}
+	b := &Bridge{o: o, cs: cs, member: cs.Member(), fmt: fm}
 	b.st = Status{Group: o.Group, Broker: o.Publisher.Name(), Member: cs.Member(), BrokerOK: true}
 	o.Metrics.init(o.Group, o.Publisher.Name())
 	return b, nil
@@ -336,6 +347,9 @@ func (b *Bridge) add(bt *batch, tx *pgq.Transaction) {
 	b.inTx = !tx.Final && tx.Backfill == ""
 	n := len(bt.msgs)
 	bt.msgs, bt.arena, bt.prefix = appendMessages(bt.msgs, bt.arena, bt.prefix, tx, b.o.Group)
+	if b.fmt != nil {
+		bt.arena = b.fmt.apply(bt.msgs[n:], bt.arena, tx)
+	}
 	for range len(bt.msgs) - n {
 		bt.acked = append(bt.acked, false)
 	}

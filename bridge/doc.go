@@ -127,6 +127,25 @@
 // record spans several records (part counts from 0, final marks the last).
 // Subjects and topics come from a Template ("pgq.{schema}.{table}").
 //
+// # Formats
+//
+// Options.Format renders the payloads in another format (package format);
+// ids, the pgq-* headers, subjects and the resume position stay the same:
+//
+//   - pgq (the default): the payload above.
+//   - debezium: the payload is the Debezium PostgreSQL change-event value
+//     (format.Debezium); the key is Debezium's key ({"id":42}), except
+//     where Debezium's key is null (a table without a key, a truncate,
+//     ddl, gap): there pgq's key stays, so the Kafka partition is
+//     deterministic. One message per change still: a change rendering to
+//     several Debezium events (a key-changing update, a multi-table
+//     truncate) carries them as a JSON array, one rendering to none (ddl,
+//     gap) the JSON null.
+//   - cloudevents: binary content mode: the payload is the event's data
+//     (the change in pgq's JSON) and the attributes travel as headers:
+//     ce-* on NATS (datacontenttype included), ce_* and content-type on
+//     Kafka, ce-* and Content-Type on HTTP (bridge/webhook).
+//
 // # Concurrency
 //
 // A Bridge runs one loop (Run) that owns the pgq consumer; each batch is

@@ -43,6 +43,11 @@ type Message struct {
 	Payload []byte
 	// CommitTime of the transaction, for end-to-end latency.
 	CommitTime time.Time
+	// Extra are headers of the message's format (Options.Format): the
+	// CloudEvents binary mode's ce-* (or Kafka's ce_*) headers; nil in
+	// pgq's and Debezium's formats. Publishers send them after the pgq
+	// headers.
+	Extra [][2]string
 
 	hdr   *txHeaders // set by AppendMessages; nil → computed by Headers
 	table string     // "schema.table"; "" → computed by Headers

@@ -435,6 +435,9 @@ func (p *Publisher) natsMsg(m *bridge.Message) *nats.Msg {
 			h[hs[j][0]] = vs[4+j : 5+j : 5+j]
 		}
 	}
+	for _, e := range m.Extra {
+		h[e[0]] = []string{e[1]}
+	}
 	return &nats.Msg{Subject: p.names.Name(m), Data: m.Payload, Header: h}
 }
 

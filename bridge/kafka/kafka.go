@@ -295,6 +295,9 @@ func (p *Publisher) produce(ctx context.Context, msgs []bridge.Message, acked []
 			}
 		}
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderID, Value: []byte(m.ID)})
+		for _, e := range m.Extra {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: e[0], Value: []byte(e[1])})
+		}
 		wg.Add(1)
 		p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			mu.Lock()
