@@ -47,10 +47,17 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	groups := c.m.List(context.Background())
+	// Every group has its retention-loss series from the first scrape on,
+	// at 0 until a cap drops its records: increase() in the alert rule
+	// (deploy/prometheus) sees a first loss only after a zero sample.
+	for _, gi := range groups {
+		c.m.retentionLost.WithLabelValues(gi.Name)
+	}
 	c.m.retentionLost.Collect(ch)
 	c.m.tailDelivery.Collect(ch)
 	c.m.hold.gauge.Collect(ch)
-	for _, gi := range c.m.List(context.Background()) {
+	for _, gi := range groups {
 		oor := 0.0
 		if gi.Lag.OutOfRange {
 			oor = 1
