@@ -31,6 +31,7 @@ vet:
 test: vet build
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+	cd deploy/prometheus && $(GO) test -count=1 -timeout 10m ./...
 
 # Each leg first proves (internal/pgtest TestServerMajor) that the harness
 # runs the major asked for, so a leg cannot pass on the installed server.
