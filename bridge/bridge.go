@@ -390,7 +390,7 @@ func (b *Bridge) finish(ctx, pctx context.Context, cur *batch) error {
 // refused is Run's result once a publish ended with err: the publisher
 // refused the stream or topic (ErrShared), or (nil) ctx ended.
 func (b *Bridge) refused(err error) error {
-	if errors.Is(err, ErrShared) {
+	if errors.Is(err, ErrShared) || errors.Is(err, ErrGaveUp) {
 		return fmt.Errorf("bridge: group %q: %w", b.o.Group, err)
 	}
 	return nil
@@ -429,7 +429,7 @@ func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool
 			n := sk.Skipped()
 			b.update(func(s *Status) { s.Skipped = n })
 		}
-		if errors.Is(err, ErrShared) {
+		if errors.Is(err, ErrShared) || errors.Is(err, ErrGaveUp) {
 			b.fail("publish", err)
 			return err // retrying cannot help
 		}

@@ -12,12 +12,15 @@ import (
 type formatter struct {
 	r    *format.Renderer
 	bind format.Binding
+	// structured: CloudEvents in structured mode (the whole event is the
+	// payload, no ce-* headers): the webhook's batches.
+	structured bool
 }
 
 // newFormatter returns nil for the pgq format (the payloads stay as
 // appendMessages builds them). The CloudEvents binding follows the
 // publisher: Kafka's ce_* headers for "kafka", NATS's for "jetstream",
-// HTTP's otherwise.
+// HTTP's otherwise; "webhook" takes the structured mode.
 func newFormatter(f format.Format, o format.Options, broker string) (*formatter, error) {
 	if f == format.PGQ {
 		return nil, nil
@@ -33,7 +36,7 @@ func newFormatter(f format.Format, o format.Options, broker string) (*formatter,
 	case "jetstream":
 		bind = format.NATS
 	}
-	return &formatter{r: r, bind: bind}, nil
+	return &formatter{r: r, bind: bind, structured: broker == "webhook"}, nil
 }
 
 // apply rewrites msgs (the messages appendMessages just built for tx, one
@@ -70,6 +73,11 @@ func (f *formatter) apply(msgs []Message, arena []byte, tx *pgq.Transaction) []b
 			}
 		case format.CloudEvents:
 			start := len(arena)
+			if f.structured {
+				arena = f.r.AppendCloudEvent(arena, tx, m.Index)
+				m.Payload = arena[start:len(arena):len(arena)]
+				continue
+			}
 			arena = f.r.AppendCloudEventData(arena, tx, m.Index)
 			m.Payload = arena[start:len(arena):len(arena)]
 			m.Extra = f.r.CloudEventAttributes(tx, m.Index).Headers(f.bind)

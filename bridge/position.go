@@ -103,6 +103,11 @@ func (h *Held) Raise(p Position) {
 // messages, so the bridge refuses to publish there.
 var ErrShared = errors.New("bridge: stream or topic written by another producer; a stream or topic takes one bridge")
 
+// ErrGaveUp is a publisher's error when it stopped retrying a batch (the
+// webhook's --max-attempts): Run ends with it, nothing past the
+// acknowledged messages committed.
+var ErrGaveUp = errors.New("bridge: publisher gave up on a batch")
+
 // CheckOwner checks the pgq headers of the last message a broker holds:
 // id (the pgq id header) and group (HeaderGroup) against the group of
 // the messages to publish (a message without the group header, published

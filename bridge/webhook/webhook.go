@@ -1,0 +1,244 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgq-dev/pgq/bridge"
+	"github.com/pgq-dev/pgq/format"
+)
+
+// Header names of a request.
+const (
+	// HeaderSignature carries "t=<unix seconds>,v1=<hex HMAC-SHA256>"
+	// (see Sign) when Options.Secret is set.
+	HeaderSignature = "Pgq-Signature"
+	// HeaderIDs lists the stable ids of the batch's changes, in body
+	// order, comma-separated.
+	HeaderIDs = "Pgq-Ids"
+	// HeaderBatch names the batch: "<first id>..<last id>".
+	HeaderBatch = "Pgq-Batch"
+	// HeaderGroup is the group bridged.
+	HeaderGroup = "Pgq-Group"
+	// HeaderAttempt counts the attempts of this batch, from 1.
+	HeaderAttempt = "Pgq-Attempt"
+)
+
+// Options configure New.
+type Options struct {
+	// URL the batches are POSTed to; required (http or https).
+	URL string
+	// Secret signs each request (HeaderSignature); "" → unsigned.
+	Secret []byte
+	// Format of the changes (the bridge's Options.Format, for the
+	// Content-Type): a JSON array of pgq payloads or Debezium values
+	// (application/json), or a CloudEvents JSON batch
+	// (application/cloudevents-batch+json).
+	Format format.Format
+	// BatchSize is the most changes per request; zero → 100.
+	BatchSize int
+	// Timeout of one request (a hanging receiver counts as a failure);
+	// zero → 10s.
+	Timeout time.Duration
+	// MaxAttempts of one batch before Publish gives up (bridge.ErrGaveUp,
+	// which ends the bridge); zero → retry forever.
+	MaxAttempts int
+	// Header are extra request headers (e.g. Authorization).
+	Header http.Header
+	// Client; nil → one with Timeout.
+	Client *http.Client
+	// Now is the signature's clock; nil → time.Now.
+	Now func() time.Time
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	u, err := url.Parse(o.URL)
+	switch {
+	case o.URL == "":
+		return errors.New("webhook: options: no URL")
+	case err != nil:
+		return fmt.Errorf("webhook: options: URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("webhook: options: URL %q: want http or https", o.URL)
+	case o.BatchSize < 0 || o.Timeout < 0 || o.MaxAttempts < 0:
+		return errors.New("webhook: options: negative limit")
+	}
+	return nil
+}
+
+// Publisher POSTs batches of messages to a URL (bridge.Publisher).
+type Publisher struct {
+	o       Options
+	ct      string
+	attempt int    // failed attempts of the batch named failed
+	failed  string // HeaderBatch of the batch that failed last
+	body    bytes.Buffer
+}
+
+// New returns a publisher.
+func New(o Options) (*Publisher, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 100
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 4
+		o.Client = &http.Client{Transport: tr}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	ct := "application/json"
+	if o.Format == format.CloudEvents {
+		ct = "application/cloudevents-batch+json"
+	}
+	return &Publisher{o: o, ct: ct}, nil
+}
+
+// Name is "webhook".
+func (p *Publisher) Name() string { return "webhook" }
+
+// Sign returns the HeaderSignature value of body at t:
+// "t=<unix seconds>,v1=<hex of HMAC-SHA256(secret, "<t>.<body>")>".
+func Sign(secret, body []byte, t time.Time) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// ErrSignature is Verify's error for a missing, malformed, wrong or
+// too old signature.
+var ErrSignature = errors.New("webhook: bad signature")
+
+// Verify checks a HeaderSignature value against body: the HMAC matches
+// and t is within tolerance of now (a replay guard; zero → no check).
+func Verify(secret, body []byte, header string, now time.Time, tolerance time.Duration) error {
+	var ts, v1 string
+	for _, kv := range strings.Split(header, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			v1 = v
+		}
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || v1 == "" {
+		return fmt.Errorf("%w: malformed %q", ErrSignature, header)
+	}
+	want := Sign(secret, body, time.Unix(sec, 0))
+	if !hmac.Equal([]byte(want[strings.Index(want, "v1=")+3:]), []byte(v1)) {
+		return fmt.Errorf("%w: mismatch", ErrSignature)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); tolerance > 0 && (d > tolerance || d < -tolerance) {
+		return fmt.Errorf("%w: timestamp %s off by %s", ErrSignature, ts, d)
+	}
+	return nil
+}
+
+// Publish POSTs the unacknowledged messages in order, BatchSize at a
+// time, one request at a time: a 2xx answer acknowledges the request's
+// messages; anything else (a status, a network error, Timeout) stops
+// and returns the error, so the bridge retries from that batch after its
+// backoff and no later change is sent before it (per-key order). After
+// MaxAttempts failed attempts of the same batch the error wraps
+// bridge.ErrGaveUp and names the batch.
+func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []bool) error {
+	for i := 0; i < len(msgs); {
+		if acked[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < len(msgs) && j-i < p.o.BatchSize && !acked[j] {
+			j++
+		}
+		batch := msgs[i].ID + ".." + msgs[j-1].ID
+		attempt := 1
+		if batch == p.failed {
+			attempt = p.attempt + 1
+		}
+		if err := p.post(ctx, msgs[i:j], batch, attempt); err != nil {
+			p.failed, p.attempt = batch, attempt
+			err = fmt.Errorf("webhook: batch %s (%d changes), attempt %d: %w", batch, j-i, attempt, err)
+			if p.o.MaxAttempts > 0 && attempt >= p.o.MaxAttempts {
+				return fmt.Errorf("%w: %w", bridge.ErrGaveUp, err)
+			}
+			return err
+		}
+		p.failed, p.attempt = "", 0
+		for k := i; k < j; k++ {
+			acked[k] = true
+		}
+		i = j
+	}
+	return nil
+}
+
+// post sends one batch.
+func (p *Publisher) post(ctx context.Context, msgs []bridge.Message, batch string, attempt int) error {
+	p.body.Reset()
+	p.body.WriteByte('[')
+	var ids strings.Builder
+	for k := range msgs {
+		if k > 0 {
+			p.body.WriteByte(',')
+			ids.WriteByte(',')
+		}
+		p.body.Write(msgs[k].Payload)
+		ids.WriteString(msgs[k].ID)
+	}
+	p.body.WriteByte(']')
+	body := p.body.Bytes()
+	rctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, p.o.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, v := range p.o.Header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", p.ct)
+	req.Header.Set(HeaderIDs, ids.String())
+	req.Header.Set(HeaderBatch, batch)
+	req.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
+	if g := msgs[0].Group; g != "" {
+		req.Header.Set(HeaderGroup, g)
+	}
+	if len(p.o.Secret) > 0 {
+		req.Header.Set(HeaderSignature, Sign(p.o.Secret, body, p.o.Now()))
+	}
+	resp, err := p.o.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keeps the connection reusable
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("receiver answered %s", resp.Status)
+	}
+	return nil
+}
