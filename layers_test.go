@@ -15,7 +15,7 @@ import (
 var floors = [][]string{
 	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
-	{"api", "record", "pgoutput", "feedback", "index", "format"},
+	{"api", "record", "pgoutput", "feedback", "index", "format", "console"},
 	{"journal", "client"},
 	{"consumers", "ingest", "bridge"},
 	{"backfill", "bridge/jetstream", "bridge/kafka"},

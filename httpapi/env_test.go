@@ -74,6 +74,7 @@ func startLimited(t *testing.T, token string, l httpapi.Limits) *env {
 	reg.MustRegister(m.Collector())
 	h, err := httpapi.New(httpapi.Options{Groups: m, Backfills: bf, AuthToken: token,
 		Status:   func() any { return statusDoc(t, m) },
+		History:  historyDoc,
 		NotReady: func() string { return e.ready },
 		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/backfill"
+	"github.com/pgq-dev/pgq/console"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/format"
 )
@@ -28,13 +29,17 @@ type Options struct {
 	// Status returns the document of GET /v1/status (encoded as JSON);
 	// nil: not mounted.
 	Status func() any
+	// History returns the document of GET /v1/status/history (the
+	// console's samples, encoded as JSON); nil: not mounted.
+	History func() any
 	// NotReady returns why pgq cannot take changes, "" when it can: GET
 	// /readyz answers 503 with it, else 200. nil: /readyz is not mounted.
 	NotReady func() string
 	// Metrics serves GET /metrics (Prometheus text); nil: not mounted.
 	Metrics http.Handler
 	// AuthToken, when set, is required as "Authorization: Bearer <token>"
-	// on every route but GET /healthz (compared in constant time).
+	// on every route but GET /healthz and the console's static files under
+	// /ui (compared in constant time).
 	AuthToken string
 	// Formats configures the renderings a fetch's "format" asks for
 	// (database and slot named by Debezium's source and CloudEvents'
@@ -98,7 +103,11 @@ type Route struct {
 	Statuses []int
 	part     part
 	probe    bool // also served by ProbeHandler
-	handler  http.HandlerFunc
+	// static: the console's files, served without a token and left out
+	// of Routes (and so of openapi.json): they are a page, not API
+	// (docs/http-api.md names them).
+	static  bool
+	handler http.HandlerFunc
 }
 
 // Status sets of the routes: each route's success status joins these.
@@ -150,6 +159,7 @@ const (
 	partStatus
 	partReady
 	partMetrics
+	partHistory
 )
 
 func (a *API) has(p part) bool {
@@ -164,6 +174,8 @@ func (a *API) has(p part) bool {
 		return a.o.NotReady != nil
 	case partMetrics:
 		return a.o.Metrics != nil
+	case partHistory:
+		return a.o.History != nil
 	}
 	return true
 }
@@ -179,12 +191,19 @@ func (a *API) routes() []Route {
 		return Route{Method: method, Pattern: pattern, Statuses: st, part: p, handler: h}
 	}
 	probe := func(r Route) Route { r.probe = true; return r }
+	page := console.Handler().ServeHTTP
+	static := func(pattern string) Route {
+		return Route{Method: "GET", Pattern: pattern, Statuses: []int{http.StatusOK}, static: true, handler: page}
+	}
 	return []Route{
 		probe(rt("GET", "/healthz", always, []int{http.StatusOK}, healthz)),
 		probe(rt("GET", "/readyz", partReady, []int{http.StatusOK, http.StatusServiceUnavailable}, a.ready)),
 		probe(rt("GET", "/metrics", partMetrics, []int{http.StatusOK}, a.metrics)),
 		rt("GET", "/v1/status", partStatus, statuses(http.StatusOK, failed), a.status),
+		rt("GET", "/v1/status/history", partHistory, statuses(http.StatusOK, failed), a.history),
 		rt("GET", "/v1/openapi.json", always, []int{http.StatusOK}, openapi),
+		static("/ui"),
+		static(console.Prefix),
 
 		rt("POST", "/v1/groups", partGroups, statuses(http.StatusCreated, withBody, conflict, outOfRange), g.create),
 		rt("GET", "/v1/groups", partGroups, statuses(http.StatusOK, failed), g.list),
@@ -217,12 +236,16 @@ func (a *API) routes() []Route {
 // method on its path. openapi.json documents exactly these (a test checks).
 func Routes(authRequired bool) []Route {
 	a := &API{o: Options{}}
-	rs := a.routes()
-	for i := range rs {
-		rs[i].handler = nil
-		if authRequired && rs[i].Pattern != "/healthz" {
-			rs[i].Statuses = append(rs[i].Statuses, http.StatusUnauthorized)
+	var rs []Route
+	for _, r := range a.routes() {
+		if r.static {
+			continue // the console's page and files: not API
 		}
+		r.handler = nil
+		if authRequired && r.Pattern != "/healthz" {
+			r.Statuses = append(r.Statuses, http.StatusUnauthorized)
+		}
+		rs = append(rs, r)
 	}
 	return rs
 }
@@ -267,16 +290,18 @@ func (w *muxErrorWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *muxErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// requireBearer wraps next so that every request except GET /healthz needs
-// "Authorization: Bearer <token>" (compared in constant time). An empty
-// token disables the check.
+// requireBearer wraps next so that every request except GET /healthz and
+// the console's static files (GET /ui, /ui/...) needs "Authorization:
+// Bearer <token>" (compared in constant time): the browser loads the page
+// without a token, and the page then sends the token the user typed on
+// its API calls. An empty token disables the check.
 func requireBearer(token string, next http.Handler) http.Handler {
 	if token == "" {
 		return next
 	}
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
+		if r.URL.Path == "/healthz" || isConsolePath(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -304,4 +329,10 @@ func bearer(h string) (string, bool) {
 // errEncode is an internal error of encoding a response.
 func errEncode(err error) error {
 	return fmt.Errorf("%w: encode response: %v", api.ErrInternal, err)
+}
+
+// isConsolePath reports a read of the console's static files.
+func isConsolePath(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		(r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, console.Prefix))
 }

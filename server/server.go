@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgq-dev/pgq/backfill"
+	"github.com/pgq-dev/pgq/console"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/httpapi"
@@ -137,6 +138,8 @@ type Server struct {
 	indexBusy atomic.Bool
 	// closeOnce closes the stores once, whoever closes first.
 	closeOnce sync.Once
+	// history keeps the console's samples (console.go).
+	history *console.History
 }
 
 // Open acquires the data dir and prepares every part, without streaming.
@@ -279,6 +282,9 @@ func databaseOf(url string) string {
 // openHTTP listens on Options.Listen (and ProbeListen) with the API.
 func (s *Server) openHTTP(context.Context) error {
 	o := &s.o
+	if err := s.openHistory(); err != nil { // console.go
+		return err
+	}
 	if err := s.openTLS(); err != nil { // tls.go; before listening: nothing to close on a bad file
 		return err
 	}
@@ -288,7 +294,7 @@ func (s *Server) openHTTP(context.Context) error {
 	}
 	s.listener = l
 	s.warnExposed(l.Addr()) // tls.go
-	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.statusDoc, NotReady: s.notReady,
+	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.statusDoc, History: s.historyDoc, NotReady: s.notReady,
 		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken,
 		Formats: format.Options{Database: databaseOf(o.Ingest.PGURL), Slot: o.Ingest.Slot}})
 	if err != nil {
@@ -488,6 +494,13 @@ func (s *Server) Run(ctx context.Context) error {
 		s.Index.RunHealer(hctx, s.Journal, 0)
 	}()
 
+	sctx, cancelSampler := context.WithCancel(ctx)
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		s.history.Run(sctx, s.sample) // console.go
+	}()
+
 	rctx, cancelRetention := context.WithCancel(ctx)
 	retentionDone := make(chan struct{})
 	go func() {
@@ -521,6 +534,8 @@ func (s *Server) Run(ctx context.Context) error {
 	cancelIngest()
 	cancelRetention()
 	<-retentionDone
+	cancelSampler()
+	<-samplerDone
 	cancelHealer()
 	<-healerDone
 	_ = s.Consumers.Close() // wake long polls before the HTTP shutdown

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pgq-dev/pgq/console"
+)
+
+// openHistory prepares the console's in-memory samples (Run samples).
+func (s *Server) openHistory() error {
+	h, err := console.NewHistory(console.HistoryOptions{})
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	s.history = h
+	return nil
+}
+
+// sample is one point of the console's charts: the same figures as the
+// gauges pgq_ingest_connected, pgq_slot_lag_bytes and
+// pgq_journal_size_bytes.
+func (s *Server) sample() console.Sample {
+	st := s.Ingester.Status()
+	return console.Sample{
+		Time:           time.Now().UTC(),
+		Connected:      st.Connected,
+		SlotLagBytes:   slotLag(st.ServerWALEnd, st.ConfirmedLSN),
+		JournalBytes:   s.Journal.Size(),
+		ChangesWritten: st.ChangesWritten,
+	}
+}
+
+// historyDoc is the document of GET /v1/status/history.
+func (s *Server) historyDoc() any {
+	r := s.o.Retention
+	return map[string]any{
+		"interval":  s.history.Interval().String(),
+		"window":    s.history.Window().String(),
+		"retention": map[string]any{"min_age": r.MinAge.String(), "max_age": r.MaxAge.String(), "max_bytes": r.MaxBytes},
+		"samples":   s.history.Snapshot(),
+	}
+}
