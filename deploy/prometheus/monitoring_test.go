@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,17 @@ func TestMetricsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The extraction finds what the files are about (not an empty list
+	// that would pass trivially).
+	for _, c := range []struct {
+		from []string
+		name string
+	}{{fromRules, "pgq_slot_lag_bytes"}, {fromRules, "pgq_bridge_errors_total"}, {fromRules, "pgq_fsync_seconds_bucket"},
+		{fromDashboard, "pgq_journal_size_bytes"}, {fromDashboard, "pgq_bridge_published_messages_total"}, {fromDashboard, "pgq_tail_delivery_seconds_bucket"}} {
+		if !slices.Contains(c.from, c.name) {
+			t.Errorf("%s not among the names extracted: %v", c.name, c.from)
+		}
+	}
 	want := uniq(append(fromRules, fromDashboard...))
 
 	served := map[string]bool{}
@@ -179,7 +191,7 @@ func runPGQ(t *testing.T) string {
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	waitFor(t, "ingest streaming", func() bool { return s.Ingester.Status().ProtoVersion != 0 })
-	cl, err := client.Dial(s.Addr(), client.Options{})
+	cl, err := client.New(s.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +223,7 @@ func runBridge(t *testing.T, pgqAddr string) string {
 		cancel()
 		t.Fatal(err)
 	}
-	cl, err := client.Dial(pgqAddr, client.Options{})
+	cl, err := client.New(pgqAddr, client.Options{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
