@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -56,7 +57,9 @@ type Options struct {
 	MaxAttempts int
 	// Header are extra request headers (e.g. Authorization).
 	Header http.Header
-	// Client; nil → one with Timeout.
+	// TLS of the connections to URL (https); nil → Go's defaults.
+	TLS *tls.Config
+	// Client; nil → one of its own (TLS).
 	Client *http.Client
 	// Now is the signature's clock; nil → time.Now.
 	Now func() time.Time
@@ -101,6 +104,9 @@ func New(o Options) (*Publisher, error) {
 	if o.Client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 4
+		if o.TLS != nil {
+			tr.TLSClientConfig = o.TLS
+		}
 		o.Client = &http.Client{Transport: tr}
 	}
 	if o.Now == nil {

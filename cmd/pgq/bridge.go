@@ -16,6 +16,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/bridge/kafka"
+	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/format"
 )
@@ -24,6 +25,35 @@ import (
 type BridgeCmd struct {
 	Jetstream BridgeJetStreamCmd `cmd:"" help:"Publish a consumer group into a NATS JetStream stream (resumes after the stream's last message; Nats-Msg-Id dedup as a second guard: exactly once as the stream sees it)."`
 	Kafka     BridgeKafkaCmd     `cmd:"" help:"Publish a consumer group into Kafka (idempotent producer; resumes after each partition's last record: exactly once across bridge crashes)."`
+	Webhook   BridgeWebhookCmd   `cmd:"" help:"POST a consumer group's changes to a URL in signed batches (2xx = acknowledged; at least once, duplicates recognizable by the Pgq-Ids stable ids)."`
+}
+
+// BridgeWebhookCmd is `pgq bridge webhook`.
+type BridgeWebhookCmd struct {
+	BridgeFlags
+	URL         string        `name:"url" required:"" env:"PGQ_WEBHOOK_URL" help:"URL the batches are POSTed to."`
+	Secret      string        `env:"PGQ_WEBHOOK_SECRET" help:"HMAC-SHA256 secret: each request carries Pgq-Signature: t=<unix seconds>,v1=<hex HMAC(secret, \"<t>.<body>\")>."`
+	BatchSize   int           `name:"batch-size" default:"100" env:"PGQ_WEBHOOK_BATCH_SIZE" help:"Most changes per request."`
+	Timeout     time.Duration `name:"request-timeout" default:"10s" env:"PGQ_WEBHOOK_REQUEST_TIMEOUT" help:"A request not answered within it fails and is retried."`
+	MaxAttempts int           `name:"max-attempts" default:"0" env:"PGQ_WEBHOOK_MAX_ATTEMPTS" help:"Give up (exit non-zero, naming the batch) after this many failed attempts of one batch; 0 retries forever."`
+}
+
+// Run bridges until interrupted or the receiver failed a batch
+// --max-attempts times.
+func (c *BridgeWebhookCmd) Run(ctx context.Context, log *slog.Logger) error {
+	fm, err := format.Parse(c.Format)
+	if err != nil {
+		return usage(err)
+	}
+	tc, err := c.tlsConfig()
+	if err != nil {
+		return usage(err)
+	}
+	p, err := webhook.New(webhook.Options{URL: c.URL, Secret: []byte(c.Secret), Format: fm, BatchSize: c.BatchSize, Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, TLS: tc})
+	if err != nil {
+		return usage(err)
+	}
+	return c.run(ctx, log, p)
 }
 
 // BridgeFlags are the flags both brokers share.
