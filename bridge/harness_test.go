@@ -19,6 +19,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/bridge/kafka"
+	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/httpapi"
@@ -57,6 +58,12 @@ func runChild(broker string) error {
 		pub = p
 	case "kafka":
 		p, err := kafka.New(ctx, kafka.Options{Brokers: []string{os.Getenv("BROKER_URL")}, CreateTopics: true, Partitions: 6})
+		if err != nil {
+			return err
+		}
+		pub = p
+	case "webhook":
+		p, err := webhook.New(webhook.Options{URL: os.Getenv("BROKER_URL"), Secret: []byte(webhookSecret), BatchSize: 50, Timeout: 300 * time.Millisecond})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,246 @@
+package bridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq/bridge"
+	"github.com/pgq-dev/pgq/bridge/webhook"
+)
+
+const webhookSecret = "s3cret"
+
+// receiver is a webhook endpoint over a real HTTP server. It verifies
+// every request's signature and records, in arrival order, the changes
+// of the requests it answered 2xx (acked; a duplicate is recognized by
+// its id). fail is the share of requests answered 500 (half of them
+// after "storing" the batch: the redelivery is a duplicate on the wire
+// the receiver must recognize), hang the share left unanswered until
+// the client gives up.
+type receiver struct {
+	fail, hang float64
+	t          testing.TB
+
+	mu       sync.Mutex
+	ids      []string  // acknowledged, in order
+	pls      []payload // their payloads
+	stored   map[string]int
+	requests int
+	failed   int
+	hung     int
+	badSig   int
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	if err := webhook.Verify([]byte(webhookSecret), body, r.Header.Get(webhook.HeaderSignature), time.Now(), time.Minute); err != nil {
+		rc.mu.Lock()
+		rc.badSig++
+		rc.mu.Unlock()
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	x := rand.Float64()
+	rc.mu.Lock()
+	rc.requests++
+	if x < rc.hang {
+		rc.hung++
+		rc.mu.Unlock()
+		<-r.Context().Done() // the client's timeout ends it
+		return
+	}
+	if x < rc.hang+rc.fail/2 {
+		rc.failed++
+		rc.mu.Unlock()
+		http.Error(w, "refused", http.StatusInternalServerError)
+		return
+	}
+	var pls []payload
+	if err := json.Unmarshal(body, &pls); err != nil {
+		rc.mu.Unlock()
+		rc.t.Errorf("body %q: %v", body, err)
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	ids := strings.Split(r.Header.Get(webhook.HeaderIDs), ",")
+	if len(ids) != len(pls) {
+		rc.mu.Unlock()
+		rc.t.Errorf("%d ids for %d changes", len(ids), len(pls))
+		http.Error(w, "bad ids", http.StatusBadRequest)
+		return
+	}
+	if x < rc.hang+rc.fail { // stored, but the answer says no
+		rc.failed++
+		for _, id := range ids {
+			rc.stored[id]++
+		}
+		rc.mu.Unlock()
+		http.Error(w, "refused after storing", http.StatusServiceUnavailable)
+		return
+	}
+	for _, id := range ids {
+		rc.stored[id]++
+	}
+	rc.ids = append(rc.ids, ids...)
+	rc.pls = append(rc.pls, pls...)
+	rc.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func startReceiver(t *testing.T, fail, hang float64) (*receiver, *httptest.Server) {
+	rc := &receiver{fail: fail, hang: hang, t: t, stored: map[string]int{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	return rc, srv
+}
+
+// check: every change acknowledged (first acknowledgements in per-key
+// order), duplicates only recognizable ones; returns the duplicates.
+func (rc *receiver) check(t *testing.T, src *source) int {
+	t.Helper()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.badSig > 0 {
+		t.Fatalf("%d requests with a bad signature", rc.badSig)
+	}
+	return checkAtLeastOnce(t, src, rc.ids, rc.pls)
+}
+
+// webhookRun bridges src into url in-process under write load for d,
+// then until caught up.
+func webhookRun(t *testing.T, src *source, url string, timeout time.Duration, d time.Duration) {
+	t.Helper()
+	p, err := webhook.New(webhook.Options{URL: url, Secret: []byte(webhookSecret), BatchSize: 50, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) {
+		o.BackoffMax, o.BackoffMin, o.Logger = 50*time.Millisecond, 5*time.Millisecond, slog.New(slog.DiscardHandler)
+	})
+	stop := make(chan struct{})
+	wg := writer(src, stop)
+	time.Sleep(d)
+	close(stop)
+	wg.Wait()
+	src.waitCaughtUp(t, 60*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Status(); st.Errors == 0 {
+		t.Errorf("no publish errors recorded: %+v", st)
+	}
+}
+
+// TestWebhookFlakyReceiver: a receiver failing 30 % of requests (half of
+// them after storing the batch): every change acknowledged, first
+// acknowledgements in per-key order, each duplicate a redelivery of a
+// batch the receiver had answered with an error.
+func TestWebhookFlakyReceiver(t *testing.T) {
+	rc, srv := startReceiver(t, 0.3, 0)
+	src := startSource(t, 50)
+	webhookRun(t, src, srv.URL, 2*time.Second, 2*time.Second)
+	dups := rc.check(t, src)
+	if dups != 0 {
+		t.Fatalf("%d changes acknowledged twice (only 2xx answers count)", dups)
+	}
+	redelivered := 0
+	for _, n := range rc.stored {
+		if n > 1 {
+			redelivered++
+		}
+	}
+	t.Logf("%d changes acknowledged once each; %d requests, %d failed; %d changes seen again on the wire (recognized by id)", len(rc.ids), rc.requests, rc.failed, redelivered)
+	if rc.failed == 0 || redelivered == 0 {
+		t.Fatal("the receiver never failed a request or saw no redelivery: the test tests nothing")
+	}
+}
+
+// TestWebhookHangingReceiver: a receiver that leaves 20 % of requests
+// unanswered; the request timeout fails them and the bridge resends.
+func TestWebhookHangingReceiver(t *testing.T) {
+	rc, srv := startReceiver(t, 0, 0.2)
+	src := startSource(t, 50)
+	webhookRun(t, src, srv.URL, 100*time.Millisecond, time.Second)
+	if dups := rc.check(t, src); dups != 0 {
+		t.Fatalf("%d changes acknowledged twice", dups)
+	}
+	if rc.hung == 0 {
+		t.Fatal("no request hung")
+	}
+	t.Logf("%d changes acknowledged once each; %d of %d requests hung", len(rc.ids), rc.hung, rc.requests)
+}
+
+// TestWebhookMaxAttempts: a receiver failing everything; with
+// MaxAttempts 3 the bridge ends with ErrGaveUp naming the batch, having
+// committed nothing.
+func TestWebhookMaxAttempts(t *testing.T) {
+	_, srv := startReceiver(t, 2, 0) // every request fails
+	src := startSource(t, 50)
+	src.append(5)
+	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: []byte(webhookSecret), MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done := startBridgeWith(t, context.Background(), p, src.addr, func(o *bridge.Options) {
+		o.BackoffMin, o.BackoffMax, o.Logger = time.Millisecond, 5*time.Millisecond, slog.New(slog.DiscardHandler)
+	})
+	select {
+	case err := <-done:
+		if !errors.Is(err, bridge.ErrGaveUp) || !strings.Contains(err.Error(), "attempt 3") || !strings.Contains(err.Error(), "batch ") {
+			t.Fatalf("Run: %v, want ErrGaveUp naming the batch after attempt 3", err)
+		}
+		t.Log(err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the bridge did not give up")
+	}
+	gi, err := dialPGQ(t, src.addr).Group(context.Background(), "g")
+	if err != nil || gi.CommittedOffset != 0 {
+		t.Fatalf("committed %+v %v, want nothing", gi, err)
+	}
+}
+
+// TestWebhookKillUnderLoad SIGKILLs the bridge process repeatedly under
+// write load while the receiver fails 30 % of requests: every change
+// acknowledged, first acknowledgements in per-key order; what a killed
+// bridge had delivered but not committed comes again (at least once),
+// recognizable by its ids.
+func TestWebhookKillUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	rc, srv := startReceiver(t, 0.3, 0)
+	src := startSource(t, 50)
+	stop := make(chan struct{})
+	wg := writer(src, stop)
+	kills := 6
+	for i := 0; i < kills; i++ {
+		cmd := startChild(t, "webhook", srv.URL, src.addr)
+		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
+		_ = cmd.Process.Kill() // SIGKILL
+		_ = cmd.Wait()
+	}
+	close(stop)
+	wg.Wait()
+	cmd := startChild(t, "webhook", srv.URL, src.addr)
+	src.waitCaughtUp(t, 60*time.Second)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	dups := rc.check(t, src)
+	t.Logf("%d kills, %d changes acknowledged, %d acknowledged again after a kill (recognized by id); %d of %d requests failed", kills, len(rc.ids)-dups, dups, rc.failed, rc.requests)
+}
