@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
-// promql is Prometheus's PromQL parser with its default options.
-var promql = parser.NewParser(parser.Options{})
+// promQL is Prometheus's PromQL parser with its default options.
+var promQL = parser.NewParser(parser.Options{})
 
 // grafanaRange matches Grafana's range variables, which PromQL cannot
 // parse: each is replaced by a duration before parsing.
@@ -24,7 +24,7 @@ var grafanaRange = regexp.MustCompile(`\$\{?__(rate_interval|interval|range)(_ms
 // metricNames returns the metric names an expression selects (the
 // __name__ of each vector selector).
 func metricNames(expr string) ([]string, error) {
-	e, err := promql.ParseExpr(expr)
+	e, err := promQL.ParseExpr(expr)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func metricNames(expr string) ([]string, error) {
 // ruleFile parses a rules file with Prometheus's own parser (which also
 // parses every expression and template).
 func ruleFile(path string) (*rulefmt.RuleGroups, error) {
-	groups, errs := rulefmt.ParseFile(path, false, model.UTF8Validation, promql, nil)
+	groups, errs := rulefmt.ParseFile(path, false, model.UTF8Validation, promQL, nil)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s: %v", path, errs)
 	}
