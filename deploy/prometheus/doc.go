@@ -9,7 +9,10 @@
 // (Grafana's $__rate_interval and friends replaced by a duration first),
 // collects the metric names they select, and checks that each one is
 // served on /metrics by a running pgq (real PostgreSQL) or by a running
-// JetStream bridge (embedded nats-server).
+// JetStream bridge (embedded nats-server). It also evaluates every alert
+// expression with Prometheus's engine over series shaped like the
+// alert's situation and like a healthy instance: each must fire for the
+// first only.
 //
 // Nothing here runs outside tests; the package has no exported API.
 package prometheus
