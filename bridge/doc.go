@@ -2,8 +2,10 @@
 // exactly once as the broker's consumers see it. It is a client of pgq
 // through package client (the pgq API may be local or remote) and never
 // imports pgq's server packages; one subpackage per broker implements
-// Publisher: bridge/jetstream (NATS JetStream) and bridge/kafka (Kafka,
-// franz-go).
+// Publisher: bridge/jetstream (NATS JetStream), bridge/kafka (Kafka,
+// franz-go) and bridge/webhook (HTTP POSTs; at least once: it has no
+// position to resume from, so what a killed bridge delivered but did not
+// commit comes again under the same ids).
 //
 // # Delivery
 //
