@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -129,8 +130,9 @@ func webhookRun(t *testing.T, src *source, url string, timeout time.Duration, d 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	m := bridge.NewMetrics()
 	b, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) {
-		o.BackoffMax, o.BackoffMin, o.Logger = 50*time.Millisecond, 5*time.Millisecond, slog.New(slog.DiscardHandler)
+		o.BackoffMax, o.BackoffMin, o.Logger, o.Metrics = 50*time.Millisecond, 5*time.Millisecond, slog.New(slog.DiscardHandler), m
 	})
 	stop := make(chan struct{})
 	wg := writer(src, stop)
@@ -144,6 +146,23 @@ func webhookRun(t *testing.T, src *source, url string, timeout time.Duration, d 
 	}
 	if st := b.Status(); st.Errors == 0 {
 		t.Errorf("no publish errors recorded: %+v", st)
+	}
+	// The metrics, as `pgq bridge webhook --listen` serves them.
+	ms := httptest.NewServer(bridge.Handler(b, m))
+	defer ms.Close()
+	resp, err := http.Get(ms.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	src.mu.Lock()
+	want := fmt.Sprintf(`pgq_bridge_published_messages_total{broker="webhook",group="g"} %d`, src.changes)
+	src.mu.Unlock()
+	for _, w := range []string{want, `pgq_bridge_errors_total{broker="webhook",group="g",kind="publish"}`} {
+		if !strings.Contains(string(text), w) {
+			t.Errorf("metrics lack %s:\n%s", w, text)
+		}
 	}
 }
 
