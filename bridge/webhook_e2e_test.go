@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/webhook"
+	"github.com/pgq-dev/pgq/format"
 )
 
 const webhookSecret = "s3cret"
@@ -262,4 +263,58 @@ func TestWebhookKillUnderLoad(t *testing.T) {
 	_ = cmd.Wait()
 	dups := rc.check(t, src)
 	t.Logf("%d kills, %d changes acknowledged, %d acknowledged again after a kill (recognized by id); %d of %d requests failed", kills, len(rc.ids)-dups, dups, rc.failed, rc.requests)
+}
+
+// TestWebhookCloudEvents: with the cloudevents format a request is a
+// structured-mode CloudEvents JSON batch whose events carry the stable
+// ids of Pgq-Ids, in order, and the change as data.
+func TestWebhookCloudEvents(t *testing.T) {
+	var mu sync.Mutex
+	var bodies [][]byte
+	var ids []string
+	var cts []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies, cts = append(bodies, body), append(cts, r.Header.Get("Content-Type"))
+		ids = append(ids, strings.Split(r.Header.Get(webhook.HeaderIDs), ",")...)
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	src := startSource(t, 50)
+	p, err := webhook.New(webhook.Options{URL: srv.URL, Format: format.CloudEvents, BatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridgeFormat(t, p, src, format.CloudEvents)
+	mu.Lock()
+	defer mu.Unlock()
+	var got []string
+	for i, b := range bodies {
+		if cts[i] != "application/cloudevents-batch+json" {
+			t.Fatalf("Content-Type %q", cts[i])
+		}
+		var evs []struct {
+			SpecVersion string `json:"specversion"`
+			ID          string `json:"id"`
+			Source      string `json:"source"`
+			Type        string `json:"type"`
+			Data        struct {
+				Op string `json:"op"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(b, &evs); err != nil {
+			t.Fatalf("body %s: %v", b, err)
+		}
+		for _, e := range evs {
+			if e.SpecVersion != "1.0" || e.Source != "/pgq/db/s" || e.Type != "pgq.update" || e.Data.Op != "update" {
+				t.Fatalf("event %+v", e)
+			}
+			got = append(got, e.ID)
+		}
+	}
+	if len(got) != src.changes || strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Fatalf("event ids %v, Pgq-Ids %v, %d changes", got, ids, src.changes)
+	}
 }
