@@ -63,7 +63,7 @@ func runChild(broker string) error {
 		}
 		pub = p
 	case "webhook":
-		p, err := webhook.New(webhook.Options{URL: os.Getenv("BROKER_URL"), Secret: []byte(webhookSecret), BatchSize: 50, Timeout: 300 * time.Millisecond})
+		p, err := webhook.New(webhook.Options{URL: os.Getenv("BROKER_URL"), Secret: []byte(webhookSecret), BatchSize: 50, Timeout: 5 * time.Second})
 		if err != nil {
 			return err
 		}
