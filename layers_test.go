@@ -18,7 +18,7 @@ var floors = [][]string{
 	{"api", "record", "pgoutput", "feedback", "index", "format", "console"},
 	{"journal", "client"},
 	{"consumers", "ingest", "bridge"},
-	{"backfill", "bridge/jetstream", "bridge/kafka"},
+	{"backfill", "bridge/jetstream", "bridge/kafka", "bridge/webhook"},
 	{"httpapi"},
 	{"server", "httpapi/apitest"},
 	{"cmd/pgq", "benchmarks", "benchmarks/bigtx"},
