@@ -159,8 +159,10 @@ func TestFilteredGroupRetentionOutOfRange(t *testing.T) {
 	before := e.S.Journal.LastOffset()
 	e.DB.Exec(t, "INSERT INTO orders VALUES (1, 'lost')")
 	e.waitLast(t, before+1)
-	if _, err := e.C.CreateGroup(ctx, api.CreateRequest{Name: "kept", From: "latest", Tables: []string{"public.orders"}}); err != nil {
-		t.Fatal(err)
+	for _, mode := range []string{"", "shared"} {
+		if _, err := e.C.CreateGroup(ctx, api.CreateRequest{Name: "kept" + mode, Mode: mode, From: "latest", Tables: []string{"public.orders"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	before = e.S.Journal.LastOffset()
 	e.DB.Exec(t, "DO $$ BEGIN FOR i IN 1..400 LOOP INSERT INTO big VALUES (i, repeat('x', 100)); COMMIT; END LOOP; END $$",
@@ -181,10 +183,10 @@ func TestFilteredGroupRetentionOutOfRange(t *testing.T) {
 	for _, l := range res.Lost {
 		lost[l.Group] = true
 	}
-	if !lost["lost"] || !lost["bigs"] || lost["kept"] || len(lost) != 2 {
+	if !lost["lost"] || !lost["bigs"] || lost["kept"] || lost["keptshared"] || len(lost) != 2 {
 		t.Fatalf("groups reported lost: %+v, want lost and bigs", res.Lost)
 	}
-	for name, oor := range map[string]bool{"lost": true, "bigs": true, "kept": false} {
+	for name, oor := range map[string]bool{"lost": true, "bigs": true, "kept": false, "keptshared": false} {
 		if l := groupLag(t, e, name); l.OutOfRange != oor {
 			t.Errorf("group %s: out_of_range %v, want %v (lag %+v)", name, l.OutOfRange, oor, l)
 		}
@@ -195,6 +197,12 @@ func TestFilteredGroupRetentionOutOfRange(t *testing.T) {
 	r := fetch(t, e, "kept", "m", 10, 0)
 	if len(r.Transactions) != 1 || string(r.Transactions[0].Changes[0].New[1].Data) != "after" {
 		t.Fatalf("kept group fetched %+v, want the orders row inserted after the big ones", r.Transactions)
+	}
+	// The shared group, with no message outstanding, was moved the same
+	// way: its next fetch is the orders row after the drop.
+	msgs, err := e.C.FetchShared(ctx, "keptshared", client.FetchRequest{Member: "m", Max: 10})
+	if err != nil || len(msgs) != 1 || string(msgs[0].Change.New[1].Data) != "after" {
+		t.Fatalf("shared kept group fetched %+v, %v; want the orders row inserted after the big ones", msgs, err)
 	}
 	if _, err := e.C.Fetch(ctx, "lost", client.FetchRequest{Member: "m", Max: 10}); !errors.Is(err, api.ErrOutOfRange) {
 		t.Fatalf("lost group fetch: %v, want out of range", err)

@@ -155,8 +155,9 @@ func (m *Manager) lagUnindexed(f Filter, from, last pgq.Offset) (uint64, time.Ti
 // reportLost. cut must be the first offset of a transaction (part 0), so
 // cut-1 ends one.
 //
-// Shared groups are not moved: a shared group whose unacked records are
-// dropped goes out of range as before, filtered or not.
+// A shared group is moved the same way when it has no outstanding
+// message (skipSharedTo); with messages outstanding it is not, and goes
+// out of range as before when records it has not acked are dropped.
 func (m *Manager) skipFiltered(cut pgq.Offset) {
 	first, _ := m.bounds()
 	m.mu.Lock()
@@ -169,19 +170,51 @@ func (m *Manager) skipFiltered(cut pgq.Offset) {
 		g.mu.Lock()
 		f, cursor, shared := g.st.Filter, g.st.Cursor, g.sh != nil
 		g.mu.Unlock()
-		if shared || f.IsZero() || cursor+1 >= cut || cursor+1 < first {
+		if f.IsZero() || cursor+1 >= cut || cursor+1 < first {
 			continue // not losing records now, or already out of range
 		}
 		c, err := m.selector(g, f).Count(cursor+1, cut-1)
 		if err != nil || c.Records > 0 {
 			continue // it loses records it would receive (reportLost)
 		}
-		if err := m.skipTo(g, cut-1); err != nil {
+		skip := m.skipTo
+		if shared {
+			skip = m.skipSharedTo
+		}
+		if err := skip(g, cut-1); err != nil {
 			m.o.Logger.Warn("retention: could not move a filtered group over records it does not receive", "group", g.name, "to", cut-1, "error", err)
 			continue
 		}
 		m.o.Logger.Info("retention: moved a filtered group over dropped records it does not receive", "group", g.name, "from", cursor, "to", cut-1)
 	}
+}
+
+// skipSharedTo moves shared group g's low-water mark and read position
+// forward to off (fsynced), when it has no outstanding message: every
+// change it fetched is acked and what lies between its mark and off holds
+// none for it, so nothing is skipped that it would deliver. With
+// messages outstanding it stays where it is (retention then drops what it
+// has not read, as for any group: reportLost).
+func (m *Manager) skipSharedTo(g *group, off pgq.Offset) error {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	sh := g.sh
+	if g.deleted || sh == nil || g.st.Cursor >= off || sh.lowLocked() != sh.scanned || sh.scanned != g.st.Cursor {
+		g.mu.Unlock()
+		return nil
+	}
+	sh.scanned = off
+	sh.seq++ // the mark moves: writeSharedLocked stores the group's value
+	seq := sh.seq
+	g.mu.Unlock()
+	if err := m.writeSharedLocked(g, sh, seq); err != nil {
+		return err
+	}
+	if g.st.HoldSlot {
+		m.KickHold()
+	}
+	return nil
 }
 
 // skipTo moves exclusive group g's cursor forward to off (fsynced) and

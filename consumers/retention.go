@@ -72,8 +72,9 @@ type GroupLoss struct {
 // inside a multi-part transaction; the last record is never dropped, and
 // the index is truncated to match. The caps win over MinAge.
 //
-// A cap that drops records an exclusive group with a filter has not
-// committed, none of which its filter passes, moves that group's cursor
+// A cap that drops records a group with a filter has not committed (a
+// shared group: with no message outstanding), none of which its filter
+// passes, moves that group's cursor
 // over them (skipFiltered, lagsel.go) instead of leaving it out of range:
 // it would never have received them. The rule reads the records' subject
 // sets in the index, so it is exact where they are known; records of
