@@ -48,7 +48,7 @@ func (in *Ingester) warnFailover(ctx context.Context, conn *pgx.Conn, info Serve
 	case standbys == 0:
 	case info.SlotFailover && syncSlots == "":
 		in.warned["failover"] = true
-		in.o.Logger.Warn("the slot is a failover slot but synchronized_standby_slots is empty on the primary: after a failover the journal can hold transactions the promoted server never had (phantoms, whose commit LSNs the new primary may reuse); set synchronized_standby_slots to the standbys' physical slots",
+		in.o.Logger.Warn("the slot is a failover slot but synchronized_standby_slots is empty on the primary: after a failover the journal can hold transactions the promoted server never had (phantoms, whose commit LSNs the new primary may reuse, so bridge message ids made from them can collide); set synchronized_standby_slots to the standbys' physical slots",
 			"slot", in.o.Slot, "standbys", standbys, "setting", "synchronized_standby_slots")
 	case !info.SlotFailover:
 		in.warned["failover"] = true
