@@ -84,9 +84,10 @@ func AppendJSON(b []byte, tx *Transaction) []byte {
 	return AppendJSONAs(b, tx, JSONEmbedded)
 }
 
-// AppendJSONAs is AppendJSON with json and jsonb values written as jv
-// says.
-func AppendJSONAs(b []byte, tx *Transaction, jv JSONValues) []byte {
+// AppendJSONHead appends the envelope of tx's line in AppendJSON, up to
+// and including the opening bracket of "changes": what every format
+// that keeps pgq's envelope (package format) shares.
+func AppendJSONHead(b []byte, tx *Transaction) []byte {
 	b = append(b, `{"offset":`...)
 	b = strconv.AppendUint(b, uint64(tx.Offset), 10)
 	b = append(b, `,"xid":`...)
@@ -111,6 +112,13 @@ func AppendJSONAs(b []byte, tx *Transaction, jv JSONValues) []byte {
 	b = append(b, `,"final":`...)
 	b = strconv.AppendBool(b, tx.Final)
 	b = append(b, `,"changes":[`...)
+	return b
+}
+
+// AppendJSONAs is AppendJSON with json and jsonb values written as jv
+// says.
+func AppendJSONAs(b []byte, tx *Transaction, jv JSONValues) []byte {
+	b = AppendJSONHead(b, tx)
 	for i := range tx.Changes {
 		if i > 0 {
 			b = append(b, ',')

@@ -286,30 +286,7 @@ func (r *Renderer) AppendTransaction(b []byte, tx *pgq.Transaction) []byte {
 	if r.f == PGQ {
 		return pgq.AppendJSONAs(b, tx, r.o.JSONValues)
 	}
-	b = append(b, `{"offset":`...)
-	b = strconv.AppendUint(b, uint64(tx.Offset), 10)
-	b = append(b, `,"xid":`...)
-	b = strconv.AppendUint(b, uint64(tx.Xid), 10)
-	b = append(b, `,"commit_lsn":"`...)
-	b = append(b, tx.CommitLSN.String()...)
-	b = append(b, `","end_lsn":"`...)
-	b = append(b, tx.EndLSN.String()...)
-	b = append(b, `","commit_time":"`...)
-	b = append(b, pgq.FormatCommitTime(tx.CommitTime)...)
-	b = append(b, '"')
-	if tx.Origin != "" {
-		b = append(b, `,"origin":`...)
-		b = appendString(b, tx.Origin)
-	}
-	if tx.Backfill != "" {
-		b = append(b, `,"backfill":`...)
-		b = appendString(b, tx.Backfill)
-	}
-	b = append(b, `,"part":`...)
-	b = strconv.AppendUint(b, uint64(tx.Part), 10)
-	b = append(b, `,"final":`...)
-	b = strconv.AppendBool(b, tx.Final)
-	b = append(b, `,"changes":[`...)
+	b = pgq.AppendJSONHead(b, tx)
 	for i := range tx.Changes {
 		if i > 0 {
 			b = append(b, ',')
