@@ -77,7 +77,9 @@ type Options struct {
 	// FS does every file operation of the store (vfs.Default when nil):
 	// the sidecar's seam, and tests' fault injection.
 	FS vfs.FS
-	// Durable returns the end LSN of the newest fsynced record (required).
+	// Durable returns the end LSN of the newest record that is fsynced and
+	// that the journal's readers are done with (required): a chunk's
+	// buffer is reused once its record is durable by it.
 	Durable func() pgq.LSN
 	// HighTimeout bounds the wait for ingest to reach a chunk's high
 	// watermark and make it durable; then the chunk is read again. Zero →

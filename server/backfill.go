@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/backfill"
 )
 
@@ -14,8 +15,12 @@ func (s *Server) openBackfills() (*backfill.Manager, error) {
 		Dir:      filepath.Join(s.o.DataDir, "backfill"),
 		Registry: s.Ingester.Backfills(),
 		FS:       s.o.FS,
-		Durable:  s.Journal.LastEndLSN,
-		Logger:   s.o.Logger,
+		// The committer's published LSN, not the journal's fsynced one: a
+		// chunk's buffer is reused once its record is durable, and the
+		// committer's after-append hook (indexBatch) still reads the
+		// encoded record after the fsync, until it publishes.
+		Durable: func() pgq.LSN { _, lsn := s.Committer.Durable(); return lsn },
+		Logger:  s.o.Logger,
 	})
 }
 
