@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,12 +43,11 @@ func (l *lockedBuffer) String() string {
 // connection to addr gets.
 func servedSerial(t *testing.T, addr string, cfg *tls.Config) string {
 	t.Helper()
-	c, err := tls.Dial("tcp", addr, cfg)
+	got, err := testcert.ServedSerial(addr, cfg)
 	if err != nil {
-		t.Fatalf("TLS dial %s: %v", addr, err)
+		t.Fatal(err)
 	}
-	defer c.Close()
-	return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	return got
 }
 
 // TestTLSServeAndReload runs pgq with TLS and mutual TLS on a real
@@ -63,30 +60,13 @@ func TestTLSServeAndReload(t *testing.T) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
 	dir := t.TempDir()
-	ca, err := testcert.NewCA("pgq test CA")
+	set, err := testcert.NewSet(dir, "pgq test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	caFile, err := ca.WriteCA(dir, "ca.pem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := ca.Server("pgq-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile, err := first.Write(dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker, err := ca.Client("worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientCert, clientKey, err := worker.Write(dir, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
+	caFile, certFile, keyFile := set.CAFile, set.CertFile, set.KeyFile
+	clientCert, clientKey := set.ClientCertFile, set.ClientKeyFile
+	first := set.Server
 	logs := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", ProbeListen: "127.0.0.1:0",
@@ -137,22 +117,16 @@ func TestTLSServeAndReload(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
-	pair, err := tls.LoadX509KeyPair(clientCert, clientKey)
+	cfg, err := set.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}}
 	if got := servedSerial(t, s.Addr(), cfg); got != first.Cert.SerialNumber.String() {
 		t.Fatalf("serving serial %s, want the first certificate's %s", got, first.Cert.SerialNumber)
 	}
 
-	second, err := ca.Server("pgq-2")
+	second, err := set.RenewServer("pgq-2")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := second.Write(dir, "server"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.ReloadTLS(); err != nil {
@@ -166,11 +140,7 @@ func TestTLSServeAndReload(t *testing.T) {
 	}
 
 	// A renewal caught half-written: the key no longer matches.
-	third, err := ca.Server("pgq-3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, third.CertPEM, 0o644); err != nil {
+	if _, err := set.RenewServerCertOnly("pgq-3"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.ReloadTLS(); err == nil || !strings.Contains(err.Error(), certFile) {
@@ -213,18 +183,11 @@ func getOK(t *testing.T, url string) string {
 // TLS says so.
 func TestTLSOptionsRefused(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := testcert.NewCA("ca")
+	set, err := testcert.NewSet(dir, "ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := ca.Server("pgq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile, err := pair.Write(dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile := set.CertFile, set.KeyFile
 	for name, tc := range map[string]struct {
 		o    TLSOptions
 		want string

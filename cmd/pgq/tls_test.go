@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,14 +50,12 @@ func TestTLSEndToEnd(t *testing.T) {
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE t (id int PRIMARY KEY)`)
 	dir := t.TempDir()
-	ca, err := testcert.NewCA("pgq e2e CA")
+	set, err := testcert.NewSet(dir, "pgq e2e CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	caFile, err := ca.WriteCA(dir, "ca.pem")
-	if err != nil {
-		t.Fatal(err)
-	}
+	caFile, certFile, keyFile := set.CAFile, set.CertFile, set.KeyFile
+	clientCert, clientKey := set.ClientCertFile, set.ClientKeyFile
 	other, err := testcert.NewCA("another CA")
 	if err != nil {
 		t.Fatal(err)
@@ -68,22 +64,7 @@ func TestTLSEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := ca.Server("pgq-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile, err := first.Write(dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker, err := ca.Client("worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientCert, clientKey, err := worker.Write(dir, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := set.Server
 	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -110,19 +91,13 @@ func TestTLSEndToEnd(t *testing.T) {
 		}
 	}()
 
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
-	pair, err := tls.LoadX509KeyPair(clientCert, clientKey)
+	cfg, err := set.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	serial := func() string {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}})
-		if err != nil {
-			return ""
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+		got, _ := testcert.ServedSerial(addr, cfg) // "" until pgq serves TLS
+		return got
 	}
 	waitSerial := func(want, what string) {
 		t.Helper()
@@ -176,11 +151,8 @@ func TestTLSEndToEnd(t *testing.T) {
 	})
 
 	// Renewed files, then SIGHUP: new connections get the new certificate.
-	second, err := ca.Server("pgq-2")
+	second, err := set.RenewServer("pgq-2")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := second.Write(dir, "server"); err != nil {
 		t.Fatal(err)
 	}
 	if err := run.Process.Signal(syscall.SIGHUP); err != nil {
@@ -189,11 +161,7 @@ func TestTLSEndToEnd(t *testing.T) {
 	waitSerial(second.Cert.SerialNumber.String(), "after SIGHUP with renewed files")
 
 	// A certificate whose key is not there yet: SIGHUP keeps the old one.
-	third, err := ca.Server("pgq-3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, third.CertPEM, 0o644); err != nil {
+	if _, err := set.RenewServerCertOnly("pgq-3"); err != nil {
 		t.Fatal(err)
 	}
 	if err := run.Process.Signal(syscall.SIGHUP); err != nil {
