@@ -11,7 +11,31 @@ type LSN uint64
 
 // String renders the LSN as PostgreSQL does: "X/Y" in upper-case hex.
 func (l LSN) String() string {
-	return fmt.Sprintf("%X/%X", uint32(l>>32), uint32(l))
+	var buf [17]byte
+	return string(l.Append(buf[:0]))
+}
+
+// Append appends String's form to b without allocating (the bridge
+// renders one per message id and payload).
+func (l LSN) Append(b []byte) []byte {
+	b = appendHexUpper(b, uint32(l>>32))
+	b = append(b, '/')
+	return appendHexUpper(b, uint32(l))
+}
+
+func appendHexUpper(b []byte, v uint32) []byte {
+	const digits = "0123456789ABCDEF"
+	var buf [8]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = digits[v&0xF]
+		v >>= 4
+		if v == 0 {
+			break
+		}
+	}
+	return append(b, buf[i:]...)
 }
 
 // ParseLSN parses PostgreSQL's "X/Y" form.
@@ -32,7 +56,7 @@ func ParseLSN(s string) (LSN, error) {
 }
 
 // MarshalText renders the LSN as "X/Y" so JSON carries it as a string.
-func (l LSN) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+func (l LSN) MarshalText() ([]byte, error) { return l.Append(nil), nil }
 
 // UnmarshalText parses "X/Y".
 func (l *LSN) UnmarshalText(b []byte) error {

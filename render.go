@@ -420,3 +420,6 @@ func appendString(b []byte, s string) []byte {
 
 // FormatCommitTime renders a commit time as the contract does.
 func FormatCommitTime(t time.Time) string { return t.UTC().Format(commitTimeLayout) }
+
+// AppendCommitTime appends FormatCommitTime's form of t to b.
+func AppendCommitTime(b []byte, t time.Time) []byte { return t.UTC().AppendFormat(b, commitTimeLayout) }

@@ -151,11 +151,12 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction, gr
 // history: their ids name the backfill too, "<commit LSN>.<backfill
 // id>.<index>", where commit is the chunk's high watermark.
 func MessageID(commit pgq.LSN, ord uint32, backfill string) string {
-	s := commit.String() + "."
+	var buf [64]byte // one allocation, the string's
+	b := append(commit.Append(buf[:0]), '.')
 	if backfill != "" {
-		s += backfill + "."
+		b = append(append(b, backfill...), '.')
 	}
-	return s + strconv.FormatUint(uint64(ord), 10)
+	return string(strconv.AppendUint(b, uint64(ord), 10))
 }
 
 // AppendPayload appends the JSON payload of change i of tx: the
@@ -172,11 +173,11 @@ func appendPayloadPrefix(b []byte, tx *pgq.Transaction) []byte {
 	b = append(b, `,"xid":`...)
 	b = strconv.AppendUint(b, uint64(tx.Xid), 10)
 	b = append(b, `,"commit_lsn":"`...)
-	b = append(b, tx.CommitLSN.String()...)
+	b = tx.CommitLSN.Append(b)
 	b = append(b, `","end_lsn":"`...)
-	b = append(b, tx.EndLSN.String()...)
+	b = tx.EndLSN.Append(b)
 	b = append(b, `","commit_time":"`...)
-	b = append(b, pgq.FormatCommitTime(tx.CommitTime)...)
+	b = pgq.AppendCommitTime(b, tx.CommitTime)
 	b = append(b, `","part":`...)
 	b = strconv.AppendUint(b, uint64(tx.Part), 10)
 	b = append(b, `,"final":`...)

@@ -29,7 +29,7 @@ import (
 // publisher that acknowledges at once: the bridge's own bound (fetching
 // from pgq, decoding, building), which the POSTs overlap with.
 func BenchmarkWebhookVsPlainPost(b *testing.B) {
-	const txs, rounds, batch = 10000, 3, 100
+	const txs, rounds, batch = 100000, 3, 100
 	for b.Loop() {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)

@@ -204,7 +204,7 @@ func (c *Client) roundTrip(ctx context.Context, method, path, accept string, bod
 		return nil, false, fmt.Errorf("client: %s %s: %w", method, path, tlsHint(err))
 	}
 	defer resp.Body.Close()
-	data, err = io.ReadAll(resp.Body)
+	data, err = readBody(resp)
 	if err != nil {
 		return nil, false, fmt.Errorf("client: %s %s: read response: %w", method, path, err)
 	}
@@ -221,6 +221,21 @@ func (c *Client) roundTrip(ctx context.Context, method, path, accept string, bod
 	}
 	ct := resp.Header.Get("Content-Type")
 	return data, strings.HasPrefix(ct, api.MediaMsgpack) || strings.HasPrefix(ct, api.MediaRecords), nil
+}
+
+// readBody reads resp's body into one array sized by its Content-Length
+// when the server sent one (a fetch answer of megabytes would otherwise
+// be copied through io.ReadAll's doublings).
+func readBody(resp *http.Response) ([]byte, error) {
+	const maxPresize = 64 << 20 // a length above is believed only as it arrives
+	if n := resp.ContentLength; n > 0 && n <= maxPresize {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return io.ReadAll(resp.Body)
 }
 
 func groupPath(name string) string { return "/v1/groups/" + url.PathEscape(name) }
