@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -45,9 +46,9 @@ func TestDeployAgainstBinary(t *testing.T) {
 // (the image's user runs it too).
 func buildPgq(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(sharedTempDir(t), "pgq")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/pgq").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/pgq: %v\n%s", err, out)
+	bin, err := pgqbin.Build(sharedTempDir(t))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

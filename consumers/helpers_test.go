@@ -17,11 +17,16 @@ import (
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/httpapi/apitest"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/server"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, pgtest.Options{})) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m, pgtest.Options{})
+	pgqbin.Remove() // TestCLI's
+	os.Exit(code)
+}
 
 // env is a running sidecar on a fresh database with table t(id serial, v text)
 // and table u(id int).

@@ -15,6 +15,7 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/server"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -203,10 +204,7 @@ func TestStalledGroupSlotLag(t *testing.T) {
 
 func TestCLI(t *testing.T) {
 	e := start(t, nil)
-	bin := filepath.Join(t.TempDir(), "pgq")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/pgq").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := pgqbin.Path(t)
 	run := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "PGQ_ADDR="+e.S.Addr())

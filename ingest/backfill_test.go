@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/server"
 )
@@ -713,7 +714,7 @@ func TestBackfillThrottle(t *testing.T) {
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
 		`INSERT INTO bf SELECT g, md5(g::text) FROM generate_series(1, 8000) g`, `ANALYZE bf`)
-	bin := pgqBinary(t) // built before the clock of the capped backfill starts
+	bin := pgqbin.Path(t) // built before the clock of the capped backfill starts
 	dir := t.TempDir()
 	r := startSidecar(t, db, dir, nil)
 	r.waitStreaming(t)
@@ -806,7 +807,7 @@ func pgqRun(t *testing.T, db *pgtest.DB, dir string) (*exec.Cmd, string) {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(pgqBinary(t), "run", "--pg-url", db.URL, "--slot", slotName("pgq", db), "--publication", "pgq",
+	cmd := exec.Command(pgqbin.Path(t), "run", "--pg-url", db.URL, "--slot", slotName("pgq", db), "--publication", "pgq",
 		"--create-slot", "--create-publication", "all", "--data-dir", dir, "--listen", addr)
 	cmd.Env = cleanEnv()
 	cmd.Stderr = &stLog{t: t}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/server"
 )
@@ -241,7 +242,7 @@ func TestDDLUpgrade(t *testing.T) {
 	}
 
 	for range 2 { // idempotent
-		out, err := exec.Command(pgqBinary(t), "ddl", "install", "--pg-url", db.URL, "--publication", "pgq").CombinedOutput()
+		out, err := exec.Command(pgqbin.Path(t), "ddl", "install", "--pg-url", db.URL, "--publication", "pgq").CombinedOutput()
 		if err != nil {
 			t.Fatalf("pgq ddl install: %v\n%s", err, out)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -36,7 +37,7 @@ func TestSQLASCIIRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			slot := "sa_" + db.Name
-			pgqBinary(t) // built before the clock starts
+			pgqbin.Path(t) // built before the clock starts
 			start := time.Now()
 			runExpectFailure(t, `database "`+db.Name+`" has encoding SQL_ASCII`,
 				"run", "--pg-url", tc.url, "--slot", slot, "--publication", "sa_pub", "--data-dir", t.TempDir(),

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -34,7 +35,7 @@ func TestSlowClientFloodUnderLowFileLimit(t *testing.T) {
 	probeAddr := fmt.Sprintf("127.0.0.1:%d", probePort)
 	args := []string{"run", "--pg-url", db.URL, "--slot", "fl_" + db.Name, "--publication", "fl_pub", "--data-dir", t.TempDir(),
 		"--create-slot", "--listen", addr, "--probe-listen", probeAddr, "--auth-token", "s3cret", "--segment-size", "65536"}
-	cmd := exec.Command("bash", append([]string{"-c", `ulimit -n 200 && exec "$0" "$@"`, pgqBinary(t)}, args...)...)
+	cmd := exec.Command("bash", append([]string{"-c", `ulimit -n 200 && exec "$0" "$@"`, pgqbin.Path(t)}, args...)...)
 	stderr := &lockedWriter{w: &bytes.Buffer{}}
 	cmd.Stderr = stderr
 	cmd.Env = cleanEnv()

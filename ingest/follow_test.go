@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -44,10 +45,10 @@ func TestConsumeFollowRidesThroughRestart(t *testing.T) {
 		return p
 	}
 	p := run()
-	if out, err := exec.Command(pgqBinary(t), "groups", "create", "g", "--from", "earliest", "--addr", addr).CombinedOutput(); err != nil {
+	if out, err := exec.Command(pgqbin.Path(t), "groups", "create", "g", "--from", "earliest", "--addr", addr).CombinedOutput(); err != nil {
 		t.Fatalf("groups create: %v %s", err, out)
 	}
-	consume := exec.Command(pgqBinary(t), "consume", "--group", "g", "--follow", "--wait", "200ms", "--addr", addr)
+	consume := exec.Command(pgqbin.Path(t), "consume", "--group", "g", "--follow", "--wait", "200ms", "--addr", addr)
 	consume.Env = cleanEnv()
 	stdout, err := consume.StdoutPipe()
 	if err != nil {
@@ -150,7 +151,7 @@ func TestConsumeStandbyTakesOverAfterSIGKILL(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if out, err := exec.Command(pgqBinary(t), "groups", "create", "g", "--from", "earliest", "--addr", addr).CombinedOutput(); err != nil {
+	if out, err := exec.Command(pgqbin.Path(t), "groups", "create", "g", "--from", "earliest", "--addr", addr).CombinedOutput(); err != nil {
 		t.Fatalf("groups create: %v %s", err, out)
 	}
 	type member struct {
@@ -160,7 +161,7 @@ func TestConsumeStandbyTakesOverAfterSIGKILL(t *testing.T) {
 		ids    []int
 	}
 	start := func(name string) *member {
-		m := &member{cmd: exec.Command(pgqBinary(t), "consume", "--group", "g", "--follow", "--wait", "200ms", "--lease-ttl", "2s", "--member", name, "--addr", addr)}
+		m := &member{cmd: exec.Command(pgqbin.Path(t), "consume", "--group", "g", "--follow", "--wait", "200ms", "--lease-ttl", "2s", "--member", name, "--addr", addr)}
 		m.cmd.Env = cleanEnv()
 		m.cmd.Stderr = &lockedWriter{w: &m.stderr}
 		out, err := m.cmd.StdoutPipe()
@@ -221,7 +222,7 @@ func TestConsumeStandbyTakesOverAfterSIGKILL(t *testing.T) {
 		if time.Now().After(deadline) {
 			b.mu.Lock()
 			alive := b.cmd.Process.Signal(syscall.Signal(0)) == nil
-			info, _ := exec.Command(pgqBinary(t), "groups", "info", "g", "--addr", addr).CombinedOutput()
+			info, _ := exec.Command(pgqbin.Path(t), "groups", "info", "g", "--addr", addr).CombinedOutput()
 			t.Logf("group: %s", info)
 			t.Fatalf("standby b did not print row 3 (alive %v); it printed %v; stderr:\n%s\na's stderr:\n%s", alive, b.ids, b.stderr.String(), a.stderr.String())
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/server"
@@ -153,33 +153,6 @@ func changesOf(t *testing.T, txs []*pgq.Transaction) []map[string]any {
 	return out
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// pgqBinary builds cmd/pgq once per test process.
-func pgqBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pgq-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "pgq")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/pgq").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
 // proc is a pgq subprocess.
 type proc struct {
 	cmd    *exec.Cmd
@@ -190,7 +163,7 @@ type proc struct {
 
 func startPgq(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(pgqBinary(t), args...), stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(pgqbin.Path(t), args...), stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = &lockedWriter{w: p.stderr}
 	p.cmd.Env = cleanEnv()
 	if err := p.cmd.Start(); err != nil {

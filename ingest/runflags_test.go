@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -56,7 +57,7 @@ func TestRunAuthAndRetentionFlags(t *testing.T) {
 	}
 
 	cli := func(env []string, args ...string) (string, error) {
-		cmd := exec.Command(pgqBinary(t), args...)
+		cmd := exec.Command(pgqbin.Path(t), args...)
 		cmd.Env = append(cleanEnv(), env...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/record"
 	"github.com/pgq-dev/pgq/server"
@@ -398,10 +399,7 @@ func TestMultiPartLayout(t *testing.T) {
 // the journal exactly once and complete, and no spill file is left.
 func TestStreamKillRestart(t *testing.T) {
 	db := stSetup(t)
-	bin := filepath.Join(t.TempDir(), "pgq")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/pgq").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := pgqbin.Path(t)
 	dir := t.TempDir()
 	spill := filepath.Join(dir, "spill")
 	run := func() (*exec.Cmd, string) {

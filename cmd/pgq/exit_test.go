@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,34 +17,16 @@ import (
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/journal"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// pgqBinary builds this command once per test run.
-func pgqBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pgq-cli-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "pgq")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+// TestMain removes the pgq binary the tests built (pgqbin.Path) after them.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgqbin.Remove()
+	os.Exit(code)
 }
 
 // exitCase is one command line and what pgq must answer.
@@ -62,7 +43,7 @@ type exitCase struct {
 // code and that line.
 func runPgq(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(pgqBinary(t), args...)
+	cmd := exec.Command(pgqbin.Path(t), args...)
 	cmd.Env = append(cliEnv(), "PGQ_LOG_FORMAT=json")
 	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
@@ -299,7 +280,7 @@ func TestPreflightExitStatus(t *testing.T) {
 
 // TestHelpDocumentsExitStatus: `pgq --help` names both exit statuses.
 func TestHelpDocumentsExitStatus(t *testing.T) {
-	out, err := exec.Command(pgqBinary(t), "--help").Output()
+	out, err := exec.Command(pgqbin.Path(t), "--help").Output()
 	if err != nil {
 		t.Fatalf("pgq --help: %v", err)
 	}

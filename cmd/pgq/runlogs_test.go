@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -89,7 +90,7 @@ func TestRunStartupLogs(t *testing.T) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	dataDir := t.TempDir()
-	cmd := exec.Command(pgqBinary(t), "run", "--pg-url", db.URL, "--slot", "cli_logs", "--publication", "p", "--create-slot",
+	cmd := exec.Command(pgqbin.Path(t), "run", "--pg-url", db.URL, "--slot", "cli_logs", "--publication", "p", "--create-slot",
 		"--create-publication", "all", "--data-dir", dataDir, "--listen", addr, "--auth-token", "s3cret",
 		"--probe-listen", fmt.Sprintf("127.0.0.1:%d", probePort))
 	cmd.Env = append(cliEnv(), "PGQ_LOG_FORMAT=json")
@@ -128,11 +129,11 @@ func TestRunStartupLogs(t *testing.T) {
 	}
 
 	// pgq status and pgq healthcheck against the real server.
-	out, err := exec.Command(pgqBinary(t), "status", "--addr", addr, "--auth-token", "s3cret", "-o", "table").Output()
+	out, err := exec.Command(pgqbin.Path(t), "status", "--addr", addr, "--auth-token", "s3cret", "-o", "table").Output()
 	if err != nil || !strings.HasPrefix(string(out), "ingest          streaming\nslot            cli_logs (publication p, protocol 2") {
 		t.Fatalf("pgq status: %v\n%s", err, out)
 	}
-	out, err = exec.Command(pgqBinary(t), "status", "--addr", addr, "--auth-token", "s3cret", "-o", "json").Output()
+	out, err = exec.Command(pgqbin.Path(t), "status", "--addr", addr, "--auth-token", "s3cret", "-o", "json").Output()
 	var doc statusDoc
 	if err != nil || json.Unmarshal(out, &doc) != nil || !doc.Status.Connected || doc.Status.Slot != "cli_logs" {
 		t.Fatalf("pgq status -o json: %v\n%s", err, out)
@@ -167,7 +168,7 @@ func TestRunStartupLogs(t *testing.T) {
 		{"--probe-listen", fmt.Sprintf(":%d", probePort)}, // the probe listener, no token; a wildcard host is this machine
 	}
 	for _, args := range healthy {
-		hc := exec.Command(pgqBinary(t), append([]string{"healthcheck"}, args...)...)
+		hc := exec.Command(pgqbin.Path(t), append([]string{"healthcheck"}, args...)...)
 		hc.Env = cliEnv()
 		if out, err := hc.CombinedOutput(); err != nil || string(out) != "ready\n" {
 			t.Fatalf("pgq healthcheck %v: %v\n%s", args, err, out)
@@ -175,14 +176,14 @@ func TestRunStartupLogs(t *testing.T) {
 	}
 	// Through PGQ_PROBE_LISTEN, as a container's HEALTHCHECK sees pgq's
 	// environment.
-	hc := exec.Command(pgqBinary(t), "healthcheck")
+	hc := exec.Command(pgqbin.Path(t), "healthcheck")
 	hc.Env = append(cliEnv(), fmt.Sprintf("PGQ_PROBE_LISTEN=0.0.0.0:%d", probePort), "PGQ_ADDR=127.0.0.1:1")
 	if out, err := hc.CombinedOutput(); err != nil || string(out) != "ready\n" {
 		t.Fatalf("pgq healthcheck with PGQ_PROBE_LISTEN: %v\n%s", err, out)
 	}
 	// Without PGQ_ADDR, at PGQ_LISTEN: pgq run's environment in its
 	// container.
-	hc = exec.Command(pgqBinary(t), "healthcheck")
+	hc = exec.Command(pgqbin.Path(t), "healthcheck")
 	hc.Env = append(cliEnv(), fmt.Sprintf("PGQ_LISTEN=0.0.0.0:%d", port), "PGQ_AUTH_TOKEN=s3cret")
 	if out, err := hc.CombinedOutput(); err != nil || string(out) != "ready\n" {
 		t.Fatalf("pgq healthcheck with PGQ_LISTEN: %v\n%s", err, out)

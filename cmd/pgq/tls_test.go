@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/internal/testcert"
 )
@@ -72,7 +73,7 @@ func TestTLSEndToEnd(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 
 	stderr := &syncBuffer{}
-	run := exec.Command(pgqBinary(t), "run", "--pg-url", db.URL, "--slot", "tls_e2e", "--publication", "tls_e2e", "--create-slot", "--create-publication", "all",
+	run := exec.Command(pgqbin.Path(t), "run", "--pg-url", db.URL, "--slot", "tls_e2e", "--publication", "tls_e2e", "--create-slot", "--create-publication", "all",
 		"--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile)
 	run.Env = append(cliEnv(), "PGQ_LOG_FORMAT=json")
 	run.Stderr = stderr
@@ -118,7 +119,7 @@ func TestTLSEndToEnd(t *testing.T) {
 
 	url := "https://" + addr
 	cli := func(env []string, args ...string) (string, error) {
-		cmd := exec.Command(pgqBinary(t), args...)
+		cmd := exec.Command(pgqbin.Path(t), args...)
 		cmd.Env = append(cliEnv(), env...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 )
 
 // TestUsageErrorsHint: a usage error prints one line, the error and a
@@ -79,7 +80,7 @@ func TestErrorLine(t *testing.T) {
 // shows --key's default; the README's table of run flags names each
 // flag's environment variables as the program reads them.
 func TestHelpAgreesWithTheProgram(t *testing.T) {
-	out, err := exec.Command(pgqBinary(t), "groups", "create", "--help").Output()
+	out, err := exec.Command(pgqbin.Path(t), "groups", "create", "--help").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
