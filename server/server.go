@@ -453,17 +453,22 @@ func (s *Server) storageErr() error {
 // Status is the document GET /v1/status answers: ingest's status
 // (ingest.Status's fields), "groups", "journal_error" and "index".
 func (s *Server) Status() map[string]any {
-	st := s.Ingester.Status()
+	return statusDocument(s.Ingester.Status(), s.Consumers.Status(), s.storageErr(), s.Index.Stats())
+}
+
+// statusDocument builds Status's document from its parts; apart from
+// Server so that a test can feed it every ingest.Status field and check
+// the result against api.Status, the type clients decode it into.
+func statusDocument(st ingest.Status, groups map[string]any, storageErr error, ist index.Stats) map[string]any {
 	raw, _ := json.Marshal(st)
 	m := map[string]any{}
 	_ = json.Unmarshal(raw, &m)
-	m["groups"] = s.Consumers.Status()
-	if err := s.storageErr(); err != nil {
-		m["journal_error"] = err.Error()
+	m["groups"] = groups
+	if storageErr != nil {
+		m["journal_error"] = storageErr.Error()
 	} else {
 		m["journal_error"] = nil
 	}
-	ist := s.Index.Stats()
 	idx := map[string]any{"stale": ist.Stale, "failed_updates": ist.FailedAdds, "heals": ist.Heals, "last_error": nil}
 	if ist.LastError != nil {
 		idx["last_error"] = ist.LastError.Error()
