@@ -68,6 +68,13 @@ type Options struct {
 	// LagInterval is how often the group's lag is read for Status and
 	// metrics; zero → 5s, negative → never.
 	LagInterval time.Duration
+	// Linger holds a fetched batch of fewer than LingerChanges changes for
+	// up to Linger, fetching more into it, so that a trickle of changes
+	// goes out in fuller batches (the webhook's requests) at the cost of
+	// that much latency; zero → a batch goes out as soon as fetched.
+	// LingerChanges zero with Linger set → 100.
+	Linger        time.Duration
+	LingerChanges int
 	// Format of the messages' payloads (see formatter.apply); zero → pgq's
 	// own (the package doc's wire format). FormatOptions configure its
 	// renderer (database, slot, decimal mode, ...).
@@ -88,7 +95,7 @@ func (o Options) Validate() error {
 		return errors.New("bridge: options: no group")
 	case o.Publisher == nil:
 		return errors.New("bridge: options: no publisher")
-	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0 || o.ShutdownGrace < 0:
+	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0 || o.ShutdownGrace < 0 || o.Linger < 0 || o.LingerChanges < 0:
 		return errors.New("bridge: options: negative limit")
 	case o.BackoffMax > 0 && o.BackoffMax < o.BackoffMin:
 		return errors.New("bridge: options: BackoffMax below BackoffMin")
@@ -127,12 +134,14 @@ type Bridge struct {
 	o      Options
 	cs     *client.Consumer // used by Run's loop only
 	member string           // cs.Member(), for the lease renewals
-	// parts, warnedParts and inTx are used by Run's loop only. inTx: the
-	// last record read is a part of a transaction other than its last.
+	// parts, warnedParts and fmt are used by the stage building a batch
+	// (one at a time, in order; see pipeline.launch).
 	parts       partCounter
 	warnedParts bool
-	inTx        bool
 	fmt         *formatter // nil: pgq's format
+	// inTx is used by Run's loop only: the last record read is a part of
+	// a transaction other than its last.
+	inTx bool
 
 	mu sync.Mutex // guards st
 	st Status
@@ -157,6 +166,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.BackoffMax == 0 {
 		o.BackoffMax = max(10*time.Second, o.BackoffMin)
+	}
+	if o.Linger > 0 && o.LingerChanges == 0 {
+		o.LingerChanges = 100
 	}
 	if o.ShutdownGrace == 0 {
 		o.ShutdownGrace = 10 * time.Second
@@ -229,98 +241,204 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// rctx ends the retries of a batch in flight when Run fails for good.
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
-	// Two batches alternate: the one being published (cur) and the one
-	// being fetched and built; their arrays are reused.
-	var (
-		bufs [2]batch
-		flip int
-		cur  *batch // published (or being published), not committed
-	)
+	pl := pipeline{free: make([]*batch, 0, maxInFlight+1)}
+	for range maxInFlight + 1 {
+		pl.free = append(pl.free, &batch{})
+	}
 	for {
 		if ctx.Err() != nil {
-			return b.finish(ctx, pctx, cur)
+			return b.finish(ctx, pctx, &pl)
 		}
-		// With a batch in flight, fetch without waiting: what arrived is
-		// built while the broker acknowledges; nothing → commit cur first.
+		// Commit the batches at the front that are acknowledged; with the
+		// pipeline full, wait for the oldest.
+		if stop, err := b.retire(ctx, pctx, &pl, len(pl.q) == maxInFlight); stop {
+			rcancel()
+			pl.waitAll()
+			return err
+		}
+		// With batches in flight, fetch without waiting: what arrived is
+		// built and queued while the broker acknowledges.
 		wait := b.o.Wait
-		if cur != nil {
+		if len(pl.q) > 0 {
 			wait = 0
 		}
-		if _, err := b.cs.Poll(ctx, wait); err != nil {
+		bt := pl.take()
+		if err := b.fetch(ctx, bt, wait); err != nil {
+			pl.give(bt)
 			if ctx.Err() != nil {
-				return b.finish(ctx, pctx, cur)
+				return b.finish(ctx, pctx, &pl)
 			}
 			b.fail("fetch", err)
-			if cur != nil {
-				rcancel()
-				<-cur.done
-			}
+			rcancel()
+			pl.waitAll()
 			return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
 		}
-		next := &bufs[flip]
-		flip ^= 1
-		next.reset()
-		for b.cs.Buffered() > 0 {
-			tx, err := b.cs.Next(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return b.finish(ctx, pctx, cur)
-				}
-				if cur != nil {
-					rcancel()
-					<-cur.done
-				}
-				return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
-			}
-			b.add(next, tx)
-		}
-		next.mark, next.inTx = b.cs.Mark(), b.inTx
-		if cur != nil {
-			if err := <-cur.done; err != nil {
-				return b.refused(err) // or ctx ended; nothing past the acknowledged is committed
-			}
-		}
-		// In order: next is sent only after every message of cur is
-		// acknowledged, and cur is committed while next is in flight.
-		if len(next.msgs) > 0 {
-			next.done = make(chan error, 1)
-			go func() { next.done <- b.publish(rctx, pctx, next.msgs, next.acked) }()
-		}
-		if cur != nil && !cur.inTx {
-			if stop, err := b.commit(ctx, pctx, cur.mark); stop || err != nil {
-				if len(next.msgs) > 0 {
-					if stop {
-						rcancel()
-					}
-					<-next.done // published again after the redelivery, or never committed
-				}
-				if stop {
-					return err
-				}
-				cur = nil
-				continue
-			}
-		}
-		if len(next.msgs) > 0 {
-			cur = next
+		bt.mark, bt.inTx = b.cs.Mark(), b.inTx
+		if len(bt.txs) > 0 {
+			pl.launch(b, rctx, pctx, bt)
 			continue
 		}
-		// Nothing to publish (caught up, or all filtered out): commit
-		// what the fetch moved past, unless that is inside a transaction
-		// (see partCounter).
-		cur = nil
-		if next.inTx {
+		mark := bt.mark
+		pl.give(bt)
+		if len(pl.q) > 0 {
+			// Nothing new: commit the oldest batch once acknowledged.
+			if stop, err := b.retire(ctx, pctx, &pl, true); stop {
+				rcancel()
+				pl.waitAll()
+				return err
+			}
 			continue
 		}
-		if stop, err := b.commit(ctx, pctx, next.mark); stop {
+		// Caught up, or all filtered out: commit what the fetch moved
+		// past, unless that is inside a transaction (see partCounter).
+		if b.inTx {
+			continue
+		}
+		if stop, err := b.commit(ctx, pctx, mark); stop {
 			return err
 		}
 	}
 }
 
-// batch is one fetch's messages, published together and committed at
-// mark. Payloads and keys live in arena.
+// fetch polls once (long-polling for wait) and moves what arrived into
+// bt; with Linger, a batch of fewer than LingerChanges changes is held,
+// polling for more, until it has them or Linger has passed since the
+// first poll.
+func (b *Bridge) fetch(ctx context.Context, bt *batch, wait time.Duration) error {
+	var deadline time.Time
+	changes := 0
+	for {
+		if _, err := b.cs.Poll(ctx, wait); err != nil {
+			return err
+		}
+		for b.cs.Buffered() > 0 {
+			tx, err := b.cs.Next(ctx)
+			if err != nil {
+				return err
+			}
+			bt.txs = append(bt.txs, tx)
+			changes += len(tx.Changes)
+			b.inTx = !tx.Final && tx.Backfill == ""
+		}
+		if b.o.Linger <= 0 || len(bt.txs) == 0 || changes >= b.o.LingerChanges {
+			return nil
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(b.o.Linger)
+		}
+		if wait = time.Until(deadline); wait <= 0 {
+			return nil
+		}
+	}
+}
+
+// maxInFlight is how many fetched batches may be between Run's fetch and
+// their commit: one being published, one built and waiting for it.
+// Together with the one Run fetches, three stages run at once: fetching
+// and decoding (Run), building the messages, publishing.
+const maxInFlight = 2
+
+// pipeline holds Run's batches: q in flight (oldest first), free the
+// arrays to reuse. It is used by Run's goroutine only; the stages touch
+// only their own batch and the flight of the one before.
+type pipeline struct {
+	q    []*batch
+	free []*batch
+}
+
+func (pl *pipeline) take() *batch {
+	bt := pl.free[len(pl.free)-1]
+	pl.free = pl.free[:len(pl.free)-1]
+	bt.reset()
+	return bt
+}
+
+func (pl *pipeline) give(bt *batch) { pl.free = append(pl.free, bt) }
+
+// launch starts bt's stage after the last one in flight: its messages are
+// built once the previous batch's are (the builder's state, partCounter,
+// goes in order) and published once the previous batch is acknowledged
+// (per-key order); a previous batch that failed fails bt without sending.
+func (pl *pipeline) launch(b *Bridge, rctx, pctx context.Context, bt *batch) {
+	var prev *flight
+	if n := len(pl.q); n > 0 {
+		prev = pl.q[n-1].fl
+	}
+	fl := &flight{built: make(chan struct{}), finished: make(chan struct{})}
+	bt.fl = fl
+	pl.q = append(pl.q, bt)
+	go func() {
+		defer close(fl.finished)
+		if prev != nil {
+			<-prev.built
+		}
+		for _, tx := range bt.txs {
+			b.add(bt, tx)
+		}
+		clear(bt.txs) // the transactions are garbage once built
+		close(fl.built)
+		if prev != nil {
+			if <-prev.finished; prev.err != nil {
+				fl.err = prev.err
+				return
+			}
+		}
+		if len(bt.msgs) > 0 {
+			fl.err = b.publish(rctx, pctx, bt.msgs, bt.acked)
+		}
+	}()
+}
+
+// waitAll waits until every batch in flight is finished and drops them
+// (what they published is published again from the cursor).
+func (pl *pipeline) waitAll() {
+	for _, bt := range pl.q {
+		<-bt.fl.finished
+		pl.give(bt)
+	}
+	pl.q = pl.q[:0]
+}
+
+// retire commits the acknowledged batches at the front of the pipeline in
+// order (with block, it waits for the oldest first). A lost lease drops
+// every batch in flight (they come again from the cursor). stop: Run
+// returns err (nil when ctx ended).
+func (b *Bridge) retire(ctx, pctx context.Context, pl *pipeline, block bool) (stop bool, err error) {
+	for len(pl.q) > 0 {
+		front := pl.q[0]
+		if !block {
+			select {
+			case <-front.fl.finished:
+			default:
+				return false, nil
+			}
+		}
+		block = false
+		<-front.fl.finished
+		if err := front.fl.err; err != nil {
+			return true, b.refused(err) // or ctx ended; nothing past the acknowledged is committed
+		}
+		pl.q = pl.q[1:]
+		pl.give(front)
+		if front.inTx {
+			continue
+		}
+		stop, err := b.commit(ctx, pctx, front.mark)
+		if stop {
+			return true, err
+		}
+		if err != nil {
+			pl.waitAll() // published again after the redelivery, or never committed
+			return false, nil
+		}
+	}
+	return false, nil
+}
+
+// batch is one fetch's transactions and their messages, published
+// together and committed at mark. Payloads and keys live in arena.
 type batch struct {
+	txs    []*pgq.Transaction // fetched by Run, built by the stage
 	msgs   []Message
 	acked  []bool
 	arena  []byte
@@ -329,14 +447,24 @@ type batch struct {
 	// inTx: the batch ends inside a multi-part transaction (its last
 	// record is not the final part); its mark is not committed.
 	inTx bool
-	done chan error // the result of publish, once
+	fl   *flight // this launch's, new each time (the next stage holds it)
+}
+
+// flight is one batch's progress through its stage: built closes once
+// its messages are built, finished once they are published or failed
+// (err, read after finished).
+type flight struct {
+	built, finished chan struct{}
+	err             error
 }
 
 func (bt *batch) reset() {
 	clear(bt.msgs) // drop references to the previous batch's strings
-	bt.msgs, bt.acked, bt.arena, bt.done = bt.msgs[:0], bt.acked[:0], bt.arena[:0], nil
+	bt.txs, bt.msgs, bt.acked, bt.arena, bt.fl = bt.txs[:0], bt.msgs[:0], bt.acked[:0], bt.arena[:0], nil
 }
 
+// add appends tx's messages to bt. It runs in the batches' stages, one
+// at a time, in fetch order.
 func (b *Bridge) add(bt *batch, tx *pgq.Transaction) {
 	tx, unknown := b.parts.fix(tx)
 	if unknown && !b.warnedParts {
@@ -344,7 +472,6 @@ func (b *Bridge) add(bt *batch, tx *pgq.Transaction) {
 		b.o.Logger.Warn("bridge: the group's cursor is inside a transaction journaled in parts before pgq recorded ordinals: its earlier parts are unknown, so this part's message ids may repeat theirs; reset the group to the transaction's first part",
 			"group", b.o.Group, "offset", tx.Offset, "part", tx.Part, "commit_lsn", tx.CommitLSN)
 	}
-	b.inTx = !tx.Final && tx.Backfill == ""
 	n := len(bt.msgs)
 	bt.msgs, bt.arena, bt.prefix = appendMessages(bt.msgs, bt.arena, bt.prefix, tx, b.o.Group)
 	if b.fmt != nil {
@@ -374,17 +501,28 @@ func (b *Bridge) commit(ctx, pctx context.Context, mark client.Mark) (stop bool,
 	return false, nil
 }
 
-// finish is Run's end once ctx ended: the batch in flight is still
-// acknowledged and committed within ShutdownGrace (pctx).
-func (b *Bridge) finish(ctx, pctx context.Context, cur *batch) error {
-	if cur == nil {
-		return nil
+// finish is Run's end once ctx ended: the batches in flight are still
+// acknowledged and committed, in order, within ShutdownGrace (pctx).
+func (b *Bridge) finish(ctx, pctx context.Context, pl *pipeline) error {
+	var (
+		last client.Mark
+		have bool
+		err  error
+	)
+	for _, bt := range pl.q {
+		<-bt.fl.finished
+		if err = bt.fl.err; err != nil {
+			break
+		}
+		if !bt.inTx {
+			last, have = bt.mark, true
+		}
 	}
-	if err := <-cur.done; err != nil || cur.inTx {
-		return b.refused(err)
+	pl.waitAll()
+	if have {
+		_, _ = b.commit(ctx, pctx, last) // a failure: re-published from the cursor
 	}
-	_, _ = b.commit(ctx, pctx, cur.mark) // a failure: re-published from the cursor
-	return nil
+	return b.refused(err)
 }
 
 // refused is Run's result once a publish ended with err: the publisher

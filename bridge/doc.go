@@ -12,11 +12,15 @@
 // Run fetches a batch of transactions, turns every change into one
 // Message, hands the batch to the Publisher and commits the group's cursor
 // (Consumer.CommitMark) only once the broker acknowledged every message
-// of it. Batches are pipelined, two at a time: while the broker
-// acknowledges batch N, the next one is fetched (without long-polling)
-// and built; N+1 is sent only after all of N is acknowledged (so per-key
-// order holds), and N's cursor is committed while N+1 is in flight
-// (commits stay in order). Messages the broker did not acknowledge are
+// of it. Batches are pipelined in three stages that run at once: while
+// the broker acknowledges batch N, the messages of N+1 are built (in
+// their own goroutine) and N+2 is fetched and decoded (by Run, without
+// long-polling); N+1 is sent only after all of N is acknowledged (so
+// per-key order holds), and N's cursor is committed while N+1 is in
+// flight (commits stay in order). With Options.Linger a fetched batch
+// below Options.LingerChanges changes waits up to Linger for more
+// (fuller webhook requests for a trickle of changes); a transaction is
+// never split across batches. Messages the broker did not acknowledge are
 // sent again (only those) after a capped, jittered backoff
 // (Options.BackoffMin/Max), for as long as the broker is down: the cursor
 // never moves past an unacknowledged message, and pgq's journal absorbs

@@ -318,3 +318,92 @@ func TestWebhookCloudEvents(t *testing.T) {
 		t.Fatalf("event ids %v, Pgq-Ids %v, %d changes", got, ids, src.changes)
 	}
 }
+
+// TestWebhookLinger: a trickle of one transaction every 20 ms is posted
+// in batches of at least the linger target (20 changes) while the linger
+// (2 s) has not passed; without the linger the same trickle goes
+// out about one transaction a request. A last batch below the target
+// waits the whole linger.
+func TestWebhookLinger(t *testing.T) {
+	run := func(t *testing.T, linger time.Duration) (sizes []int, lastWait time.Duration) {
+		src := startSource(t, 50)
+		var mu sync.Mutex
+		var got []int
+		var lastPost time.Time
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var pls []payload
+			if err := json.NewDecoder(r.Body).Decode(&pls); err != nil {
+				t.Errorf("body: %v", err)
+			}
+			mu.Lock()
+			got = append(got, len(pls))
+			lastPost = time.Now()
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		defer srv.Close()
+		p, err := webhook.New(webhook.Options{URL: srv.URL, BatchSize: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		_, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) {
+			o.Linger, o.LingerChanges, o.Logger = linger, 20, slog.New(slog.DiscardHandler)
+		})
+		for range 40 {
+			src.append(1)
+			time.Sleep(20 * time.Millisecond)
+		}
+		src.mu.Lock()
+		total := src.changes
+		src.mu.Unlock()
+		src.append(1) // the last: waits the linger alone (1-3 changes)
+		appended := time.Now()
+		src.waitCaughtUp(t, 30*time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sum := 0
+		for _, n := range got {
+			sum += n
+		}
+		src.mu.Lock()
+		if sum != src.changes || total >= src.changes {
+			t.Fatalf("posted %d changes in %v, journaled %d", sum, got, src.changes)
+		}
+		src.mu.Unlock()
+		return got, lastPost.Sub(appended)
+	}
+	t.Run("linger", func(t *testing.T) {
+		sizes, lastWait := run(t, 2*time.Second)
+		// Every batch but the last reaches the target: the trickle fills
+		// it within 20 × 20 ms, far below the linger. A transaction is
+		// never split across batches, so a batch may pass the target by
+		// its last transaction's changes (1 to 3), which the publisher
+		// posts after the 20 in a request of their own.
+		for i, n := range sizes[:len(sizes)-1] {
+			if n != 20 && (n > 3 || i == 0 || sizes[i-1] != 20) {
+				t.Errorf("request %d of %v: %d changes, want 20 or the rest (< 3) of a batch after 20", i, sizes, n)
+			}
+		}
+		if last := sizes[len(sizes)-1]; last >= 20 {
+			t.Errorf("last request %d changes of %v: the last transaction should have waited alone", last, sizes)
+		}
+		if lastWait < 1500*time.Millisecond {
+			t.Errorf("the last batch was posted %v after its transaction, before the linger (2s)", lastWait)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		sizes, lastWait := run(t, 0)
+		if len(sizes) < 30 {
+			t.Errorf("without linger %d requests (%v), want about one a transaction (41)", len(sizes), sizes)
+		}
+		if lastWait > time.Second {
+			t.Errorf("without linger the last batch waited %v", lastWait)
+		}
+	})
+}

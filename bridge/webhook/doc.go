@@ -17,8 +17,11 @@
 //	Pgq-Group: <group>
 //	Pgq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
 //
-// A batch is whatever the bridge fetched, cut into BatchSize requests;
-// no linger: a request leaves as soon as changes are there.
+// A batch is whatever the bridge fetched, cut into BatchSize requests.
+// It leaves as soon as it is fetched, unless the bridge lingers
+// (bridge.Options.Linger, `pgq bridge webhook --linger`): then a batch
+// below the linger target (the command sets it to --batch-size) waits
+// up to the linger for more changes.
 //
 // # Delivery
 //

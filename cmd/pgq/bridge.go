@@ -36,6 +36,7 @@ type BridgeWebhookCmd struct {
 	BatchSize   int           `name:"batch-size" default:"100" env:"PGQ_WEBHOOK_BATCH_SIZE" help:"Most changes per request."`
 	Timeout     time.Duration `name:"request-timeout" default:"10s" env:"PGQ_WEBHOOK_REQUEST_TIMEOUT" help:"A request not answered within it fails and is retried."`
 	MaxAttempts int           `name:"max-attempts" default:"0" env:"PGQ_WEBHOOK_MAX_ATTEMPTS" help:"Give up (exit non-zero, naming the batch) after this many failed attempts of one batch; 0 retries forever."`
+	Linger      time.Duration `default:"0s" env:"PGQ_WEBHOOK_LINGER" help:"Hold a fetched batch of fewer than --batch-size changes up to this long, fetching more into it (fuller requests for a trickle of changes, at that much latency); 0 posts what was fetched at once."`
 }
 
 // Run bridges until interrupted or the receiver failed a batch
@@ -49,11 +50,14 @@ func (c *BridgeWebhookCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return usage(err)
 	}
+	if c.Linger < 0 {
+		return usage(fmt.Errorf("--linger %s: negative", c.Linger))
+	}
 	p, err := webhook.New(webhook.Options{URL: c.URL, Secret: []byte(c.Secret), Format: fm, BatchSize: c.BatchSize, Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, TLS: tc})
 	if err != nil {
 		return usage(err)
 	}
-	return c.run(ctx, log, p)
+	return c.run(ctx, log, p, func(o *bridge.Options) { o.Linger, o.LingerChanges = c.Linger, c.BatchSize })
 }
 
 // BridgeFlags are the flags both brokers share.
@@ -195,7 +199,7 @@ func (c *BridgeKafkaCmd) options() (kafka.Options, error) {
 	return o, o.Validate()
 }
 
-func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publisher) error {
+func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publisher, opts ...func(*bridge.Options)) error {
 	cl, err := client.New(f.Addr, client.Options{Token: f.AuthToken, TLS: f.tls()})
 	if err != nil {
 		return usage(err)
@@ -213,9 +217,13 @@ func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publis
 		return usage(err)
 	}
 	m := bridge.NewMetrics()
-	b, err := bridge.New(bridge.Options{Client: cl, Group: f.Group, Member: f.Member, Publisher: p, MaxTransactions: f.MaxTx,
+	o := bridge.Options{Client: cl, Group: f.Group, Member: f.Member, Publisher: p, MaxTransactions: f.MaxTx,
 		BackoffMax: f.BackoffMax, LeaseTTL: f.LeaseTTL, Metrics: m, Logger: log,
-		Format: fm, FormatOptions: format.Options{Database: f.FormatDB, Slot: f.FormatSlot}})
+		Format: fm, FormatOptions: format.Options{Database: f.FormatDB, Slot: f.FormatSlot}}
+	for _, set := range opts {
+		set(&o)
+	}
+	b, err := bridge.New(o)
 	if err != nil {
 		return err
 	}

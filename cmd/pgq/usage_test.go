@@ -48,6 +48,7 @@ func TestUsageErrorsHint(t *testing.T) {
 		{"unknown command", []string{"statsu"}, `pgq: unknown command statsu, did you mean "status"? (see pgq --help)`},
 		{"missing argument", []string{"groups", "info"}, `pgq: expected "<name>" (see pgq groups info --help)`},
 		{"usage error found while running", []string{"groups", "parked", "drop", "g"}, "pgq: give ack ids or --all (see pgq groups parked drop --help)"},
+		{"negative linger", []string{"bridge", "webhook", "--group", "g", "--url", "http://127.0.0.1:1/", "--linger=-1s"}, "pgq: --linger -1s: negative (see pgq bridge webhook --help)"},
 	}
 	for _, tc := range other {
 		t.Run(tc.name, func(t *testing.T) {
