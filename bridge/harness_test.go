@@ -28,8 +28,16 @@ import (
 )
 
 // TestMain runs the test binary as a bridge process when PGQ_BRIDGE_CHILD
-// names a broker: the kill tests SIGKILL it.
+// names a broker (the kill tests SIGKILL it), or as the webhook
+// benchmark's receiver when PGQ_BENCH_RECEIVER names one.
 func TestMain(m *testing.M) {
+	if kind := os.Getenv("PGQ_BENCH_RECEIVER"); kind != "" {
+		if err := runReceiver(kind); err != nil {
+			fmt.Fprintln(os.Stderr, "receiver:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if broker := os.Getenv("PGQ_BRIDGE_CHILD"); broker != "" {
 		if err := runChild(broker); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
