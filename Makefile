@@ -48,7 +48,7 @@ demo: build
 
 bench: build
 	$(GO) run ./benchmarks/cmd/pgqbench
-	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency' -benchtime=1x ./client ./bridge
+	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge
 
 fuzz:
 	$(GO) test ./pgoutput -run '^$$' -fuzz FuzzDecode -fuzztime 30s

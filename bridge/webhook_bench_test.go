@@ -25,12 +25,14 @@ import (
 )
 
 // BenchmarkWebhookVsPlainPost measures the webhook bridge (fetch from pgq
-// over HTTP, build, sign, POST batches of 100 changes one at a time, wait
-// for the 2xx, commit) against a plain loop POSTing the same bodies (JSON
-// arrays of the same payloads, 100 a request, unsigned) with one
-// net/http client to the same receiver, in the same run. pgq's server,
-// the bridge and the receiver share this machine's cores. Two receivers,
-// both real HTTP servers answering 204:
+// over HTTP, build, sign, POST batches of 100 changes, wait for the 2xx,
+// commit) against a plain loop POSTing the same bodies (JSON arrays of
+// the same payloads, 100 a request, unsigned, one request at a time)
+// with one net/http client to the same receiver, in the same run. The
+// bridge runs with its default (one request at a time, all in order) and
+// with --concurrency 4 (four key lanes). pgq's server and the bridge
+// share this process, the receiver is a process of its own, all on this
+// machine's cores. Two receivers, both real HTTP servers answering 204:
 //
 //   - discard reads each body and throws it away: the receiver costs
 //     nothing, so the plain loop is as fast as this machine POSTs, and the
@@ -42,11 +44,11 @@ import (
 //
 // The arms alternate, three rounds each (a new group per round, each
 // round starting with another arm, each arm after a collection); the
-// best round of each and their ratio (goal ≥ 0.8) are reported, with the
-// process's CPU time per arm. A third arm (discard receiver) runs the
-// bridge with a publisher that acknowledges at once: the bridge's own
-// bound (fetching from pgq, decoding, building), which the POSTs
-// overlap with.
+// best round of each, its ratio to the plain loop's best (goal ≥ 0.8)
+// and the process's CPU time per round are reported. With the discard
+// receiver one more arm runs the bridge with a publisher that
+// acknowledges at once: the bridge's own bound (fetching from pgq,
+// decoding, building), which the POSTs overlap with.
 func BenchmarkWebhookVsPlainPost(b *testing.B) {
 	const txs, rounds, batch = 100000, 3, 100
 	for b.Loop() {
@@ -69,45 +71,53 @@ func BenchmarkWebhookVsPlainPost(b *testing.B) {
 			}
 		}
 		n := float64(len(pl.ends))
-		for k, rcv := range []struct {
-			name string
-			noop bool
-		}{{"discard", true}, {"decode", false}} {
-			url := startReceiverProcess(b, rcv.name)
-			var hookTook, plainTook, noopTook []time.Duration
-			var cpu [3]time.Duration
-			arms := []func(r int){
-				func(r int) { hookTook = append(hookTook, benchWebhookRound(b, src, url, r, batch, nil)) },
-				func(int) { plainTook = append(plainTook, benchPlainPostRound(b, url, &pl, batch)) },
-				func(r int) {
-					noopTook = append(noopTook, benchWebhookRound(b, src, url, r, batch, noopPublisher{}))
-				},
+		for k, rcv := range []string{"discard", "decode"} {
+			url := startReceiverProcess(b, rcv)
+			type arm struct {
+				name string
+				run  func(group string) time.Duration
+				took []time.Duration
+				cpu  time.Duration
 			}
-			if !rcv.noop {
-				arms = arms[:2]
-			}
-			for r := range rounds {
-				for a := range arms {
-					runtime.GC()
-					c0 := cpuTime(b)
-					arms[(r+a)%len(arms)](10*k + r)
-					cpu[(r+a)%len(arms)] += cpuTime(b) - c0
+			hook := func(lanes int) func(string) time.Duration {
+				return func(group string) time.Duration {
+					hp, err := webhook.New(webhook.Options{URL: url, Secret: []byte(webhookSecret), BatchSize: batch, Concurrency: lanes})
+					if err != nil {
+						b.Fatal(err)
+					}
+					return benchWebhookRound(b, src, group, hp)
 				}
 			}
-			hookRate := n / slices.Min(hookTook).Seconds()
-			plainRate := n / slices.Min(plainTook).Seconds()
-			unit := "ratio"
-			if k > 0 {
-				unit = "ratio_" + rcv.name
+			arms := []*arm{
+				{name: "webhook", run: hook(1)},
+				{name: "webhook --concurrency 4", run: hook(4)},
+				{name: "plain POST loop", run: func(string) time.Duration { return benchPlainPostRound(b, url, &pl, batch) }},
 			}
-			b.ReportMetric(hookRate/plainRate, unit)
-			b.Logf("%s receiver, %d changes: webhook %v (best %.0f/s, CPU %v a round), plain POST loop %v (best %.0f/s, CPU %v a round): ratio %.2f",
-				rcv.name, len(pl.ends), hookTook, hookRate, cpu[0]/rounds, plainTook, plainRate, cpu[1]/rounds, hookRate/plainRate)
-			if rcv.noop {
-				noopRate := n / slices.Min(noopTook).Seconds()
-				b.ReportMetric(hookRate/noopRate, "fetch_bound_ratio")
-				b.Logf("bridge with a no-op publisher (the fetch bound): %v (best %.0f/s, CPU %v a round); webhook/no-op %.2f",
-					noopTook, noopRate, cpu[2]/rounds, hookRate/noopRate)
+			if k == 0 {
+				arms = append(arms, &arm{name: "bridge with a no-op publisher (the fetch bound)",
+					run: func(group string) time.Duration { return benchWebhookRound(b, src, group, noopPublisher{}) }})
+			}
+			for r := range rounds {
+				for i := range arms {
+					a := arms[(r+i)%len(arms)]
+					runtime.GC()
+					c0 := cpuTime(b)
+					a.took = append(a.took, a.run(fmt.Sprintf("%s%d%d", rcv, (r+i)%len(arms), r)))
+					a.cpu += cpuTime(b) - c0
+				}
+			}
+			rate := func(a *arm) float64 { return n / slices.Min(a.took).Seconds() }
+			plain := rate(arms[2])
+			for i, a := range arms {
+				b.Logf("%s receiver, %d changes: %s %v (best %.0f/s, CPU %v a round): %.2f× the plain loop",
+					rcv, len(pl.ends), a.name, a.took, rate(a), a.cpu/rounds, rate(a)/plain)
+				if i < 2 {
+					unit := "ratio_" + rcv
+					if i == 1 {
+						unit += "_c4"
+					}
+					b.ReportMetric(rate(a)/plain, unit)
+				}
 			}
 		}
 	}
@@ -192,21 +202,11 @@ func (noopPublisher) Publish(_ context.Context, _ []bridge.Message, acked []bool
 
 func (noopPublisher) Name() string { return "noop" }
 
-// benchWebhookRound bridges src's journal through a new group into url
-// (or into p when not nil) and returns the time until all is committed.
-func benchWebhookRound(b *testing.B, src *source, url string, r, batch int, p bridge.Publisher) time.Duration {
+// benchWebhookRound bridges src's journal through a new group into p and
+// returns the time until all is committed.
+func benchWebhookRound(b *testing.B, src *source, group string, p bridge.Publisher) time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	group := fmt.Sprintf("hook%d", r)
-	if p == nil {
-		hp, err := webhook.New(webhook.Options{URL: url, Secret: []byte(webhookSecret), BatchSize: batch})
-		if err != nil {
-			b.Fatal(err)
-		}
-		p = hp
-	} else {
-		group = fmt.Sprintf("noop%d", r)
-	}
 	cl, err := client.New(src.addr, client.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -33,17 +33,29 @@ type receiver struct {
 	fail, hang float64
 	t          testing.TB
 
-	mu       sync.Mutex
-	ids      []string  // acknowledged, in order
-	pls      []payload // their payloads
-	stored   map[string]int
-	requests int
-	failed   int
-	hung     int
-	badSig   int
+	mu          sync.Mutex
+	ids         []string  // acknowledged, in order
+	pls         []payload // their payloads
+	stored      map[string]int
+	requests    int
+	inFlight    int // requests being served; maxInFlight the most at once
+	maxInFlight int
+	failed      int
+	hung        int
+	badSig      int
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc.mu.Lock()
+	rc.inFlight++
+	rc.maxInFlight = max(rc.maxInFlight, rc.inFlight)
+	rc.mu.Unlock()
+	defer func() {
+		rc.mu.Lock()
+		rc.inFlight--
+		rc.mu.Unlock()
+	}()
+	time.Sleep(time.Millisecond) // a receiver's own work: requests overlap when sent at once
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
@@ -121,11 +133,11 @@ func (rc *receiver) check(t *testing.T, src *source) int {
 	return checkAtLeastOnce(t, src, rc.ids, rc.pls)
 }
 
-// webhookRun bridges src into url in-process under write load for d,
-// then until caught up.
-func webhookRun(t *testing.T, src *source, url string, timeout time.Duration, d time.Duration) {
+// webhookRun bridges src into url in-process (through lanes key lanes)
+// under write load for d, then until caught up.
+func webhookRun(t *testing.T, src *source, url string, timeout, d time.Duration, lanes int) {
 	t.Helper()
-	p, err := webhook.New(webhook.Options{URL: url, Secret: []byte(webhookSecret), BatchSize: 50, Timeout: timeout})
+	p, err := webhook.New(webhook.Options{URL: url, Secret: []byte(webhookSecret), BatchSize: 50, Timeout: timeout, Concurrency: lanes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,9 +184,26 @@ func webhookRun(t *testing.T, src *source, url string, timeout time.Duration, d 
 // acknowledgements in per-key order, each duplicate a redelivery of a
 // batch the receiver had answered with an error.
 func TestWebhookFlakyReceiver(t *testing.T) {
+	t.Run("one lane", func(t *testing.T) {
+		if rc := flakyReceiver(t, 1); rc.maxInFlight != 1 {
+			t.Fatalf("%d requests in flight at once with one lane", rc.maxInFlight)
+		}
+	})
+	// Four lanes: requests in flight at once (each lane's keys in
+	// order), a failure in one lane leaves the others' acknowledgements.
+	t.Run("four lanes", func(t *testing.T) {
+		rc := flakyReceiver(t, 4)
+		if rc.maxInFlight < 2 {
+			t.Fatalf("at most %d request in flight with four lanes", rc.maxInFlight)
+		}
+		t.Logf("up to %d requests in flight", rc.maxInFlight)
+	})
+}
+
+func flakyReceiver(t *testing.T, lanes int) *receiver {
 	rc, srv := startReceiver(t, 0.3, 0)
 	src := startSource(t, 50)
-	webhookRun(t, src, srv.URL, 2*time.Second, 2*time.Second)
+	webhookRun(t, src, srv.URL, 2*time.Second, 2*time.Second, lanes)
 	dups := rc.check(t, src)
 	if dups != 0 {
 		t.Fatalf("%d changes acknowledged twice (only 2xx answers count)", dups)
@@ -189,6 +218,7 @@ func TestWebhookFlakyReceiver(t *testing.T) {
 	if rc.failed == 0 || redelivered == 0 {
 		t.Fatal("the receiver never failed a request or saw no redelivery: the test tests nothing")
 	}
+	return rc
 }
 
 // TestWebhookHangingReceiver: a receiver that leaves 20 % of requests
@@ -196,7 +226,7 @@ func TestWebhookFlakyReceiver(t *testing.T) {
 func TestWebhookHangingReceiver(t *testing.T) {
 	rc, srv := startReceiver(t, 0, 0.2)
 	src := startSource(t, 50)
-	webhookRun(t, src, srv.URL, 100*time.Millisecond, time.Second)
+	webhookRun(t, src, srv.URL, 100*time.Millisecond, time.Second, 1)
 	if dups := rc.check(t, src); dups != 0 {
 		t.Fatalf("%d changes acknowledged twice", dups)
 	}

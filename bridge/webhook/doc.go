@@ -29,7 +29,11 @@
 // status, a network error, no answer within Options.Timeout) fails it:
 // the bridge waits (capped, jittered backoff) and sends it again, and no
 // later request is sent before it is acknowledged, so per-key order (all
-// order) holds. With Options.MaxAttempts the publisher gives up after
+// order) holds. With Options.Concurrency N above 1 the changes are shared
+// out over N lanes by their key (FNV-1a of bridge.AppendKey's key), each
+// lane one request at a time as above: per-key order holds, and a lane's
+// failure leaves the other lanes' acknowledged requests acknowledged
+// (only the failed lane's changes are sent again). With Options.MaxAttempts the publisher gives up after
 // that many failed attempts of one batch with an error naming it
 // (bridge.ErrGaveUp; `pgq bridge webhook` exits non-zero). The group's
 // cursor moves only past acknowledged changes.

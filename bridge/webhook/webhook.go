@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pgq-dev/pgq/bridge"
@@ -49,6 +50,12 @@ type Options struct {
 	Format format.Format
 	// BatchSize is the most changes per request; zero → 100.
 	BatchSize int
+	// Concurrency is how many requests may be in flight at once; zero →
+	// 1: one at a time, all changes in order. Above 1 the changes are
+	// shared out over that many lanes by their key (bridge.AppendKey), each
+	// lane one request at a time in order, so that a key's changes keep
+	// their order while a slow receiver serves several requests at once.
+	Concurrency int
 	// Timeout of one request (a hanging receiver counts as a failure);
 	// zero → 10s.
 	Timeout time.Duration
@@ -75,7 +82,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("webhook: options: URL: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("webhook: options: URL %q: want http or https", o.URL)
-	case o.BatchSize < 0 || o.Timeout < 0 || o.MaxAttempts < 0:
+	case o.BatchSize < 0 || o.Timeout < 0 || o.MaxAttempts < 0 || o.Concurrency < 0:
 		return errors.New("webhook: options: negative limit")
 	}
 	return nil
@@ -83,11 +90,9 @@ func (o Options) Validate() error {
 
 // Publisher POSTs batches of messages to a URL (bridge.Publisher).
 type Publisher struct {
-	o       Options
-	ct      string
-	attempt int    // failed attempts of the batch named failed
-	failed  string // HeaderBatch of the batch that failed last
-	body    bytes.Buffer
+	o     Options
+	ct    string
+	lanes []*lane
 }
 
 // New returns a publisher.
@@ -101,9 +106,12 @@ func New(o Options) (*Publisher, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Second
 	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
 	if o.Client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 4
+		tr.MaxIdleConnsPerHost = max(4, o.Concurrency)
 		if o.TLS != nil {
 			tr.TLSClientConfig = o.TLS
 		}
@@ -116,7 +124,11 @@ func New(o Options) (*Publisher, error) {
 	if o.Format == format.CloudEvents {
 		ct = "application/cloudevents-batch+json"
 	}
-	return &Publisher{o: o, ct: ct}, nil
+	p := &Publisher{o: o, ct: ct}
+	for range o.Concurrency {
+		p.lanes = append(p.lanes, &lane{})
+	}
+	return p, nil
 }
 
 // Name is "webhook".
@@ -165,59 +177,128 @@ func Verify(secret, body []byte, header string, now time.Time, tolerance time.Du
 }
 
 // Publish POSTs the unacknowledged messages in order, BatchSize at a
-// time, one request at a time: a 2xx answer acknowledges the request's
-// messages; anything else (a status, a network error, Timeout) stops
-// and returns the error, so the bridge retries from that batch after its
-// backoff and no later change is sent before it (per-key order). After
-// MaxAttempts failed attempts of the same batch the error wraps
-// bridge.ErrGaveUp and names the batch.
+// time, one request at a time per lane (Options.Concurrency; one lane:
+// all in order): a 2xx answer acknowledges the request's messages;
+// anything else (a status, a network error, Timeout) stops the lane and
+// Publish returns the error once the other lanes are done, so the bridge
+// retries from that request after its backoff and no later change of the
+// lane's keys is sent before it (per-key order). After MaxAttempts
+// failed attempts of the same request the error wraps bridge.ErrGaveUp
+// and names the batch.
 func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []bool) error {
-	for i := 0; i < len(msgs); {
-		if acked[i] {
-			i++
+	if len(p.lanes) == 1 {
+		return p.lanes[0].run(ctx, p, msgs, acked, nil)
+	}
+	idx := make([][]int, len(p.lanes))
+	for i := range msgs {
+		if !acked[i] {
+			l := laneOf(msgs[i].Key, len(p.lanes))
+			idx[l] = append(idx[l], i)
+		}
+	}
+	errs := make([]error, len(p.lanes))
+	var wg sync.WaitGroup
+	for l, ln := range p.lanes {
+		if len(idx[l]) == 0 {
 			continue
 		}
-		j := i
-		for j < len(msgs) && j-i < p.o.BatchSize && !acked[j] {
-			j++
+		wg.Go(func() { errs[l] = ln.run(ctx, p, msgs, acked, idx[l]) })
+	}
+	wg.Wait()
+	var gaveUp error
+	for _, err := range errs {
+		if errors.Is(err, bridge.ErrGaveUp) {
+			gaveUp = err
 		}
-		batch := msgs[i].ID + ".." + msgs[j-1].ID
+	}
+	if gaveUp != nil {
+		return gaveUp
+	}
+	return errors.Join(errs...)
+}
+
+// laneOf is the lane of a message key: FNV-1a of the key, so that a
+// key's changes always go through one lane, in order.
+func laneOf(key []byte, lanes int) int {
+	h := uint32(2166136261)
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return int(h % uint32(lanes))
+}
+
+// lane sends one share of the messages, one request at a time. Each lane
+// is used by one goroutine at a time (Publish is never called
+// concurrently).
+type lane struct {
+	attempt int    // failed attempts of the request named failed
+	failed  string // HeaderBatch of the request that failed last
+	body    bytes.Buffer
+	ids     []byte
+	sel     []int // the request's message indexes
+}
+
+// run posts the unacknowledged msgs named by idx (nil: all of msgs), in
+// order, stopping at the first failure.
+func (ln *lane) run(ctx context.Context, p *Publisher, msgs []bridge.Message, acked []bool, idx []int) error {
+	n := len(msgs)
+	if idx != nil {
+		n = len(idx)
+	}
+	at := func(k int) int {
+		if idx == nil {
+			return k
+		}
+		return idx[k]
+	}
+	for k := 0; k < n; {
+		if acked[at(k)] {
+			k++
+			continue
+		}
+		ln.sel = ln.sel[:0]
+		for k < n && len(ln.sel) < p.o.BatchSize && !acked[at(k)] {
+			ln.sel = append(ln.sel, at(k))
+			k++
+		}
+		first, last := msgs[ln.sel[0]].ID, msgs[ln.sel[len(ln.sel)-1]].ID
+		batch := first + ".." + last
 		attempt := 1
-		if batch == p.failed {
-			attempt = p.attempt + 1
+		if batch == ln.failed {
+			attempt = ln.attempt + 1
 		}
-		if err := p.post(ctx, msgs[i:j], batch, attempt); err != nil {
-			p.failed, p.attempt = batch, attempt
-			err = fmt.Errorf("webhook: batch %s (%d changes), attempt %d: %w", batch, j-i, attempt, err)
+		if err := ln.post(ctx, p, msgs, batch, attempt); err != nil {
+			ln.failed, ln.attempt = batch, attempt
+			err = fmt.Errorf("webhook: batch %s (%d changes), attempt %d: %w", batch, len(ln.sel), attempt, err)
 			if p.o.MaxAttempts > 0 && attempt >= p.o.MaxAttempts {
 				return fmt.Errorf("%w: %w", bridge.ErrGaveUp, err)
 			}
 			return err
 		}
-		p.failed, p.attempt = "", 0
-		for k := i; k < j; k++ {
-			acked[k] = true
+		ln.failed, ln.attempt = "", 0
+		for _, i := range ln.sel {
+			acked[i] = true
 		}
-		i = j
 	}
 	return nil
 }
 
-// post sends one batch.
-func (p *Publisher) post(ctx context.Context, msgs []bridge.Message, batch string, attempt int) error {
-	p.body.Reset()
-	p.body.WriteByte('[')
-	var ids strings.Builder
-	for k := range msgs {
+// post sends one request: the messages ln.sel names.
+func (ln *lane) post(ctx context.Context, p *Publisher, msgs []bridge.Message, batch string, attempt int) error {
+	ln.body.Reset()
+	ln.body.WriteByte('[')
+	ln.ids = ln.ids[:0]
+	for k, i := range ln.sel {
 		if k > 0 {
-			p.body.WriteByte(',')
-			ids.WriteByte(',')
+			ln.body.WriteByte(',')
+			ln.ids = append(ln.ids, ',')
 		}
-		p.body.Write(msgs[k].Payload)
-		ids.WriteString(msgs[k].ID)
+		ln.body.Write(msgs[i].Payload)
+		ln.ids = append(ln.ids, msgs[i].ID...)
 	}
-	p.body.WriteByte(']')
-	body := p.body.Bytes()
+	ln.body.WriteByte(']')
+	body := ln.body.Bytes()
 	rctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, p.o.URL, bytes.NewReader(body))
@@ -228,10 +309,10 @@ func (p *Publisher) post(ctx context.Context, msgs []bridge.Message, batch strin
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", p.ct)
-	req.Header.Set(HeaderIDs, ids.String())
+	req.Header.Set(HeaderIDs, string(ln.ids))
 	req.Header.Set(HeaderBatch, batch)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
-	if g := msgs[0].Group; g != "" {
+	if g := msgs[ln.sel[0]].Group; g != "" {
 		req.Header.Set(HeaderGroup, g)
 	}
 	if len(p.o.Secret) > 0 {

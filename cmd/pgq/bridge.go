@@ -36,6 +36,7 @@ type BridgeWebhookCmd struct {
 	BatchSize   int           `name:"batch-size" default:"100" env:"PGQ_WEBHOOK_BATCH_SIZE" help:"Most changes per request."`
 	Timeout     time.Duration `name:"request-timeout" default:"10s" env:"PGQ_WEBHOOK_REQUEST_TIMEOUT" help:"A request not answered within it fails and is retried."`
 	MaxAttempts int           `name:"max-attempts" default:"0" env:"PGQ_WEBHOOK_MAX_ATTEMPTS" help:"Give up (exit non-zero, naming the batch) after this many failed attempts of one batch; 0 retries forever."`
+	Concurrency int           `default:"1" env:"PGQ_WEBHOOK_CONCURRENCY" help:"Requests in flight at once. 1 sends one at a time, all changes in order; above 1 the changes are shared out over that many lanes by row key, each lane in order (per-key order), for a receiver that serves requests in parallel."`
 	Linger      time.Duration `default:"0s" env:"PGQ_WEBHOOK_LINGER" help:"Hold a fetched batch of fewer than --batch-size changes up to this long, fetching more into it (fuller requests for a trickle of changes, at that much latency); 0 posts what was fetched at once."`
 }
 
@@ -53,7 +54,7 @@ func (c *BridgeWebhookCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if c.Linger < 0 {
 		return usage(fmt.Errorf("--linger %s: negative", c.Linger))
 	}
-	p, err := webhook.New(webhook.Options{URL: c.URL, Secret: []byte(c.Secret), Format: fm, BatchSize: c.BatchSize, Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, TLS: tc})
+	p, err := webhook.New(webhook.Options{URL: c.URL, Secret: []byte(c.Secret), Format: fm, BatchSize: c.BatchSize, Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, TLS: tc})
 	if err != nil {
 		return usage(err)
 	}
