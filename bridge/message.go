@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pgq-dev/pgq"
@@ -71,8 +72,11 @@ const (
 func (m *Message) Headers() [6][2]string {
 	h := m.hdr
 	if h == nil {
-		h = newTxHeaders(m.Offset, m.Xid, m.CommitLSN)
+		h = &txHeaders{}
 	}
+	h.once.Do(func() {
+		h.offset, h.xid, h.lsn = strconv.FormatUint(uint64(m.Offset), 10), strconv.FormatUint(uint64(m.Xid), 10), m.CommitLSN.String()
+	})
 	table := m.table
 	if table == "" {
 		table = m.Schema + "." + m.Table
@@ -87,11 +91,12 @@ func (m *Message) Headers() [6][2]string {
 	}
 }
 
-// txHeaders are the header values shared by the messages of one record.
-type txHeaders struct{ offset, xid, lsn string }
-
-func newTxHeaders(off pgq.Offset, xid uint32, lsn pgq.LSN) *txHeaders {
-	return &txHeaders{offset: strconv.FormatUint(uint64(off), 10), xid: strconv.FormatUint(uint64(xid), 10), lsn: lsn.String()}
+// txHeaders are the header values shared by the messages of one record,
+// rendered by the first Headers call (a publisher that sends no pgq
+// headers, the webhook, never pays for them); once guards the strings.
+type txHeaders struct {
+	once             sync.Once
+	offset, xid, lsn string
 }
 
 // AppendMessages appends one Message per change of tx to dst. The
@@ -110,7 +115,7 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction, gr
 	if n == 0 {
 		return dst, arena, prefix
 	}
-	hdr := newTxHeaders(tx.Offset, tx.Xid, tx.CommitLSN)
+	hdr := &txHeaders{}
 	prefix = appendPayloadPrefix(prefix[:0], tx)
 	if arena == nil {
 		arena = make([]byte, 0, n*(len(prefix)+256))
@@ -118,11 +123,12 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction, gr
 	var table, tableOf string // "schema.table" of the last change
 	for i := range tx.Changes {
 		c := &tx.Changes[i]
-		m := Message{
+		dst = append(dst, Message{
 			Offset: tx.Offset, Index: i, Count: n, Xid: tx.Xid, CommitLSN: tx.CommitLSN,
 			Op: c.Op.String(), Schema: c.Schema, Table: c.Table, CommitTime: tx.CommitTime, hdr: hdr,
 			Backfill: tx.Backfill, Group: group,
-		}
+		})
+		m := &dst[len(dst)-1] // filled in place: a Message is 250 bytes
 		if c.Op == pgq.OpTruncate && m.Table == "" && len(c.Tables) > 0 {
 			m.Schema, m.Table, _ = strings.Cut(c.Tables[0], ".")
 		}
@@ -140,7 +146,6 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction, gr
 		arena = append(arena, prefix...)
 		arena = appendPayloadChange(arena, tx, i)
 		m.Payload = arena[start:len(arena):len(arena)]
-		dst = append(dst, m)
 	}
 	return dst, arena, prefix
 }
