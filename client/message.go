@@ -75,32 +75,17 @@ var errOldServer = errors.New("pgq answered a shared fetch with maps, not record
 // transaction's header and the change's ordinal). Unknown keys are
 // skipped, so the server may add some.
 func decodeMessages(data []byte) ([]Message, error) {
-	r := &msgp.Reader{B: data, Wrap: errWire}
-	n := r.MapLen()
 	var out []Message
-	for i := 0; i < n && r.Err == nil; i++ {
-		key := r.Bytes()
-		if r.Err != nil {
-			break
-		}
-		var err error
+	err := decodeMap(data, func(r *msgp.Reader, key []byte) (err error) {
 		if string(key) == "messages" {
 			out, err = messages(r)
 		} else {
 			r.Skip()
 		}
-		if err == nil {
-			err = r.Err
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
-		}
-	}
-	if r.Err == nil && r.Left() != 0 {
-		r.Fail("%d trailing bytes", r.Left())
-	}
-	if r.Err != nil {
-		return nil, r.Err
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -30,15 +30,8 @@ var errWire = errors.New("malformed msgpack response")
 // gets its own copy of its record body, so keeping one does not keep the
 // whole response alive.
 func decodeFetch(data []byte) (*FetchResult, error) {
-	r := &msgp.Reader{B: data, Wrap: errWire}
-	n := r.MapLen()
 	res := &FetchResult{}
-	for i := 0; i < n && r.Err == nil; i++ {
-		key := r.Bytes()
-		if r.Err != nil {
-			break
-		}
-		var err error
+	err := decodeMap(data, func(r *msgp.Reader, key []byte) (err error) {
 		switch string(key) {
 		case "transactions":
 			res.Transactions, err = transactions(r)
@@ -55,20 +48,40 @@ func decodeFetch(data []byte) (*FetchResult, error) {
 		default:
 			r.Skip()
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// decodeMap reads a response that is one msgpack map, calling field for
+// each key with r at the key's value; field reads the value (or skips
+// it) and returns the error of a value it decoded itself. One place
+// holds what every response shares: an error names the key it came
+// from, and bytes after the map are an error (a truncated or doubled
+// response must not pass as a whole one). Errors wrap errWire.
+func decodeMap(data []byte, field func(r *msgp.Reader, key []byte) error) error {
+	r := &msgp.Reader{B: data, Wrap: errWire}
+	n := r.MapLen()
+	for i := 0; i < n && r.Err == nil; i++ {
+		key := r.Bytes()
+		if r.Err != nil {
+			break
+		}
+		err := field(r, key)
 		if err == nil {
 			err = r.Err
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+			return fmt.Errorf("%s: %w", key, err)
 		}
 	}
 	if r.Err == nil && r.Left() != 0 {
 		r.Fail("%d trailing bytes", r.Left())
 	}
-	if r.Err != nil {
-		return nil, r.Err
-	}
-	return res, nil
+	return r.Err
 }
 
 // readTime reads a msgpack timestamp (or nil) as UTC.
