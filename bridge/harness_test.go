@@ -24,6 +24,7 @@ import (
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/journal"
 )
 
@@ -46,9 +47,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	code := m.Run()
-	if pgqBinDir != "" {
-		_ = os.RemoveAll(pgqBinDir)
-	}
+	pgqbin.Remove() // the pgq the NodeLoss tests and the latency bench ran
 	os.Exit(code)
 }
 

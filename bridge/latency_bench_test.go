@@ -22,6 +22,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -105,10 +106,7 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 		dir := b.TempDir()
-		bin := filepath.Join(dir, "pgq")
-		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/pgq").CombinedOutput(); err != nil {
-			b.Fatalf("build pgq: %v\n%s", err, out)
-		}
+		bin := pgqbin.Path(b)
 		port, err := pgtest.FreePort()
 		if err != nil {
 			b.Fatal(err)

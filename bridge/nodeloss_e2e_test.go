@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,25 +14,9 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
-
-// pgqBinDir holds the pgq binary pgqBin built; TestMain removes it.
-var pgqBinDir string
-
-// pgqBin builds cmd/pgq once per test binary.
-var pgqBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "pgq-bridge-bin")
-	if err != nil {
-		return "", err
-	}
-	pgqBinDir = dir
-	bin := filepath.Join(dir, "pgq")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/pgq").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build pgq: %v\n%s", err, out)
-	}
-	return bin, nil
-})
 
 // pgqProc is a `pgq run` process holding the slot for group g.
 type pgqProc struct {
@@ -47,10 +30,7 @@ type pgqProc struct {
 // its API answers with group g.
 func startPGQ(t *testing.T, pgURL, slot, dataDir string) *pgqProc {
 	t.Helper()
-	bin, err := pgqBin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := pgqbin.Path(t)
 	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
