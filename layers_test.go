@@ -13,7 +13,7 @@ import (
 // (server) and the HTTP surface (httpapi) sit on top of the domain
 // packages, with only the CLI and the benchmarks above them.
 var floors = [][]string{
-	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin"},
+	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
 	{"api", "record", "pgoutput", "feedback", "index", "format", "console"},
 	{"journal", "client"},

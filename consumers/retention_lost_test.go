@@ -5,33 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// lockedBuffer is a bytes.Buffer for a logger that several goroutines
-// may write to.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // lostWarned sums the records of the retention loss warnings for group.
-func (l *lockedBuffer) lostWarned(t *testing.T, group string) uint64 {
+func lostWarned(t *testing.T, logs *syncbuf.Buffer, group string) uint64 {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var sum uint64
-	for _, line := range bytes.Split(l.b.Bytes(), []byte("\n")) {
+	for _, line := range bytes.Split(logs.Bytes(), []byte("\n")) {
 		var rec struct {
 			Msg     string `json:"msg"`
 			Group   string `json:"group"`
@@ -53,7 +38,7 @@ func (l *lockedBuffer) lostWarned(t *testing.T, group string) uint64 {
 // nothing.
 func TestRetentionLostAcrossPasses(t *testing.T) {
 	e := newSharedEnv(t, 200)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	_ = e.m.Close()
 	var err error
 	e.m, err = NewManager(ManagerOptions{Journal: e.j, Index: e.ix, Now: e.clock.Now, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
@@ -111,7 +96,7 @@ func TestRetentionLostAcrossPasses(t *testing.T) {
 		if got := testutil.ToFloat64(e.m.RetentionLost().WithLabelValues(name)); got != float64(n) {
 			t.Errorf("pgq_retention_lost_records_total{group=%q} = %v, want %d (first %d after pass 1, %d after pass 2)", name, got, n, first1, first2)
 		}
-		if got := logs.lostWarned(t, name); got != n {
+		if got := lostWarned(t, logs, name); got != n {
 			t.Errorf("warnings for group %q count %d lost records, want %d", name, got, n)
 		}
 	}

@@ -1,14 +1,12 @@
 package index
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/pgq-dev/pgq/journal"
 )
 
@@ -510,7 +509,7 @@ func TestCrashKeepsSyncedGroups(t *testing.T) {
 // say so, and RunHealer, woken by the failure, heals it from the journal
 // while the journal keeps growing.
 func TestStaleAfterGapAndHealer(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	ix, err := Open(Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -621,7 +620,7 @@ func TestHealerRetriesUntilDiskRecovers(t *testing.T) {
 // TestOnSyncAndSlowSync: every fsync of the index reaches OnSync, and one
 // slower than SlowSync is logged as a warning.
 func TestOnSyncAndSlowSync(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	var n atomic.Int64
 	slow := &injector{ops: syncOps, suffix: ".log", err: nil}
 	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -655,22 +654,4 @@ func TestOnSyncAndSlowSync(t *testing.T) {
 	if err := (Options{Dir: "x", SlowSync: -1}).Validate(); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("Validate(SlowSync<0) = %v", err)
 	}
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -107,7 +108,7 @@ func TestDDLSpoofed(t *testing.T) {
 		t.Fatal(err)
 	}
 	role, url := spoofRole(t, db)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	dir := t.TempDir()
 	r := startSidecar(t, db, dir, func(o *server.Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	r.waitStreaming(t)
@@ -206,7 +207,7 @@ func TestDDLUpgrade(t *testing.T) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE up_t (id int PRIMARY KEY)`, `CREATE PUBLICATION pgq FOR TABLE up_t`, oldDDLInstallSQL)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	dir := t.TempDir()
 	start := func() *running {
 		return startSidecar(t, db, dir, func(o *server.Options) {

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -25,12 +25,6 @@ func sharedMajor(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }
 
 // TestSlotFailoverRefused: every setting that cannot give what it asks for
@@ -83,7 +77,7 @@ func TestSlotFailoverCreated(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			db := c.NewDB(t)
 			db.Exec(t, `CREATE TABLE fc (id int PRIMARY KEY)`)
-			logs := &lockedWriter{w: &bytes.Buffer{}}
+			logs := &syncbuf.Buffer{}
 			r := startSidecar(t, db, t.TempDir(), func(o *server.Options) {
 				o.Ingest.SlotFailover = mode
 				o.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -136,7 +130,7 @@ func TestFailoverToPromotedStandby(t *testing.T) {
 	slot := slotName("pgq", db)
 
 	// A slot that is not a failover slot, with a standby attached: warned.
-	plainLogs := &lockedWriter{w: &bytes.Buffer{}}
+	plainLogs := &syncbuf.Buffer{}
 	plain := startSidecar(t, db, t.TempDir(), func(o *server.Options) {
 		o.Ingest.Slot, o.Ingest.SlotFailover = "pgq_plain", "off"
 		o.Logger = slog.New(slog.NewTextHandler(plainLogs, nil))
@@ -151,7 +145,7 @@ func TestFailoverToPromotedStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &lockedWriter{w: &bytes.Buffer{}}
+	logs := &syncbuf.Buffer{}
 	dir := t.TempDir()
 	r := startSidecar(t, db, dir, func(o *server.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil))

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 )
 
 // TestSlowClientFloodUnderLowFileLimit is the attack of issue 23 item 1:
@@ -36,7 +36,7 @@ func TestSlowClientFloodUnderLowFileLimit(t *testing.T) {
 	args := []string{"run", "--pg-url", db.URL, "--slot", "fl_" + db.Name, "--publication", "fl_pub", "--data-dir", t.TempDir(),
 		"--create-slot", "--listen", addr, "--probe-listen", probeAddr, "--auth-token", "s3cret", "--segment-size", "65536"}
 	cmd := exec.Command("bash", append([]string{"-c", `ulimit -n 200 && exec "$0" "$@"`, pgqbin.Path(t)}, args...)...)
-	stderr := &lockedWriter{w: &bytes.Buffer{}}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	cmd.Env = cleanEnv()
 	if err := cmd.Start(); err != nil {

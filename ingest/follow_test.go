@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 )
 
 // TestConsumeFollowRidesThroughRestart: `pgq consume --follow` runs while
@@ -156,14 +156,14 @@ func TestConsumeStandbyTakesOverAfterSIGKILL(t *testing.T) {
 	}
 	type member struct {
 		cmd    *exec.Cmd
-		stderr bytes.Buffer
+		stderr syncbuf.Buffer
 		mu     sync.Mutex // guards ids
 		ids    []int
 	}
 	start := func(name string) *member {
 		m := &member{cmd: exec.Command(pgqbin.Path(t), "consume", "--group", "g", "--follow", "--wait", "200ms", "--lease-ttl", "2s", "--member", name, "--addr", addr)}
 		m.cmd.Env = cleanEnv()
-		m.cmd.Stderr = &lockedWriter{w: &m.stderr}
+		m.cmd.Stderr = &m.stderr
 		out, err := m.cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/server"
 )
@@ -156,15 +155,15 @@ func changesOf(t *testing.T, txs []*pgq.Transaction) []map[string]any {
 // proc is a pgq subprocess.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncbuf.Buffer // written by exec.Cmd's copying goroutine while the test reads
 	done   chan struct{}
 	err    error
 }
 
 func startPgq(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(pgqbin.Path(t), args...), stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	p.cmd.Stderr = &lockedWriter{w: p.stderr}
+	p := &proc{cmd: exec.Command(pgqbin.Path(t), args...), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
+	p.cmd.Stderr = p.stderr
 	p.cmd.Env = cleanEnv()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -198,17 +197,6 @@ func cleanEnv() []string {
 		}
 	}
 	return env
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func appendJSON(tx *pgq.Transaction) []byte { return pgq.AppendJSON(nil, tx) }

@@ -1,38 +1,19 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/pgq-dev/pgq/server"
 )
-
-// syncBuffer is a log sink safe for the sidecar's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func slotExists(t *testing.T, db *pgtest.DB, slot string) (exists, temporary bool) {
 	t.Helper()
@@ -158,7 +139,7 @@ func TestKeylessTables(t *testing.T) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE kt_keyed (id int PRIMARY KEY)`, `CREATE TABLE kt_bare (v int)`, `INSERT INTO kt_bare VALUES (1)`)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	r := startSidecar(t, db, t.TempDir(), func(o *server.Options) { o.Logger = logger })
 	r.waitStreaming(t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -27,7 +28,7 @@ func TestWatermarkSpoofed(t *testing.T) {
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE wm (id int PRIMARY KEY, v text)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`, `INSERT INTO wm SELECT g, md5(g::text) FROM generate_series(1, 3000) g`, `ANALYZE wm`)
 	_, url := spoofRole(t, db)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	dir := t.TempDir()
 	r := startSidecar(t, db, dir, func(o *server.Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	r.waitStreaming(t)

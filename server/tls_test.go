@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -11,33 +10,15 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/pgq-dev/pgq/internal/testcert"
 )
-
-// lockedBuffer is a log sink for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // servedSerial is the serial number of the certificate a new TLS
 // connection to addr gets.
@@ -67,7 +48,7 @@ func TestTLSServeAndReload(t *testing.T) {
 	caFile, certFile, keyFile := set.CAFile, set.CertFile, set.KeyFile
 	clientCert, clientKey := set.ClientCertFile, set.ClientKeyFile
 	first := set.Server
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", ProbeListen: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
@@ -237,7 +218,7 @@ func TestWarnExposed(t *testing.T) {
 		"mutual TLS":         {wild, Options{TLS: TLSOptions{ClientCAFile: "ca.pem"}}, tlsOn, ""},
 		"loopback, no token": {loop, Options{}, nil, ""},
 	} {
-		logs := &lockedBuffer{}
+		logs := &syncbuf.Buffer{}
 		tc.o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		s := &Server{o: tc.o, tls: tc.tls}
 		s.warnExposed(tc.addr)

@@ -1,39 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 	"github.com/pgq-dev/pgq/internal/testcert"
 )
-
-// syncBuffer collects a process's stderr while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestTLSEndToEnd runs the pgq binary with --tls-cert, --tls-key and
 // --tls-client-ca against a real PostgreSQL: the CLI reaches it over an
@@ -72,7 +53,7 @@ func TestTLSEndToEnd(t *testing.T) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	run := exec.Command(pgqbin.Path(t), "run", "--pg-url", db.URL, "--slot", "tls_e2e", "--publication", "tls_e2e", "--create-slot", "--create-publication", "all",
 		"--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile)
 	run.Env = append(cliEnv(), "PGQ_LOG_FORMAT=json")
