@@ -14,7 +14,8 @@
 // listens on Options.Listen with the HTTP API of package httpapi
 // (Options.WrapHandler may wrap it), over TLS with Options.TLS (mutual
 // TLS with its client CAs; ReloadTLS reads the files again, keeping the
-// old ones when the new cannot be used: tls.go). Run starts the group committer, the
+// old ones when the new cannot be used, and with TLSOptions.ReloadInterval
+// Run does so itself when the files' contents change: tls.go). Run starts the group committer, the
 // ingest loop, the index healer, the retention loop of the consumer
 // groups, the backfill runners and the HTTP server, and stops them in
 // order when ctx is cancelled or ingest fails; it closes everything on
@@ -34,5 +35,8 @@
 // Concurrency: Run owns the lifetime of every goroutine it starts; the
 // committer goroutine feeds the index through the ingest OnAppend hook
 // (each update on a goroutine of its own, at most one at a time). Status
-// is safe to call from any goroutine while Run runs.
+// is safe to call from any goroutine while Run runs. ReloadTLS is safe
+// from any goroutine at any time after Open; it and Run's TLS watcher
+// (one goroutine, stopped before Run returns) reload under one mutex, and
+// handshakes read the files read last through an atomic pointer.
 package server

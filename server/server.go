@@ -513,6 +513,8 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = s.Consumers.RunRetention(rctx, s.o.Retention) // options were validated by Open
 	}()
 
+	stopTLSWatch := s.watchTLS(ctx) // tls.go
+
 	ictx, cancelIngest := context.WithCancel(ctx)
 	ingestDone := make(chan error, 1)
 	go func() { ingestDone <- s.Ingester.Run(ictx) }()
@@ -537,6 +539,7 @@ func (s *Server) Run(ctx context.Context) error {
 		<-ingestDone
 	}
 	cancelIngest()
+	stopTLSWatch()
 	cancelRetention()
 	<-retentionDone
 	cancelSampler()

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -19,7 +21,8 @@ import (
 
 // TLSOptions turn on TLS for the API's listener (Options.TLS). The zero
 // value serves plain HTTP. The files are PEM; Server.ReloadTLS reads them
-// again (pgq run does on SIGHUP) without dropping a connection.
+// again (pgq run does on SIGHUP) without dropping a connection, and with
+// ReloadInterval Run does so itself when their contents change.
 type TLSOptions struct {
 	// CertFile is the server's certificate, followed by any
 	// intermediates; KeyFile its private key. Both or neither.
@@ -28,6 +31,11 @@ type TLSOptions struct {
 	// a certificate that one of these CAs (a PEM bundle) signed, or the
 	// handshake fails. Needs CertFile and KeyFile.
 	ClientCAFile string
+	// ReloadInterval, when positive, makes Run look at the three files
+	// this often and reload them (as ReloadTLS does) when their contents
+	// changed: a Kubernetes Secret or cert-manager renews them without a
+	// signal. Zero: only ReloadTLS reloads.
+	ReloadInterval time.Duration
 }
 
 // Enabled reports whether TLS is configured.
@@ -43,6 +51,9 @@ func (t TLSOptions) Validate() error {
 	}
 	if t.ClientCAFile != "" && t.CertFile == "" {
 		return fmt.Errorf("%w: --tls-client-ca (mutual TLS) needs --tls-cert and --tls-key", ingest.ErrConfig)
+	}
+	if t.ReloadInterval < 0 {
+		return fmt.Errorf("%w: --tls-reload-interval %s is negative (0: reload only on SIGHUP)", ingest.ErrConfig, t.ReloadInterval)
 	}
 	return nil
 }
@@ -65,7 +76,11 @@ type certReloader struct {
 	o   TLSOptions
 	log *slog.Logger
 	cur atomic.Pointer[tlsFiles]
-	mu  sync.Mutex // one reload at a time
+	mu  sync.Mutex // one reload at a time; guards seen
+	// seen is the fingerprint of the files at the last reading, good or
+	// bad: the watcher reloads only when it differs, so bad files are
+	// reported once per change, not once per tick.
+	seen filesSum
 	// reloads counts reloads by result ("ok", "error").
 	reloads *prometheus.CounterVec
 }
@@ -74,8 +89,9 @@ type certReloader struct {
 // cannot use.
 func newCertReloader(o TLSOptions, log *slog.Logger) (*certReloader, error) {
 	r := &certReloader{o: o, log: log, reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pgq_tls_reloads_total", Help: "Reloads of the TLS files (SIGHUP) by result: ok, or error (the certificate in use stays).",
+		Name: "pgq_tls_reloads_total", Help: "Reloads of the TLS files (SIGHUP, or a change seen every --tls-reload-interval) by result: ok, or error (the certificate in use stays).",
 	}, []string{"result"})}
+	r.seen = o.fingerprint() // before reading: a change in between is reloaded once more, never missed
 	f, err := loadTLSFiles(o)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ingest.ErrConfig, err)
@@ -137,19 +153,86 @@ func (r *certReloader) config() *tls.Config {
 func (r *certReloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.reloadLocked(r.o.fingerprint(), "request")
+}
+
+// ReloadIfChanged reloads the files when their fingerprint differs from
+// the last reading's (nil, and nothing logged, when it does not). Bad
+// files are thus reported once; the next tick after they change again
+// (the renewal completed) reloads them.
+func (r *certReloader) ReloadIfChanged() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sum := r.o.fingerprint()
+	if sum == r.seen {
+		return nil
+	}
+	return r.reloadLocked(sum, "files changed")
+}
+
+// reloadLocked reads the files, whose fingerprint was sum just before, and
+// serves them when they can be used. r.mu is held.
+func (r *certReloader) reloadLocked(sum filesSum, trigger string) error {
+	r.seen = sum
 	f, err := loadTLSFiles(r.o)
 	if err != nil {
 		r.reloads.WithLabelValues("error").Inc()
 		old := r.cur.Load().leaf
-		r.log.Error("TLS reload failed: the certificate in use stays", "error", err, "serving_subject", old.Subject.String(), "serving_not_after", old.NotAfter.UTC())
+		r.log.Error("TLS reload failed: the certificate in use stays", "error", err, "trigger", trigger,
+			"serving_subject", old.Subject.String(), "serving_not_after", old.NotAfter.UTC())
 		return err
 	}
 	r.cur.Store(f)
 	r.reloads.WithLabelValues("ok").Inc()
-	r.log.Info("TLS files reloaded", "subject", f.leaf.Subject.String(), "serial", f.leaf.SerialNumber.String(), "not_after", f.leaf.NotAfter.UTC(),
+	r.log.Info("TLS files reloaded", "trigger", trigger, "subject", f.leaf.Subject.String(), "serial", f.leaf.SerialNumber.String(), "not_after", f.leaf.NotAfter.UTC(),
 		"client_ca", r.o.ClientCAFile != "")
 	r.warnExpiry(f.leaf)
 	return nil
+}
+
+// watch calls ReloadIfChanged every interval until ctx is done.
+func (r *certReloader) watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = r.ReloadIfChanged() // logged and counted by reloadLocked
+		}
+	}
+}
+
+// filesSum is a fingerprint of the TLS files' contents.
+type filesSum [sha256.Size]byte
+
+// fingerprint hashes the contents of the certificate, key and client-CA
+// files. Contents, not stat: a renewed certificate usually has the very
+// size of the old one, mtimes are coarse on some file systems and kept by
+// some copiers (cp -p, tar, rsync -t), and Kubernetes swaps a symlink to a
+// new directory, which stat of the link misses; reading through the path
+// sees whatever a reload would read. The files are a few KiB, read once
+// per interval. A file that cannot be read counts by its error, so its
+// disappearance and its return are changes too.
+func (o TLSOptions) fingerprint() filesSum {
+	h := sha256.New()
+	for _, name := range []string{o.CertFile, o.KeyFile, o.ClientCAFile} {
+		if name == "" {
+			fmt.Fprint(h, "none;")
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			fmt.Fprintf(h, "error %q;", err.Error())
+			continue
+		}
+		fmt.Fprintf(h, "%d:", len(b)) // lengths keep the files apart
+		h.Write(b)
+	}
+	var sum filesSum
+	h.Sum(sum[:0])
+	return sum
 }
 
 // warnExpiry warns about a certificate that expired or is not valid yet:
@@ -199,6 +282,26 @@ func (s *Server) openTLS() error {
 	}
 	s.tls = r
 	return nil
+}
+
+// watchTLS starts the goroutine that reloads changed TLS files every
+// Options.TLS.ReloadInterval (none without TLS or with a zero interval);
+// Run calls the returned stop, which waits for it to end.
+func (s *Server) watchTLS(ctx context.Context) (stop func()) {
+	every := s.o.TLS.ReloadInterval
+	if s.tls == nil || every <= 0 {
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.tls.watch(wctx, every)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // warnExposed warns when the API listens beyond loopback with nothing

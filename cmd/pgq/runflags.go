@@ -88,14 +88,17 @@ func flagSet(kctx *kong.Context, name string) bool {
 
 // ServerTLSFlags are `pgq run`'s TLS flags (RunCmd embeds them).
 type ServerTLSFlags struct {
-	TLSCert     string `name:"tls-cert" env:"PGQ_TLS_CERT" type:"existingfile" placeholder:"FILE" help:"Serve the API over TLS with this PEM certificate (and intermediates); with --tls-key. SIGHUP reloads the files (bad new files: the old stay, with an ERROR). The --probe-listen address stays plain HTTP."`
+	TLSCert     string `name:"tls-cert" env:"PGQ_TLS_CERT" type:"existingfile" placeholder:"FILE" help:"Serve the API over TLS with this PEM certificate (and intermediates); with --tls-key. SIGHUP, and a change of the files (--tls-reload-interval), reload them (bad new files: the old stay, with an ERROR). The --probe-listen address stays plain HTTP."`
 	TLSKey      string `name:"tls-key" env:"PGQ_TLS_KEY" type:"existingfile" placeholder:"FILE" help:"PEM private key of --tls-cert."`
 	TLSClientCA string `name:"tls-client-ca" env:"PGQ_TLS_CLIENT_CA" type:"existingfile" placeholder:"FILE" help:"Mutual TLS: require a client certificate signed by a CA of this PEM file (needs --tls-cert)."`
+	// TLSReloadInterval: a Kubernetes Secret (cert-manager) is renewed
+	// in place without a signal, so pgq looks at the files itself.
+	TLSReloadInterval Duration `name:"tls-reload-interval" env:"PGQ_TLS_RELOAD_INTERVAL" default:"1m" help:"Read the TLS files this often and reload them when their contents changed, as SIGHUP does (0: only on SIGHUP)."`
 }
 
 // options are server.Options.TLS.
 func (f ServerTLSFlags) options() server.TLSOptions {
-	return server.TLSOptions{CertFile: f.TLSCert, KeyFile: f.TLSKey, ClientCAFile: f.TLSClientCA}
+	return server.TLSOptions{CertFile: f.TLSCert, KeyFile: f.TLSKey, ClientCAFile: f.TLSClientCA, ReloadInterval: f.TLSReloadInterval.D()}
 }
 
 // reloadOnHangup reloads the TLS files on every SIGHUP until the returned
