@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +181,7 @@ func TestTLSOptionsRefused(t *testing.T) {
 		"key for the cert":    {TLSOptions{CertFile: keyFile, KeyFile: certFile}, keyFile},
 		"missing cert":        {TLSOptions{CertFile: filepath.Join(dir, "none.crt"), KeyFile: keyFile}, "none.crt"},
 		"client CA not a PEM": {TLSOptions{CertFile: certFile, KeyFile: keyFile, ClientCAFile: keyFile}, "no PEM certificate"},
+		"negative interval":   {TLSOptions{CertFile: certFile, KeyFile: keyFile, ReloadInterval: -time.Second}, "--tls-reload-interval -1s is negative"},
 	} {
 		s, err := Open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", TLS: tc.o,
 			Ingest: ingest.Options{PGURL: "postgres://127.0.0.1:1/x", Slot: "s", Publication: "p"}})
@@ -226,5 +230,249 @@ func TestWarnExposed(t *testing.T) {
 		if tc.want == "" && got != "" || tc.want != "" && (!strings.Contains(got, "level=WARN") || !strings.Contains(got, tc.want)) {
 			t.Errorf("%s: logged %q, want %q", name, got, tc.want)
 		}
+	}
+}
+
+// runTLSServer runs a pgq serving set's files over mutual TLS, reloading
+// them every interval (0: never by itself), with a probe listener for
+// the metrics; it stops when the test ends.
+func runTLSServer(t *testing.T, set *testcert.Set, interval time.Duration) (*Server, *syncbuf.Buffer) {
+	t.Helper()
+	db := pgtest.Shared(t).NewDB(t)
+	logs := &syncbuf.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Open(ctx, Options{DataDir: filepath.Join(t.TempDir(), "data"), Listen: "127.0.0.1:0", ProbeListen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		TLS:    TLSOptions{CertFile: set.CertFile, KeyFile: set.KeyFile, ClientCAFile: set.CAFile, ReloadInterval: interval},
+		Ingest: ingest.Options{PGURL: db.URL, Slot: "tlsw_" + db.Name, Publication: "tlsw", CreateSlot: true, CreatePublication: "all"}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return s, logs
+}
+
+// reloadCount is pgq_tls_reloads_total{result} as the probe listener's
+// /metrics says (0 before the first such reload).
+func reloadCount(t *testing.T, s *Server, result string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^pgq_tls_reloads_total\{result="` + result + `"\} (\d+)$`).FindStringSubmatch(getOK(t, "http://"+s.ProbeAddr()+"/metrics"))
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitFor polls cond every 10 ms for up to limit and fails with what
+// otherwise.
+func waitFor(t *testing.T, limit time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", limit, what())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTLSReloadOnFileChange: with a reload interval and no ReloadTLS call,
+// renewed files are served within a few intervals (counted as ok); a
+// renewal caught half-written keeps the old certificate and is counted
+// and logged once, however many ticks see it; once completed it is
+// served.
+func TestTLSReloadOnFileChange(t *testing.T) {
+	const interval = 50 * time.Millisecond
+	// Generous against a loaded machine: the check runs every interval,
+	// so a working watcher takes one or two.
+	const within = 40 * interval
+	set, err := testcert.NewSet(t.TempDir(), "pgq watch CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, logs := runTLSServer(t, set, interval)
+	cfg, err := set.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() string { return servedSerial(t, s.Addr(), cfg) }
+	if got, want := serial(), set.Server.Cert.SerialNumber.String(); got != want {
+		t.Fatalf("serving serial %s, want the first certificate's %s", got, want)
+	}
+	okBefore := reloadCount(t, s, "ok")
+
+	second, err := set.RenewServer("pgq-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, within, func() bool { return serial() == second.Cert.SerialNumber.String() },
+		func() string { return "renewed files not served; log:\n" + logs.String() })
+	if got := reloadCount(t, s, "ok"); got <= okBefore {
+		t.Fatalf(`pgq_tls_reloads_total{result="ok"} %d after the renewal, %d before`, got, okBefore)
+	}
+	if !strings.Contains(logs.String(), `msg="TLS files reloaded" trigger="files changed"`) {
+		t.Fatalf("no INFO of the reload on change:\n%s", logs)
+	}
+
+	// A tick may have caught RenewServer between its two writes: count
+	// from here.
+	errBefore := reloadCount(t, s, "error")
+	const failed = `level=ERROR msg="TLS reload failed: the certificate in use stays"`
+	logsBefore := strings.Count(logs.String(), failed)
+	third, err := set.RenewServerCertOnly("pgq-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, within, func() bool { return reloadCount(t, s, "error") > errBefore },
+		func() string { return "a half-written renewal was not reported; log:\n" + logs.String() })
+	time.Sleep(10 * interval) // ten more ticks see the same bad files
+	if got := reloadCount(t, s, "error"); got != errBefore+1 {
+		t.Fatalf(`pgq_tls_reloads_total{result="error"} %d, want %d: one per change, not per tick`, got, errBefore+1)
+	}
+	if got := strings.Count(logs.String(), failed) - logsBefore; got != 1 {
+		t.Fatalf("%d ERRORs for one half-written renewal, want 1:\n%s", got, logs)
+	}
+	if got := serial(); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("with half-written files serving serial %s, want the second certificate's %s still", got, second.Cert.SerialNumber)
+	}
+
+	// The renewal completes: its key arrives.
+	if err := os.WriteFile(set.KeyFile, third.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, within, func() bool { return serial() == third.Cert.SerialNumber.String() },
+		func() string { return "the completed renewal was not served; log:\n" + logs.String() })
+}
+
+// TestTLSNoReloadWithoutInterval: with ReloadInterval 0 renewed files are
+// not picked up by themselves, only by ReloadTLS (SIGHUP in pgq run).
+func TestTLSNoReloadWithoutInterval(t *testing.T) {
+	set, err := testcert.NewSet(t.TempDir(), "pgq no-watch CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, logs := runTLSServer(t, set, 0)
+	cfg, err := set.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := set.Server
+	second, err := set.RenewServer("pgq-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // ten ticks of the interval the other tests use
+	if got := servedSerial(t, s.Addr(), cfg); got != first.Cert.SerialNumber.String() {
+		t.Fatalf("without a reload interval serving serial %s, want the first certificate's %s", got, first.Cert.SerialNumber)
+	}
+	if n := reloadCount(t, s, "ok") + reloadCount(t, s, "error"); n != 0 {
+		t.Fatalf("%d reloads without a reload interval or ReloadTLS; log:\n%s", n, logs)
+	}
+	if err := s.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if got := servedSerial(t, s.Addr(), cfg); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("after ReloadTLS serving serial %s, want the second certificate's %s", got, second.Cert.SerialNumber)
+	}
+}
+
+// TestTLSReloadSymlinkSwap renews the files as the kubelet updates a
+// mounted Secret: the named files are symlinks through ..data, a symlink
+// to a timestamped directory that is swapped atomically for a new one.
+// The swap is seen and served; rewriting the same contents (a new mtime,
+// the same bytes, as a Secret resync does) is no reload.
+func TestTLSReloadSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	set, err := testcert.NewSet(dir, "pgq k8s CA") // the files pgq reads are under mount
+	if err != nil {
+		t.Fatal(err)
+	}
+	mount := filepath.Join(dir, "mount")
+	// version writes the pair into its own directory and points ..data at it.
+	version := func(n string, p *testcert.Pair) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(mount, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := p.Write(filepath.Join(mount, n), "tls"); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(mount, "..data_tmp")
+		if err := os.Symlink(n, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(mount, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(mount, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	version("..v1", set.Server)
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(mount, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := &syncbuf.Buffer{}
+	r, err := newCertReloader(TLSOptions{CertFile: filepath.Join(mount, "tls.crt"), KeyFile: filepath.Join(mount, "tls.key")}, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", r.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // complete each handshake, then hang up
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	cfg, err := set.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() string { return servedSerial(t, ln.Addr().String(), cfg) }
+
+	// Same bytes, new mtime: nothing to reload.
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(mount, "..v1", "tls.crt"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReloadIfChanged(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "TLS files reloaded") {
+		t.Fatalf("files with the same contents were reloaded:\n%s", logs)
+	}
+
+	second, err := set.CA.Server("pgq-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version("..v2", second)
+	if err := r.ReloadIfChanged(); err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("after the ..data swap serving serial %s, want the new certificate's %s; log:\n%s", got, second.Cert.SerialNumber, logs)
 	}
 }
