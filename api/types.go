@@ -201,9 +201,9 @@ type (
 		HoldSlot     bool `json:"hold_slot,omitempty" msgpack:"hold_slot,omitempty"`
 		HoldReleased bool `json:"hold_released,omitempty" msgpack:"hold_released,omitempty"`
 	}
-	// SharedInfo is the state of a shared group. Committed (the group's
-	// committed_offset) is the acked low-water mark: every message at or
-	// below it is acked, dropped or parked.
+	// SharedInfo is the state of a shared group. CommittedOffset (the
+	// group's committed_offset) is the acked low-water mark: every message
+	// at or below it is acked, dropped or parked.
 	SharedInfo struct {
 		AckWait       Duration   `json:"ack_wait" msgpack:"ack_wait"`
 		MaxDeliver    int        `json:"max_deliver" msgpack:"max_deliver"`
@@ -262,16 +262,35 @@ type (
 		Group  string `json:"group" msgpack:"group"`
 		To     string `json:"to" msgpack:"to"`
 		DryRun bool   `json:"dry_run" msgpack:"dry_run"`
-		// PreviousCommitted and Committed are the cursor before and after.
-		PreviousCommitted pgq.Offset `json:"previous_committed_offset" msgpack:"previous_committed_offset"`
-		Committed         pgq.Offset `json:"committed_offset" msgpack:"committed_offset"`
+		// PreviousCommittedOffset and CommittedOffset are the cursor
+		// before and after.
+		PreviousCommittedOffset pgq.Offset `json:"previous_committed_offset" msgpack:"previous_committed_offset"`
+		CommittedOffset         pgq.Offset `json:"committed_offset" msgpack:"committed_offset"`
+		// PreviousCommitted and Committed are PreviousCommittedOffset and
+		// CommittedOffset, kept for one release like GroupInfo.Committed:
+		// the server and the Go client fill them. They are not on the wire.
+		//
+		// Deprecated: use PreviousCommittedOffset (the JSON name is
+		// previous_committed_offset).
+		PreviousCommitted pgq.Offset `json:"-" msgpack:"-"`
+		// Deprecated: use CommittedOffset (the JSON name is
+		// committed_offset).
+		Committed pgq.Offset `json:"-" msgpack:"-"`
 		// NextOffset is the first offset the group will deliver.
 		NextOffset pgq.Offset `json:"next_offset" msgpack:"next_offset"`
 		Lag        Lag        `json:"lag" msgpack:"lag"`
 	}
 	// CommitResult is the body of a commit's response.
 	CommitResult struct {
-		Committed    pgq.Offset `json:"committed_offset" msgpack:"committed_offset"`
+		// CommittedOffset is the group's cursor after the commit.
+		CommittedOffset pgq.Offset `json:"committed_offset" msgpack:"committed_offset"`
+		// Committed is CommittedOffset, kept for one release like
+		// GroupInfo.Committed: the server and the Go client fill it. It
+		// is not on the wire.
+		//
+		// Deprecated: use CommittedOffset (the JSON name is
+		// committed_offset).
+		Committed    pgq.Offset `json:"-" msgpack:"-"`
 		LeaseExpires time.Time  `json:"lease_expires" msgpack:"lease_expires"`
 	}
 	// LeaseResponse is the body of a heartbeat's response.

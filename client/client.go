@@ -289,6 +289,7 @@ func (c *Client) DeleteGroup(ctx context.Context, name string) error {
 func (c *Client) ResetGroup(ctx context.Context, name, to string, dryRun bool) (api.ResetResult, error) {
 	var rr api.ResetResult
 	err := c.do(ctx, http.MethodPost, groupPath(name)+"/reset", api.ResetBody{To: to, DryRun: dryRun}, &rr)
+	rr.PreviousCommitted, rr.Committed = rr.PreviousCommittedOffset, rr.CommittedOffset //nolint:staticcheck // filled for one release, see api.ResetResult
 	return rr, err
 }
 
@@ -316,7 +317,13 @@ type FetchResult struct {
 	// NextOffset is the first offset not delivered yet; commit
 	// NextOffset-1 after processing.
 	NextOffset pgq.Offset
-	// Committed is the group's cursor.
+	// CommittedOffset is the group's cursor (committed_offset on the
+	// wire).
+	CommittedOffset pgq.Offset
+	// Committed is CommittedOffset, kept for one release: the client
+	// fills both.
+	//
+	// Deprecated: use CommittedOffset.
 	Committed pgq.Offset
 	// LastOffset is the journal's last offset: NextOffset > LastOffset
 	// means caught up.
@@ -360,6 +367,7 @@ func (c *Client) commit(ctx context.Context, group, member string, offset pgq.Of
 	var cr api.CommitResult
 	err := c.do(ctx, http.MethodPost, groupPath(group)+"/commit", api.CommitBody{Member: member, Offset: offset, Generation: generation, LeaseTTL: api.Duration(ttl)}, &cr)
 	cr.LeaseExpires = cr.LeaseExpires.UTC()
+	cr.Committed = cr.CommittedOffset //nolint:staticcheck // filled for one release, see api.CommitResult
 	return cr, err
 }
 

@@ -355,8 +355,49 @@ func TestStaleCommitAfterResetIsFenced(t *testing.T) {
 			t.Fatalf("stale commit: %v, want fenced", err)
 		}
 	}
-	if cr, err := c.Commit(ctx, "g", "m", 5, fresh.Generation); err != nil || cr.Committed != 5 {
+	if cr, err := c.Commit(ctx, "g", "m", 5, fresh.Generation); err != nil || cr.CommittedOffset != 5 {
 		t.Fatalf("commit under the new lease: %+v %v", cr, err)
+	}
+}
+
+// TestDeprecatedCursorNames: the deprecated Committed and
+// PreviousCommitted of FetchResult, CommitResult and ResetResult (kept
+// one release, not on the wire) are filled from CommittedOffset and
+// PreviousCommittedOffset, in both the msgpack and the JSON client.
+func TestDeprecatedCursorNames(t *testing.T) {
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", &clock{now: time.Now()})
+	defer s.stop()
+	ctx := context.Background()
+	mp := dial(t, s.addr)
+	if _, err := mp.CreateGroup(ctx, api.CreateRequest{Name: "g", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	s.append(5)
+	first, err := mp.Fetch(ctx, "g", client.FetchRequest{Member: "m", Max: 3})
+	if err != nil || len(first.Transactions) != 3 {
+		t.Fatalf("fetch: %+v %v", first, err)
+	}
+	done := first.NextOffset - 1
+	cr, err := mp.Commit(ctx, "g", "m", done, first.Generation)
+	if err != nil || cr.CommittedOffset != done || cr.Committed != done { //nolint:staticcheck // checks the deprecated copy
+		t.Fatalf("commit %d: %+v %v", done, cr, err)
+	}
+	more, err := mp.Fetch(ctx, "g", client.FetchRequest{Member: "m", Max: 2})
+	if err != nil || len(more.Transactions) != 2 || more.CommittedOffset != done || more.Committed != done { //nolint:staticcheck // checks the deprecated copy
+		t.Fatalf("fetch after commit %d: %+v %v", done, more, err)
+	}
+	js, err := client.New(s.addr, client.Options{JSON: true, Retry: client.RetryOptions{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*client.Client{"msgpack": mp, "json": js} {
+		rr, err := c.ResetGroup(ctx, "g", "earliest", true)
+		if err != nil || rr.PreviousCommittedOffset != done || rr.CommittedOffset >= done || rr.NextOffset != rr.CommittedOffset+1 {
+			t.Fatalf("%s: dry-run reset: %+v %v", name, rr, err)
+		}
+		if rr.PreviousCommitted != rr.PreviousCommittedOffset || rr.Committed != rr.CommittedOffset { //nolint:staticcheck // checks the deprecated copies
+			t.Fatalf("%s: deprecated copies %d %d, want %d %d", name, rr.PreviousCommitted, rr.Committed, rr.PreviousCommittedOffset, rr.CommittedOffset) //nolint:staticcheck
+		}
 	}
 }
 

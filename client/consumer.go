@@ -147,17 +147,17 @@ func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool
 		// counts here, not when the old lease's commit is refused: that
 		// commit may never be sent (a later one under the new lease
 		// replaces it in the background queue).
-		if len(cs.buf) > 0 || cs.done > res.Committed {
+		if len(cs.buf) > 0 || cs.done > res.CommittedOffset {
 			cs.redeliveries++
 		}
 		cs.buf = nil
-		cs.done, cs.committed = res.Committed, res.Committed
+		cs.done, cs.committed = res.CommittedOffset, res.CommittedOffset
 	}
 	cs.generation = res.Generation
 	cs.buf = append(cs.buf, res.Transactions...)
 	cs.next = res.NextOffset
-	if cs.committed == 0 || res.Committed > cs.committed {
-		cs.committed = res.Committed
+	if cs.committed == 0 || res.CommittedOffset > cs.committed {
+		cs.committed = res.CommittedOffset
 	}
 	cs.done = max(cs.done, cs.committed)
 	if len(cs.buf) == 0 {
@@ -241,7 +241,7 @@ func (cs *Consumer) CommitMark(ctx context.Context, m Mark) error {
 	if err != nil {
 		return cs.commitFailed(err)
 	}
-	cs.committed = max(cs.committed, cr.Committed)
+	cs.committed = max(cs.committed, cr.CommittedOffset)
 	return nil
 }
 
@@ -432,7 +432,7 @@ func (b *bgCommits) run(ctx context.Context) {
 			}
 			b.sent = commitReq{} // what failed may be asked again
 		} else {
-			b.committed = max(b.committed, cr.Committed)
+			b.committed = max(b.committed, cr.CommittedOffset)
 		}
 		if b.want.offset == 0 {
 			close(b.idle)

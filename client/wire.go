@@ -38,7 +38,8 @@ func decodeFetch(data []byte) (*FetchResult, error) {
 		case "next_offset":
 			res.NextOffset = pgq.Offset(r.Uint(math.MaxUint64, "next_offset"))
 		case "committed_offset":
-			res.Committed = pgq.Offset(r.Uint(math.MaxUint64, "committed_offset"))
+			res.CommittedOffset = pgq.Offset(r.Uint(math.MaxUint64, "committed_offset"))
+			res.Committed = res.CommittedOffset //nolint:staticcheck // filled for one release, see FetchResult
 		case "last_offset":
 			res.LastOffset = pgq.Offset(r.Uint(math.MaxUint64, "last_offset"))
 		case "lease_expires":

@@ -44,7 +44,8 @@ type wireTx struct {
 
 func TestDecodeFetch(t *testing.T) {
 	txs := wireSample()
-	want := &FetchResult{Transactions: txs, NextOffset: 1<<40 + 1, Committed: 6, LastOffset: 1 << 41}
+	// Committed is the deprecated copy of CommittedOffset: the decoder fills it.
+	want := &FetchResult{Transactions: txs, NextOffset: 1<<40 + 1, CommittedOffset: 6, Committed: 6, LastOffset: 1 << 41}
 	for name, exp := range map[string]time.Time{
 		"ts64": time.Date(2025, 1, 1, 0, 0, 30, 123456789, time.UTC),
 		"ts32": time.Date(2025, 1, 1, 0, 0, 30, 0, time.UTC),
@@ -52,7 +53,7 @@ func TestDecodeFetch(t *testing.T) {
 	} {
 		want.LeaseExpires = exp
 		// The server's form and the legacy form decode alike.
-		wf := wireFetch{NextOffset: uint64(want.NextOffset), Committed: uint64(want.Committed), LastOffset: uint64(want.LastOffset), LeaseExpires: exp, Generation: 4}
+		wf := wireFetch{NextOffset: uint64(want.NextOffset), Committed: uint64(want.CommittedOffset), LastOffset: uint64(want.LastOffset), LeaseExpires: exp, Generation: 4}
 		extra := wf
 		extra.Extra = []any{"x", map[string]any{"k": 1.5}, []byte{1}, -3, nil, true}
 		for _, tx := range txs {

@@ -270,7 +270,8 @@ func (m *Manager) Reset(ctx context.Context, name, to string, dryRun bool) (Rese
 	if g.deleted {
 		return ResetResult{}, errf(ErrNotFound, "group %q not found", name)
 	}
-	res := ResetResult{Group: name, To: pos.String(), DryRun: dryRun, PreviousCommitted: g.st.Cursor, Committed: next - 1, NextOffset: next}
+	res := ResetResult{Group: name, To: pos.String(), DryRun: dryRun, PreviousCommittedOffset: g.st.Cursor, CommittedOffset: next - 1, NextOffset: next}
+	res.PreviousCommitted, res.Committed = res.PreviousCommittedOffset, res.CommittedOffset //nolint:staticcheck // filled for one release, see api.ResetResult
 	res.Lag = m.lag(next-1, m.o.Now())
 	if dryRun {
 		return res, nil

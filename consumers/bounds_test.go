@@ -57,8 +57,8 @@ func TestGroupBounds(t *testing.T) {
 	bad("commit with lease_ttl 2h", err)
 	_, err = e.m.Heartbeat(ctx, "ex", "a", 2*time.Hour)
 	bad("heartbeat with lease_ttl 2h", err)
-	if gi, _ := e.m.Info(ctx, "ex"); gi.Committed != 0 {
-		t.Fatalf("a refused commit moved the cursor to %d", gi.Committed)
+	if gi, _ := e.m.Info(ctx, "ex"); gi.CommittedOffset != 0 {
+		t.Fatalf("a refused commit moved the cursor to %d", gi.CommittedOffset)
 	}
 	if _, err := e.m.Commit(ctx, "ex", "a", 2, time.Minute); err != nil {
 		t.Fatal(err)

@@ -91,5 +91,7 @@ func (m *Manager) CommitGen(ctx context.Context, name, member string, offset pgq
 		}
 		g.nonFinal = slices.DeleteFunc(g.nonFinal, func(o pgq.Offset) bool { return o <= offset })
 	}
-	return CommitResult{Committed: g.st.Cursor, LeaseExpires: time.UnixMicro(g.st.LeaseExpiry).UTC()}, nil
+	res := CommitResult{CommittedOffset: g.st.Cursor, LeaseExpires: time.UnixMicro(g.st.LeaseExpiry).UTC()}
+	res.Committed = res.CommittedOffset //nolint:staticcheck // filled for one release, see api.CommitResult
+	return res, nil
 }

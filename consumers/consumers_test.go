@@ -63,7 +63,7 @@ func TestStartPositions(t *testing.T) {
 		t.Errorf("offset past end: %v, want out_of_range", err)
 	}
 	gi, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "future", From: "time:2999-01-01T00:00:00Z"})
-	if err != nil || gi.Committed != n {
+	if err != nil || gi.CommittedOffset != n {
 		t.Errorf("future time: %+v %v, want committed %d", gi, err, n)
 	}
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "g0"}); !errors.Is(err, consumers.ErrExists) {
@@ -101,7 +101,7 @@ func TestFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	gi, _ := e.C.Group(ctx, "only_u")
-	if gi.Committed != last || gi.Lag.Records != 0 {
+	if gi.CommittedOffset != last || gi.Lag.Records != 0 {
 		t.Fatalf("only_u after commit: %+v", gi)
 	}
 	// Bad filters.
@@ -197,7 +197,7 @@ func TestRedeliveryLeaseFencing(t *testing.T) {
 	if err := e.C.Release(ctx, "g", "B"); err != nil {
 		t.Fatal(err)
 	}
-	if r := fetch(t, e, "g", "A", 100, 0); len(r.Transactions) != 0 || r.Committed != last {
+	if r := fetch(t, e, "g", "A", 100, 0); len(r.Transactions) != 0 || r.CommittedOffset != last {
 		t.Fatalf("after release: %+v", r)
 	}
 	// An expired lease fences even without a takeover.
@@ -231,8 +231,8 @@ func TestConsumerLibraryAtLeastOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	gi, _ := e.C.Group(ctx, "g")
-	if gi.Committed != seen[2] {
-		t.Fatalf("committed %d, want %d", gi.Committed, seen[2])
+	if gi.CommittedOffset != seen[2] {
+		t.Fatalf("committed %d, want %d", gi.CommittedOffset, seen[2])
 	}
 	c2, _ := e.C.Consumer("g", client.ConsumerOptions{Wait: time.Second})
 	var again []pgq.Offset
@@ -265,10 +265,10 @@ func TestResetDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	rr, err := e.C.ResetGroup(ctx, "g", fmt.Sprintf("offset:%d", last-1), true)
-	if err != nil || !rr.DryRun || rr.NextOffset != last-1 || rr.PreviousCommitted != last || rr.Lag.Records != 2 {
+	if err != nil || !rr.DryRun || rr.NextOffset != last-1 || rr.PreviousCommittedOffset != last || rr.Lag.Records != 2 {
 		t.Fatalf("dry run: %+v %v", rr, err)
 	}
-	if gi, _ := e.C.Group(ctx, "g"); gi.Committed != last {
+	if gi, _ := e.C.Group(ctx, "g"); gi.CommittedOffset != last {
 		t.Fatalf("dry run moved the group: %+v", gi)
 	}
 	if _, err := e.C.ResetGroup(ctx, "g", fmt.Sprintf("offset:%d", last-1), false); err != nil {

@@ -197,7 +197,7 @@ func TestStalledGroupSlotLag(t *testing.T) {
 		return lag < 64<<10
 	})
 	gi, _ := e.C.Group(ctx, "stalled")
-	if gi.Lag.Records < 3000 || gi.Committed != 0 || last < 3000 {
+	if gi.Lag.Records < 3000 || gi.CommittedOffset != 0 || last < 3000 {
 		t.Fatalf("stalled group %+v", gi)
 	}
 }

@@ -54,8 +54,8 @@ func TestConsumeOverlapsCommit(t *testing.T) {
 		t.Fatalf("Consume: %v", err)
 	}
 	gi, err := e.C.Group(ctx, "g")
-	if err != nil || gi.Committed != total {
-		t.Fatalf("committed %d (%v), want %d", gi.Committed, err, total)
+	if err != nil || gi.CommittedOffset != total {
+		t.Fatalf("committed %d (%v), want %d", gi.CommittedOffset, err, total)
 	}
 }
 
@@ -98,8 +98,8 @@ func TestConsumeRedeliversAfterReset(t *testing.T) {
 	if again != 1 || cs.Redeliveries() < 1 {
 		t.Fatalf("after the reset offset 1 came back %d times, redeliveries %d (seen %v)", again, cs.Redeliveries(), seen)
 	}
-	if gi, _ := e.C.Group(ctx, "g"); gi.Committed != 50 {
-		t.Fatalf("committed %d, want 50", gi.Committed)
+	if gi, _ := e.C.Group(ctx, "g"); gi.CommittedOffset != 50 {
+		t.Fatalf("committed %d, want 50", gi.CommittedOffset)
 	}
 }
 
@@ -143,8 +143,8 @@ func TestCommitRacesDelete(t *testing.T) {
 				if k%5 == 0 {
 					_, _ = e.M.Reset(ctx, name, "offset:50", false)
 				}
-				if gi, err := e.M.Info(ctx, name); err == nil && gi.Committed > gi.Delivered {
-					t.Errorf("committed %d beyond delivered %d", gi.Committed, gi.Delivered)
+				if gi, err := e.M.Info(ctx, name); err == nil && gi.CommittedOffset > gi.Delivered {
+					t.Errorf("committed %d beyond delivered %d", gi.CommittedOffset, gi.Delivered)
 				}
 			}
 		}()

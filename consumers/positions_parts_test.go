@@ -48,8 +48,8 @@ func TestPositionsInsideMultiPartTransaction(t *testing.T) {
 			_, err := m.Reset(ctx, name, "offset:5", dry)
 			refused(fmt.Sprintf("reset %s (dry %v) to offset:5", name, dry), err)
 		}
-		if gi, _ := m.Info(ctx, name); gi.Committed != 7 {
-			t.Errorf("a refused reset moved %s to %d", name, gi.Committed)
+		if gi, _ := m.Info(ctx, name); gi.CommittedOffset != 7 {
+			t.Errorf("a refused reset moved %s to %d", name, gi.CommittedOffset)
 		}
 	}
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -178,10 +178,10 @@ func (m *Manager) Retain(ctx context.Context, o RetentionOptions) (RetainResult,
 // every record the group lost, not only those of the first pass.
 func (m *Manager) reportLost(ctx context.Context, res *RetainResult, first pgq.Offset) {
 	for _, g := range m.List(ctx) {
-		if g.Committed+1 >= res.First {
+		if g.CommittedOffset+1 >= res.First {
 			continue
 		}
-		lost := max(g.Committed+1, first)
+		lost := max(g.CommittedOffset+1, first)
 		res.Lost = append(res.Lost, GroupLoss{Group: g.Name, From: lost, To: res.First - 1})
 		m.retentionLost.WithLabelValues(g.Name).Add(float64(res.First - lost))
 		m.o.Logger.Warn("retention: dropped records a group had not consumed (--retain-max-age / --retain-max-bytes); the group is out of range until reset",

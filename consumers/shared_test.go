@@ -326,8 +326,8 @@ func TestSharedConcurrentMembersPerKeyOrder(t *testing.T) {
 		}
 	}
 	gi, _ := e.m.Info(ctx, "jobs")
-	if gi.Committed != keys*perKey || gi.Shared.InFlight != 0 || gi.Shared.Pending != 0 || gi.Lag.Records != 0 {
-		t.Fatalf("info: committed %d, %+v, lag %+v", gi.Committed, gi.Shared, gi.Lag)
+	if gi.CommittedOffset != keys*perKey || gi.Shared.InFlight != 0 || gi.Shared.Pending != 0 || gi.Lag.Records != 0 {
+		t.Fatalf("info: committed %d, %+v, lag %+v", gi.CommittedOffset, gi.Shared, gi.Lag)
 	}
 }
 
@@ -435,8 +435,8 @@ func TestSharedParkRequeueDrop(t *testing.T) {
 		t.Fatalf("parked message delivered: %v", ids(got))
 	}
 	gi, _ := e.m.Info(ctx, "jobs")
-	if gi.Committed != 3 || gi.Shared.Parked != 2 {
-		t.Fatalf("info: committed %d %+v", gi.Committed, gi.Shared)
+	if gi.CommittedOffset != 3 || gi.Shared.Parked != 2 {
+		t.Fatalf("info: committed %d %+v", gi.CommittedOffset, gi.Shared)
 	}
 	if c, _ := e.m.MinCursor(); c != 0 {
 		t.Fatalf("MinCursor %d: retention would drop parked records", c)
@@ -497,8 +497,8 @@ func TestSharedRestartRedelivers(t *testing.T) {
 	mustCount(t, n, err, 2)
 	e.restart()
 	gi, _ := e.m.Info(ctx, "jobs")
-	if gi.Committed != 1 {
-		t.Fatalf("low-water after restart: %d", gi.Committed)
+	if gi.CommittedOffset != 1 {
+		t.Fatalf("low-water after restart: %d", gi.CommittedOffset)
 	}
 	// Offset 3 was acked above the low-water mark: not delivered again;
 	// 2 and 4 were in flight: delivered again, as their second delivery.
@@ -516,8 +516,8 @@ func TestSharedRestartRedelivers(t *testing.T) {
 	n, err = e.m.Ack(ctx, "jobs", full(again))
 	mustCount(t, n, err, 2)
 	gi, _ = e.m.Info(ctx, "jobs")
-	if gi.Committed != 4 {
-		t.Fatalf("low-water at the end: %d", gi.Committed)
+	if gi.CommittedOffset != 4 {
+		t.Fatalf("low-water at the end: %d", gi.CommittedOffset)
 	}
 	e.restart()
 	if got := e.fetch(10); len(got) != 0 {
@@ -802,8 +802,8 @@ func TestSharedRandomSettleAcrossRestart(t *testing.T) {
 		}
 	}
 	gi, _ := e.m.Info(ctx, "jobs")
-	if gi.Committed != keys*perKey || gi.Shared.Parked != 0 {
-		t.Fatalf("end: committed %d %+v", gi.Committed, gi.Shared)
+	if gi.CommittedOffset != keys*perKey || gi.Shared.Parked != 0 {
+		t.Fatalf("end: committed %d %+v", gi.CommittedOffset, gi.Shared)
 	}
 }
 
@@ -861,8 +861,8 @@ func TestSharedStateAcrossCrash(t *testing.T) {
 	mustCount(t, n, err, 3)
 	e.crash()
 	gi, _ := e.m.Info(ctx, "jobs")
-	if gi.Committed != 4 || gi.Shared.Parked != 1 {
-		t.Fatalf("end: committed %d %+v", gi.Committed, gi.Shared)
+	if gi.CommittedOffset != 4 || gi.Shared.Parked != 1 {
+		t.Fatalf("end: committed %d %+v", gi.CommittedOffset, gi.Shared)
 	}
 	var left []string
 	if err := e.ix.GroupEntries("jobs", func(k, v []byte) error {

@@ -76,7 +76,7 @@ func Example() {
 	fmt.Println("stopped:", err)
 	_ = cs.Close(context.Background())
 	gi, _ := c.Group(context.Background(), "orders")
-	fmt.Println("committed:", gi.Committed)
+	fmt.Println("committed:", gi.CommittedOffset)
 	// Output:
 	// offset 1: order 1 total 9.90
 	// offset 2: order 2 total 12.50

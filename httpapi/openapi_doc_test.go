@@ -77,7 +77,7 @@ func TestSchemasMatchWireTypes(t *testing.T) {
 		}}},
 		{"ParkedResponse", api.ParkedResponse{Parked: []api.ParkedMessage{}}},
 		{"ResetResult", api.ResetResult{Group: "g", To: "earliest", DryRun: true}},
-		{"CommitResult", api.CommitResult{Committed: 3, LeaseExpires: now}},
+		{"CommitResult", api.CommitResult{CommittedOffset: 3, LeaseExpires: now}},
 		{"LeaseResponse", api.LeaseResponse{LeaseExpires: now}},
 		{"OKResponse", api.OKResponse{OK: true}},
 		{"CountResponse", api.AckResult{Count: 2}},

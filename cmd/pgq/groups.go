@@ -208,9 +208,9 @@ func (c *GroupsResetCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	heading := fmt.Sprintf("reset group %s to %s: committed offset %d (was %d), next offset %d", c.Name, c.To, rr.Committed, rr.PreviousCommitted, rr.NextOffset)
+	heading := fmt.Sprintf("reset group %s to %s: committed offset %d (was %d), next offset %d", c.Name, c.To, rr.CommittedOffset, rr.PreviousCommittedOffset, rr.NextOffset)
 	if c.DryRun {
-		heading = fmt.Sprintf("dry run: group %s would move to committed offset %d (now %d), next offset %d; nothing changed", c.Name, rr.Committed, rr.PreviousCommitted, rr.NextOffset)
+		heading = fmt.Sprintf("dry run: group %s would move to committed offset %d (now %d), next offset %d; nothing changed", c.Name, rr.CommittedOffset, rr.PreviousCommittedOffset, rr.NextOffset)
 	}
 	return c.showFields(heading, rr)
 }
