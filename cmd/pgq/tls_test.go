@@ -22,7 +22,8 @@ import (
 // PGQ_CA_CERT or SSL_CERT_FILE and showing its certificate; without the
 // CA, without a certificate or over plain HTTP it fails with one line
 // saying why (usage exit status). SIGHUP makes pgq serve renewed files,
-// and bad ones leave the old certificate serving with an ERROR.
+// and bad ones leave the old certificate serving with an ERROR
+// (--tls-reload-interval 0: the signal alone, not a tick, reloads).
 func TestTLSEndToEnd(t *testing.T) {
 	c, err := pgtest.Start(pgtest.Options{}) // cmd/pgq has no shared cluster
 	if err != nil {
@@ -55,7 +56,7 @@ func TestTLSEndToEnd(t *testing.T) {
 
 	stderr := &syncbuf.Buffer{}
 	run := exec.Command(pgqbin.Path(t), "run", "--pg-url", db.URL, "--slot", "tls_e2e", "--publication", "tls_e2e", "--create-slot", "--create-publication", "all",
-		"--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile)
+		"--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile, "--tls-reload-interval", "0")
 	run.Env = append(cliEnv(), "PGQ_LOG_FORMAT=json")
 	run.Stderr = stderr
 	if err := run.Start(); err != nil {
@@ -161,5 +162,40 @@ func TestTLSEndToEnd(t *testing.T) {
 	}
 	if out, err := cli(nil, "groups", "info", "g", "--addr", url, "--ca-cert", caFile, "--client-cert", clientCert, "--client-key", clientKey); err != nil {
 		t.Fatalf("groups info after the failed reload: %v %s", err, out)
+	}
+}
+
+// TestTLSReloadIntervalFlag: --tls-reload-interval defaults to 1m, is
+// read from PGQ_TLS_RELOAD_INTERVAL, takes 0 (only SIGHUP), reaches
+// server.TLSOptions.ReloadInterval, and a negative one is refused.
+func TestTLSReloadIntervalFlag(t *testing.T) {
+	set, err := testcert.NewSet(t.TempDir(), "flag CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(extra ...string) []string {
+		return append([]string{"run", "--pg-url", "postgres://127.0.0.1:1/x", "--slot", "s", "--publication", "p", "--data-dir", t.TempDir(),
+			"--tls-cert", set.CertFile, "--tls-key", set.KeyFile}, extra...)
+	}
+	interval := func(args ...string) time.Duration {
+		t.Helper()
+		cli, err := parseCLI(t, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return cli.Run.options().ReloadInterval
+	}
+	if got := interval(run()...); got != time.Minute {
+		t.Errorf("default --tls-reload-interval %s, want 1m", got)
+	}
+	if got := interval(run("--tls-reload-interval", "0")...); got != 0 {
+		t.Errorf("--tls-reload-interval 0 gave %s", got)
+	}
+	t.Setenv("PGQ_TLS_RELOAD_INTERVAL", "50ms")
+	if got := interval(run()...); got != 50*time.Millisecond {
+		t.Errorf("PGQ_TLS_RELOAD_INTERVAL=50ms gave %s", got)
+	}
+	if _, err := parseCLI(t, run("--tls-reload-interval=-1s")...); err == nil || !strings.Contains(err.Error(), "--tls-reload-interval -1s is negative") {
+		t.Errorf("--tls-reload-interval=-1s: %v; want it refused as negative", err)
 	}
 }
