@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,8 +39,11 @@ type env struct {
 	ix    *index.Index
 	m     *consumers.Manager
 	ready string // what NotReady answers
-	api   *httpapi.API
-	last  pgq.LSN
+	// unencodable makes the documents of /v1/status and
+	// /v1/status/history fail to encode (an internal error).
+	unencodable atomic.Bool
+	api         *httpapi.API
+	last        pgq.LSN
 }
 
 func start(t *testing.T, token string) *env {
@@ -73,8 +77,18 @@ func startLimited(t *testing.T, token string, l httpapi.Limits) *env {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector())
 	h, err := httpapi.New(httpapi.Options{Groups: m, Backfills: bf, AuthToken: token,
-		Status:   func() any { return statusDoc(t, m) },
-		History:  historyDoc,
+		Status: func() any {
+			if e.unencodable.Load() {
+				return map[string]any{"bad": func() {}}
+			}
+			return statusDoc(t, m)
+		},
+		History: func() any {
+			if e.unencodable.Load() {
+				return map[string]any{"bad": func() {}}
+			}
+			return historyDoc()
+		},
 		NotReady: func() string { return e.ready },
 		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
 	if err != nil {
@@ -84,10 +98,13 @@ func startLimited(t *testing.T, token string, l httpapi.Limits) *env {
 	if err := l.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.NewServer(apitest.Validator(t)(h), l)
+	srv, err := httpapi.NewServer(h, l)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The validator sees what clients see, the limits' answers too (an
+	// overflow connection's 503).
+	srv.Handler = apitest.Validator(t)(srv.Handler)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

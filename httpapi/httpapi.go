@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/pgq-dev/pgq/api"
@@ -110,43 +111,40 @@ type Route struct {
 	handler http.HandlerFunc
 }
 
-// Status sets of the routes: each route's success status joins these.
+// Status sets of the routes: each route's success status joins those its
+// handler can send (openapi.json lists exactly these, and httpapi's
+// TestMain fails when a test run never saw one of them).
 var (
-	// failed is what any route can answer besides its success: an
-	// internal error and pgq shutting down or restarting.
-	failed = []int{http.StatusInternalServerError, http.StatusServiceUnavailable}
-	// withBody adds what decoding a JSON body answers.
-	withBody = append([]int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}, failed...)
-	// named adds a group or backfill that may not exist (bad names are
-	// bad_request/invalid_name).
-	named = append([]int{http.StatusBadRequest, http.StatusNotFound}, failed...)
-	// namedBody is named with a body.
-	namedBody = append([]int{http.StatusRequestEntityTooLarge}, named...)
+	// busy is what every route but GET /healthz can answer: 503 on an
+	// overflow connection (Limits), and 503 for a domain call cut by pgq
+	// shutting down (WriteError of a canceled context, ErrClosed).
+	busy = []int{http.StatusServiceUnavailable}
+	// internal is a storage or journal error the handler's domain call
+	// can return (not an encoding error of pgq's own wire types, which
+	// cannot fail).
+	internal = []int{http.StatusInternalServerError}
+	// body is what decoding a JSON body answers (bad_request, too_large).
+	body = []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}
+	// named is a group name in the path: invalid_name, or no such group.
+	named = []int{http.StatusBadRequest, http.StatusNotFound}
+	// missing is no such backfill (ids are not validated: any id that is
+	// not one is not_found).
+	missing    = []int{http.StatusNotFound}
+	conflict   = []int{http.StatusConflict}
+	outOfRange = []int{http.StatusRequestedRangeNotSatisfiable}
 )
 
 func statuses(ok int, sets ...[]int) []int {
 	out := []int{ok}
 	for _, s := range sets {
 		for _, c := range s {
-			if !containsStatus(out, c) {
+			if !slices.Contains(out, c) {
 				out = append(out, c)
 			}
 		}
 	}
 	return out
 }
-
-func containsStatus(s []int, c int) bool {
-	for _, x := range s {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
-
-var conflict = []int{http.StatusConflict}
-var outOfRange = []int{http.StatusRequestedRangeNotSatisfiable}
 
 // part is the domain part a route needs (Options); a route whose part is
 // missing is not mounted.
@@ -197,36 +195,44 @@ func (a *API) routes() []Route {
 	}
 	return []Route{
 		probe(rt("GET", "/healthz", always, []int{http.StatusOK}, healthz)),
-		probe(rt("GET", "/readyz", partReady, []int{http.StatusOK, http.StatusServiceUnavailable}, a.ready)),
-		probe(rt("GET", "/metrics", partMetrics, []int{http.StatusOK}, a.metrics)),
-		rt("GET", "/v1/status", partStatus, statuses(http.StatusOK, failed), a.status),
-		rt("GET", "/v1/status/history", partHistory, statuses(http.StatusOK, failed), a.history),
-		rt("GET", "/v1/openapi.json", always, []int{http.StatusOK}, openapi),
+		probe(rt("GET", "/readyz", partReady, statuses(http.StatusOK, busy), a.ready)),
+		probe(rt("GET", "/metrics", partMetrics, statuses(http.StatusOK, busy), a.metrics)),
+		// Status and History return any document: encoding it can fail.
+		rt("GET", "/v1/status", partStatus, statuses(http.StatusOK, internal, busy), a.status),
+		rt("GET", "/v1/status/history", partHistory, statuses(http.StatusOK, internal, busy), a.history),
+		rt("GET", "/v1/openapi.json", always, statuses(http.StatusOK, busy), openapi),
 		static("/ui"),
 		static(console.Prefix),
 
-		rt("POST", "/v1/groups", partGroups, statuses(http.StatusCreated, withBody, conflict, outOfRange), g.create),
-		rt("GET", "/v1/groups", partGroups, statuses(http.StatusOK, failed), g.list),
-		rt("GET", "/v1/groups/{name}", partGroups, statuses(http.StatusOK, named), g.get),
-		rt("DELETE", "/v1/groups/{name}", partGroups, statuses(http.StatusOK, named), g.delete),
-		rt("POST", "/v1/groups/{name}/reset", partGroups, statuses(http.StatusOK, namedBody, outOfRange), g.reset),
-		rt("POST", "/v1/groups/{name}/fetch", partGroups, statuses(http.StatusOK, namedBody, conflict, outOfRange), g.fetch),
-		rt("POST", "/v1/groups/{name}/commit", partGroups, statuses(http.StatusOK, namedBody, conflict), g.commit),
-		rt("POST", "/v1/groups/{name}/heartbeat", partGroups, statuses(http.StatusOK, namedBody, conflict), g.heartbeat),
-		rt("POST", "/v1/groups/{name}/release", partGroups, statuses(http.StatusOK, namedBody, conflict), g.release),
-		rt("POST", "/v1/groups/{name}/ack", partGroups, statuses(http.StatusOK, namedBody, conflict), g.settle(settleAck)),
-		rt("POST", "/v1/groups/{name}/nak", partGroups, statuses(http.StatusOK, namedBody, conflict), g.settle(settleNak)),
-		rt("POST", "/v1/groups/{name}/term", partGroups, statuses(http.StatusOK, namedBody, conflict), g.settle(settleTerm)),
-		rt("POST", "/v1/groups/{name}/progress", partGroups, statuses(http.StatusOK, namedBody, conflict), g.settle(settleProgress)),
-		rt("GET", "/v1/groups/{name}/parked", partGroups, statuses(http.StatusOK, named, conflict, outOfRange), g.parked),
-		rt("POST", "/v1/groups/{name}/parked/requeue", partGroups, statuses(http.StatusOK, namedBody, conflict), g.parkedAction(true)),
-		rt("POST", "/v1/groups/{name}/parked/drop", partGroups, statuses(http.StatusOK, namedBody, conflict), g.parkedAction(false)),
+		rt("POST", "/v1/groups", partGroups, statuses(http.StatusCreated, body, conflict, outOfRange, internal, busy), g.create),
+		rt("GET", "/v1/groups", partGroups, statuses(http.StatusOK, busy), g.list),
+		rt("GET", "/v1/groups/{name}", partGroups, statuses(http.StatusOK, named, busy), g.get),
+		rt("DELETE", "/v1/groups/{name}", partGroups, statuses(http.StatusOK, named, internal, busy), g.delete),
+		rt("POST", "/v1/groups/{name}/reset", partGroups, statuses(http.StatusOK, body, named, outOfRange, internal, busy), g.reset),
+		rt("POST", "/v1/groups/{name}/fetch", partGroups, statuses(http.StatusOK, body, named, conflict, outOfRange, internal, busy), g.fetch),
+		rt("POST", "/v1/groups/{name}/commit", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.commit),
+		// A heartbeat writes nothing: no internal error.
+		rt("POST", "/v1/groups/{name}/heartbeat", partGroups, statuses(http.StatusOK, body, named, conflict, busy), g.heartbeat),
+		// Releasing a lease the member does not hold is a no-op: no conflict.
+		rt("POST", "/v1/groups/{name}/release", partGroups, statuses(http.StatusOK, body, named, internal, busy), g.release),
+		rt("POST", "/v1/groups/{name}/ack", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleAck)),
+		rt("POST", "/v1/groups/{name}/nak", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleNak)),
+		rt("POST", "/v1/groups/{name}/term", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleTerm)),
+		rt("POST", "/v1/groups/{name}/progress", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleProgress)),
+		// A parked message whose record retention removed is listed with a
+		// null change, not refused.
+		rt("GET", "/v1/groups/{name}/parked", partGroups, statuses(http.StatusOK, named, internal, busy), g.parked),
+		// Requeueing a message whose record retention removed is
+		// out_of_range (drop it instead).
+		rt("POST", "/v1/groups/{name}/parked/requeue", partGroups, statuses(http.StatusOK, body, named, outOfRange, internal, busy), g.parkedAction(true)),
+		rt("POST", "/v1/groups/{name}/parked/drop", partGroups, statuses(http.StatusOK, body, named, internal, busy), g.parkedAction(false)),
 
-		rt("POST", "/v1/backfills", partBackfills, statuses(http.StatusCreated, withBody, []int{http.StatusNotFound}), b.start),
-		rt("GET", "/v1/backfills", partBackfills, statuses(http.StatusOK, failed), b.list),
-		rt("GET", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, named), b.get),
-		rt("PATCH", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, namedBody), b.update),
-		rt("DELETE", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, named), b.cancel),
+		// 404: a table that does not exist; 503: PostgreSQL unreachable.
+		rt("POST", "/v1/backfills", partBackfills, statuses(http.StatusCreated, body, missing, internal, busy), b.start),
+		rt("GET", "/v1/backfills", partBackfills, statuses(http.StatusOK, busy), b.list),
+		rt("GET", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, missing, busy), b.get),
+		rt("PATCH", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, body, missing, internal, busy), b.update),
+		rt("DELETE", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, missing, internal, busy), b.cancel),
 	}
 }
 

@@ -20,6 +20,13 @@
 // the status and what the validator found. HEAD requests are not checked,
 // nor are responses that end after the test has finished (their t would
 // no longer accept errors).
+//
+// Every response of a documented operation with a documented status is
+// also recorded, per test binary: Unobserved lists the documented
+// (operation, status) pairs that no response of the binary had, so that a
+// package whose tests drive the whole API (httpapi's TestMain) can hold
+// the document to what the handlers really send, not only the reverse.
+// The record is safe for concurrent use (parallel tests, handlers).
 package apitest
 
 import (
@@ -28,6 +35,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +49,7 @@ import (
 	liberrors "github.com/pb33f/libopenapi-validator/errors"
 	"github.com/pb33f/libopenapi-validator/schema_validation"
 	"github.com/pb33f/libopenapi/datamodel/high/base"
+	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 
 	"github.com/pgq-dev/pgq/httpapi"
 )
@@ -49,6 +60,18 @@ type contract struct {
 	v         validator.Validator
 	errSchema *base.Schema // components/schemas/ErrorBody
 	schemas   schema_validation.SchemaValidator
+	ops       []docOp // the document's operations, for recording
+
+	seenMu sync.Mutex
+	seen   map[string]bool // "METHOD /path status" answered so far
+}
+
+// docOp is one operation of the document and the statuses it lists.
+type docOp struct {
+	method, path string
+	re           *regexp.Regexp // the path, {param} matching one segment
+	params       int
+	statuses     []int
 }
 
 var (
@@ -81,6 +104,11 @@ func load() (*contract, error) {
 			loadErr = fmt.Errorf("apitest: httpapi.OpenAPI has no components/schemas/ErrorBody")
 			return
 		}
+		if c.ops, err = operations(&m.Model); err != nil {
+			loadErr = err
+			return
+		}
+		c.seen = map[string]bool{}
 		loaded = c
 	})
 	return loaded, loadErr
@@ -102,7 +130,11 @@ func Validator(t testing.TB) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rec := &recorder{ResponseWriter: w}
 			next.ServeHTTP(rec, r)
-			if r.Method == http.MethodHead || done.Load() {
+			if r.Method == http.MethodHead {
+				return
+			}
+			c.record(r, rec.status())
+			if done.Load() {
 				return
 			}
 			for _, msg := range c.check(r, rec.response()) {
@@ -110,6 +142,92 @@ func Validator(t testing.TB) func(http.Handler) http.Handler {
 			}
 		})
 	}
+}
+
+// operations lists the document's operations, an operation of a literal
+// path before those of templated ones (fewest parameters first), so that
+// a request matches the most specific path.
+func operations(d *v3.Document) ([]docOp, error) {
+	var out []docOp
+	for path, item := range d.Paths.PathItems.FromOldest() {
+		re, err := regexp.Compile("^" + paramRE.ReplaceAllString(regexp.QuoteMeta(path), "[^/]+") + "$")
+		if err != nil {
+			return nil, fmt.Errorf("apitest: path %q: %w", path, err)
+		}
+		for method, op := range item.GetOperations().FromOldest() {
+			o := docOp{method: strings.ToUpper(method), path: path, re: re, params: strings.Count(path, "{")}
+			if op.Responses != nil {
+				for code := range op.Responses.Codes.KeysFromOldest() {
+					n, err := strconv.Atoi(code)
+					if err != nil {
+						return nil, fmt.Errorf("apitest: %s %s: response %q: list statuses one by one", o.method, path, code)
+					}
+					o.statuses = append(o.statuses, n)
+				}
+			}
+			slices.Sort(o.statuses)
+			out = append(out, o)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b docOp) int { return a.params - b.params })
+	return out, nil
+}
+
+// paramRE is a {param} of a path, after regexp.QuoteMeta.
+var paramRE = regexp.MustCompile(`\\\{[^/]+?\\\}`)
+
+// record notes status as answered by the operation r reached, when the
+// document lists the operation and the status.
+func (c *contract) record(r *http.Request, status int) {
+	for _, o := range c.ops {
+		if o.method != r.Method || !o.re.MatchString(r.URL.Path) {
+			continue
+		}
+		if slices.Contains(o.statuses, status) {
+			c.seenMu.Lock()
+			c.seen[pair(o.method, o.path, status)] = true
+			c.seenMu.Unlock()
+		}
+		return
+	}
+}
+
+func pair(method, path string, status int) string {
+	return method + " " + path + " " + strconv.Itoa(status)
+}
+
+// Unobserved returns, sorted, each documented (operation, status) as
+// "METHOD /path status" that no response checked by a Validator of this
+// test binary has had, less the keys of allow: the pairs that are real but
+// that no test can provoke (the values say why; they are not read). A key
+// of allow that the document does not list is returned too, prefixed
+// "allowlisted but not documented: ", so that the allowlist cannot outlive
+// the statuses it excuses.
+func Unobserved(allow map[string]string) ([]string, error) {
+	c, err := load()
+	if err != nil {
+		return nil, err
+	}
+	c.seenMu.Lock()
+	defer c.seenMu.Unlock()
+	documented := map[string]bool{}
+	var out []string
+	for _, o := range c.ops {
+		for _, s := range o.statuses {
+			k := pair(o.method, o.path, s)
+			documented[k] = true
+			if _, ok := allow[k]; !ok && !c.seen[k] {
+				out = append(out, k)
+			}
+		}
+	}
+	for k := range allow {
+		if !documented[k] {
+			out = append(out, "allowlisted but not documented: "+k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // check returns what is wrong with resp, the answer to req.
