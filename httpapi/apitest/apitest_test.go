@@ -180,3 +180,59 @@ func TestValidator(t *testing.T) {
 		})
 	}
 }
+
+// TestUnobserved: a documented (operation, status) is off the list once a
+// checked response had it, a templated path counts for its operation, an
+// undocumented status or a HEAD counts for nothing, and an allowlisted
+// pair that the document lacks is reported.
+func TestUnobserved(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/groups/orders":
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"group \"orders\" not found"}}`)
+		default:
+			w.WriteHeader(http.StatusTeapot)
+			_, _ = io.WriteString(w, `{"error":{"code":"internal","message":"teapot"}}`)
+		}
+	})
+	srv := httptest.NewServer(Validator(&fakeTB{TB: t})(h))
+	defer srv.Close()
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/v1/groups/orders"},        // documented 404
+		{"DELETE", "/v1/groups/x"},          // 418: not documented, not recorded
+		{"HEAD", "/v1/groups/orders/fetch"}, // HEAD: not checked
+	} {
+		rq, _ := http.NewRequest(req.method, srv.URL+req.path, nil)
+		resp, err := http.DefaultClient.Do(rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	missing, err := Unobserved(map[string]string{"GET /v1/groups/{name} 400": "test", "GET /v1/nope 200": "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(k string) bool {
+		for _, m := range missing {
+			if m == k {
+				return true
+			}
+		}
+		return false
+	}
+	for k, want := range map[string]bool{
+		"GET /v1/groups/{name} 404":                                 false, // answered
+		"GET /v1/groups/{name} 400":                                 false, // allowlisted
+		"DELETE /v1/groups/{name} 404":                              true,
+		"GET /v1/groups/{name}/parked 404":                          true, // the longer path is its own operation
+		"allowlisted but not documented: GET /v1/nope 200":          true,
+		"allowlisted but not documented: GET /v1/groups/{name} 400": false,
+	} {
+		if has(k) != want {
+			t.Errorf("Unobserved lists %q: %v, want %v", k, has(k), want)
+		}
+	}
+}
