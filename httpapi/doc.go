@@ -12,7 +12,11 @@
 // openapi.json (embedded as OpenAPI, served at GET /v1/openapi.json) is
 // the machine-readable contract; docs/http-api.md is the prose. Tests fail
 // when a route, a path parameter or a status of the route table is missing
-// from the document, and validate real JSON answers against it.
+// from the document, and validate real JSON answers against it. The route
+// table lists exactly the statuses each handler can send: a whole run of
+// this package's tests fails (TestMain) when a listed status was never
+// answered by its route and is not excused in statuses_test.go's
+// unprovoked (a failing disk, a backfill without PostgreSQL).
 //
 // # Wire formats
 //
