@@ -109,22 +109,7 @@ func TestOpenAPIServed(t *testing.T) {
 func TestEveryRouteIsServed(t *testing.T) {
 	e := start(t, "")
 	e.add(1, 2, 3)
-	bodies := map[string]string{
-		"POST /v1/groups":                       `{"name":"x","from":"earliest"}`,
-		"POST /v1/groups/{name}/reset":          `{"to":"earliest"}`,
-		"POST /v1/groups/{name}/fetch":          `{"member":"m1","max":1}`,
-		"POST /v1/groups/{name}/commit":         `{"member":"m1","offset":1}`,
-		"POST /v1/groups/{name}/heartbeat":      `{"member":"m1"}`,
-		"POST /v1/groups/{name}/release":        `{"member":"m1"}`,
-		"POST /v1/groups/{name}/ack":            `{"ack_ids":["1.0.1"]}`,
-		"POST /v1/groups/{name}/nak":            `{"ack_ids":["1.0.1"]}`,
-		"POST /v1/groups/{name}/term":           `{"ack_ids":["1.0.1"]}`,
-		"POST /v1/groups/{name}/progress":       `{"ack_ids":["1.0.1"]}`,
-		"POST /v1/groups/{name}/parked/requeue": `{"all":true}`,
-		"POST /v1/groups/{name}/parked/drop":    `{"all":true}`,
-		"POST /v1/backfills":                    `{"tables":["public.t"]}`,
-		"PATCH /v1/backfills/{id}":              `{"max_rate":1}`,
-	}
+	bodies := bodyRoutes
 	for _, name := range []string{"g", "s"} {
 		mode := map[string]string{"g": "exclusive", "s": "shared"}[name]
 		if resp, b, _ := e.do("POST", "/v1/groups", fmt.Sprintf(`{"name":%q,"mode":%q,"from":"earliest"}`, name, mode)); resp.StatusCode != 201 {
