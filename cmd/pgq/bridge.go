@@ -18,7 +18,6 @@ import (
 	"github.com/pgq-dev/pgq/bridge/kafka"
 	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/client"
-	"github.com/pgq-dev/pgq/format"
 )
 
 // BridgeCmd is `pgq bridge`.
@@ -43,9 +42,9 @@ type BridgeWebhookCmd struct {
 // Run bridges until interrupted or the receiver failed a batch
 // --max-attempts times.
 func (c *BridgeWebhookCmd) Run(ctx context.Context, log *slog.Logger) error {
-	fm, err := format.Parse(c.Format)
+	fm, _, err := c.options()
 	if err != nil {
-		return usage(err)
+		return err
 	}
 	tc, err := c.tlsConfig()
 	if err != nil {
@@ -74,9 +73,9 @@ type BridgeFlags struct {
 	TLSCert    string        `name:"tls-cert" env:"PGQ_BRIDGE_TLS_CERT" type:"existingfile" help:"Broker TLS: client certificate (PEM)."`
 	TLSKey     string        `name:"tls-key" env:"PGQ_BRIDGE_TLS_KEY" type:"existingfile" help:"Broker TLS: client key (PEM)."`
 	TLS        bool          `name:"tls" env:"PGQ_BRIDGE_TLS" help:"Broker TLS with the system roots."`
-	Format     string        `default:"pgq" enum:"pgq,debezium,cloudevents" env:"PGQ_BRIDGE_FORMAT" help:"Message format: pgq (pgq's payload), debezium (Debezium's change-event value, keyed as Debezium keys it) or cloudevents (binary mode: ce-* headers, data the change)."`
-	FormatDB   string        `name:"format-db" env:"PGQ_BRIDGE_FORMAT_DB" help:"Database name for Debezium's source.db and the CloudEvents source."`
-	FormatSlot string        `name:"format-slot" env:"PGQ_BRIDGE_FORMAT_SLOT" help:"Slot name for the CloudEvents source (/pgq/<db>/<slot>)."`
+
+	// --format, --format-db, --format-slot
+	FormatFlags `envprefix:"PGQ_BRIDGE_"`
 }
 
 // BridgeJetStreamCmd is `pgq bridge jetstream`.
@@ -213,14 +212,14 @@ func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publis
 	if err != nil && !client.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("group %q at %s: %w", f.Group, f.Addr, err)
 	}
-	fm, err := format.Parse(f.Format)
+	fm, fo, err := f.options()
 	if err != nil {
-		return usage(err)
+		return err
 	}
 	m := bridge.NewMetrics()
 	o := bridge.Options{Client: cl, Group: f.Group, Member: f.Member, Publisher: p, MaxTransactions: f.MaxTx,
 		BackoffMax: f.BackoffMax, LeaseTTL: f.LeaseTTL, Metrics: m, Logger: log,
-		Format: fm, FormatOptions: format.Options{Database: f.FormatDB, Slot: f.FormatSlot}}
+		Format: fm, FormatOptions: fo}
 	for _, set := range opts {
 		set(&o)
 	}

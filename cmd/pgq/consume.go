@@ -12,6 +12,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/backoff"
 )
 
@@ -26,14 +27,31 @@ type ConsumeCmd struct {
 	Member   string        `help:"Member id (default: host name and a random suffix)."`
 	GiveUp   Duration      `name:"give-up" help:"How long to retry while pgq is unreachable before failing (default: 5s, with --follow: never)."`
 	LeaseTTL Duration      `name:"lease-ttl" default:"30s" help:"This member's lease: a standby takes over this long after the holder died."`
+
+	// --format, --format-db, --format-slot
+	FormatFlags `envprefix:"PGQ_CONSUME_"`
 }
 
 // Run prints transactions as `pgq journal dump` lines, committing after
-// each printed batch. Without --follow it exits 0 once caught up. With
+// each printed batch. With --format debezium it prints one line per
+// Debezium event instead (none for a ddl or gap change, two for a
+// key-changing update), with --format cloudevents one structured-mode
+// CloudEvent per change; a transaction's lines are written before its
+// commit all the same. Without --follow it exits 0 once caught up. With
 // --follow it is a standby while another member holds the group, and rides
 // through pgq restarts: transactions printed but not committed when pgq
 // went away are printed again (at-least-once), none is skipped.
 func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
+	fm, fo, err := c.options()
+	if err != nil {
+		return err
+	}
+	var r *format.Renderer // nil: pgq's own lines, exactly as before
+	if fm != format.PGQ {
+		if r, err = format.New(fm, fo); err != nil {
+			return usage(err)
+		}
+	}
 	giveUp := c.GiveUp.D()
 	if giveUp == 0 && !c.Follow {
 		giveUp = 5 * time.Second
@@ -47,6 +65,11 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 		return err
 	}
 	if gi.Mode == "shared" {
+		if r != nil {
+			// A shared group's messages carry single changes without
+			// their transaction, which the renderer needs.
+			return usage(fmt.Errorf("--format %s: group %q is shared; a shared group prints in pgq's format only", fm, c.Group))
+		}
 		return c.runShared(ctx, cl)
 	}
 	cs, err := cl.Consumer(c.Group, client.ConsumerOptions{Member: c.Member, Max: c.Max, Wait: c.Wait, FailFast: !c.Follow, LeaseTTL: c.LeaseTTL.D()})
@@ -80,8 +103,7 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 			if err != nil {
 				return err
 			}
-			buf = pgq.AppendJSON(buf[:0], tx)
-			buf = append(buf, '\n')
+			buf = appendLines(buf[:0], r, tx)
 			if _, err := w.Write(buf); err != nil {
 				return err
 			}
@@ -161,4 +183,18 @@ func (c *ConsumeCmd) runShared(ctx context.Context, cl *client.Client) error {
 			return nil
 		}
 	}
+}
+
+// appendLines appends tx's output lines: one `pgq journal dump` line when
+// r is nil, else one line per event of each change as r renders it.
+func appendLines(b []byte, r *format.Renderer, tx *pgq.Transaction) []byte {
+	if r == nil {
+		return append(pgq.AppendJSON(b, tx), '\n')
+	}
+	for i := range tx.Changes {
+		for k, n := 0, r.Events(tx, i); k < n; k++ {
+			b = append(r.AppendEvent(b, tx, i, k), '\n')
+		}
+	}
+	return b
 }
