@@ -113,8 +113,10 @@ type Status struct {
 	// Skipped counts the messages the broker already held (at or before
 	// the position its publisher resumed from), not sent again; they
 	// count as published too.
-	Skipped  uint64 `json:"skipped"`
-	Batches  uint64 `json:"batches"`
+	Skipped uint64 `json:"skipped"`
+	Batches uint64 `json:"batches"`
+	// InFlight counts the messages handed to the broker and not yet
+	// acknowledged, including those waiting for a retry.
 	InFlight int    `json:"in_flight"`
 	Errors   uint64 `json:"errors"`
 	// BrokerOK is false from a failed publish until the next
@@ -540,6 +542,13 @@ func (b *Bridge) refused(err error) error {
 func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool) error {
 	defer b.keepLease(pctx)()
 	m := b.o.Metrics
+	// In flight: handed to the broker and not acknowledged, between the
+	// attempts too (a batch waiting out an outage is in flight), until
+	// publish returns.
+	defer func() {
+		m.inFlight(0)
+		b.update(func(s *Status) { s.InFlight = 0 })
+	}()
 	wait := b.o.BackoffMin
 	var since time.Time
 	for {
@@ -561,8 +570,8 @@ func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool
 		}
 		done := pending - (len(msgs) - n)
 		m.published(done)
-		m.inFlight(0)
-		b.update(func(s *Status) { s.InFlight = 0; s.Published += uint64(done) })
+		m.inFlight(len(msgs) - n)
+		b.update(func(s *Status) { s.InFlight = len(msgs) - n; s.Published += uint64(done) })
 		if sk, ok := b.o.Publisher.(interface{ Skipped() uint64 }); ok {
 			n := sk.Skipped()
 			b.update(func(s *Status) { s.Skipped = n })

@@ -38,7 +38,7 @@ func NewMetrics() *Metrics {
 		publishedC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pgq_bridge_published_messages_total", Help: "Messages the broker acknowledged."}, l),
 		latencyH: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pgq_bridge_publish_seconds", Help: "Time from sending a batch to the broker's last acknowledgement of it (successful attempts).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, l),
-		inflight:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pgq_bridge_in_flight_messages", Help: "Messages sent and not yet acknowledged."}, l),
+		inflight:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pgq_bridge_in_flight_messages", Help: "Messages handed to the broker and not yet acknowledged, those waiting for a retry included."}, l),
 		errors:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pgq_bridge_errors_total", Help: "Failed publish attempts, fetches and commits."}, append(l, "kind")),
 		lagRec:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pgq_bridge_lag_records", Help: "Journal records after the group's cursor."}, l),
 		lagSec:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pgq_bridge_lag_seconds", Help: "Now minus the commit time of the first record after the cursor."}, l),
