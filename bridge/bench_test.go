@@ -74,14 +74,19 @@ func BenchmarkBridgeVsRawPublish(b *testing.B) {
 // benchBridgeRound bridges the whole journal of src through a new group
 // into a new stream and returns the time until the group committed it all.
 func benchBridgeRound(b *testing.B, src *source, url string, r int) time.Duration {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	group := fmt.Sprintf("bench%d", r)
-	p, err := jetstream.New(ctx, jetstream.Options{URL: url, Stream: fmt.Sprintf("B%d", r), Subject: fmt.Sprintf("b%d.{schema}.{table}", r), CreateStream: true, Window: 256})
+	p, err := jetstream.New(context.Background(), jetstream.Options{URL: url, Stream: fmt.Sprintf("B%d", r), Subject: fmt.Sprintf("b%d.{schema}.{table}", r), CreateStream: true, Window: 256})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close()
+	return bridgeRound(b, src, fmt.Sprintf("bench%d", r), p)
+}
+
+// bridgeRound bridges the whole journal of src through a new group into p
+// and returns the time until the group committed it all.
+func bridgeRound(b *testing.B, src *source, group string, p bridge.Publisher) time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	cl, err := client.New(src.addr, client.Options{})
 	if err != nil {
 		b.Fatal(err)

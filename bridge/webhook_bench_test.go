@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -18,10 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/webhook"
-	"github.com/pgq-dev/pgq/client"
 )
 
 // BenchmarkWebhookVsPlainPost measures the webhook bridge (fetch from pgq
@@ -85,7 +82,7 @@ func BenchmarkWebhookVsPlainPost(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					return benchWebhookRound(b, src, group, hp)
+					return bridgeRound(b, src, group, hp)
 				}
 			}
 			arms := []*arm{
@@ -95,7 +92,7 @@ func BenchmarkWebhookVsPlainPost(b *testing.B) {
 			}
 			if k == 0 {
 				arms = append(arms, &arm{name: "bridge with a no-op publisher (the fetch bound)",
-					run: func(group string) time.Duration { return benchWebhookRound(b, src, group, noopPublisher{}) }})
+					run: func(group string) time.Duration { return bridgeRound(b, src, group, noopPublisher{}) }})
 			}
 			for r := range rounds {
 				for i := range arms {
@@ -201,48 +198,6 @@ func (noopPublisher) Publish(_ context.Context, _ []bridge.Message, acked []bool
 }
 
 func (noopPublisher) Name() string { return "noop" }
-
-// benchWebhookRound bridges src's journal through a new group into p and
-// returns the time until all is committed.
-func benchWebhookRound(b *testing.B, src *source, group string, p bridge.Publisher) time.Duration {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cl, err := client.New(src.addr, client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := cl.CreateGroup(ctx, api.CreateRequest{Name: group, From: "earliest"}); err != nil {
-		b.Fatal(err)
-	}
-	br, err := bridge.New(bridge.Options{Client: cl, Group: group, Member: "bench", Publisher: p, MaxTransactions: 1000,
-		Wait: 100 * time.Millisecond, LeaseTTL: 10 * time.Second, LagInterval: -1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- br.Run(ctx) }()
-	last := src.j.LastOffset()
-	for {
-		gi, err := src.m.Info(ctx, group)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if gi.CommittedOffset >= last {
-			break
-		}
-		if time.Since(start) > 5*time.Minute {
-			b.Fatalf("bridge not caught up: %+v", gi)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	took := time.Since(start)
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	return took
-}
 
 // payloads are the changes' payloads back to back: change i is
 // all[ends[i-1]:ends[i]].
