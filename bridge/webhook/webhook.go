@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
@@ -220,12 +221,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []
 // laneOf is the lane of a message key: FNV-1a of the key, so that a
 // key's changes always go through one lane, in order.
 func laneOf(key []byte, lanes int) int {
-	h := uint32(2166136261)
-	for _, c := range key {
-		h ^= uint32(c)
-		h *= 16777619
-	}
-	return int(h % uint32(lanes))
+	h := fnv.New32a()
+	_, _ = h.Write(key) // never fails
+	return int(h.Sum32() % uint32(lanes))
 }
 
 // lane sends one share of the messages, one request at a time. Each lane
