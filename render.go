@@ -93,11 +93,11 @@ func AppendJSONHead(b []byte, tx *Transaction) []byte {
 	b = append(b, `,"xid":`...)
 	b = strconv.AppendUint(b, uint64(tx.Xid), 10)
 	b = append(b, `,"commit_lsn":"`...)
-	b = append(b, tx.CommitLSN.String()...)
+	b = tx.CommitLSN.Append(b)
 	b = append(b, `","end_lsn":"`...)
-	b = append(b, tx.EndLSN.String()...)
+	b = tx.EndLSN.Append(b)
 	b = append(b, `","commit_time":"`...)
-	b = tx.CommitTime.UTC().AppendFormat(b, commitTimeLayout)
+	b = AppendCommitTime(b, tx.CommitTime)
 	b = append(b, '"')
 	if tx.Origin != "" {
 		b = append(b, `,"origin":`...)
@@ -209,9 +209,9 @@ func appendChange(b []byte, c *Change, ordinal int64, jv JSONValues) []byte {
 		return append(b, '}')
 	case OpGap:
 		b = append(b, `,"from_lsn":"`...)
-		b = append(b, c.FromLSN.String()...)
+		b = c.FromLSN.Append(b)
 		b = append(b, `","to_lsn":"`...)
-		b = append(b, c.ToLSN.String()...)
+		b = c.ToLSN.Append(b)
 		return append(b, `"}`...)
 	}
 	b = append(b, `,"schema":`...)

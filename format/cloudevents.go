@@ -81,9 +81,9 @@ func (r *Renderer) AppendCloudEvent(b []byte, tx *pgq.Transaction, i int) []byte
 		b = appendString(b, a.Subject)
 	}
 	b = append(b, `,"time":"`...)
-	b = append(b, pgq.FormatCommitTime(a.Time)...)
+	b = pgq.AppendCommitTime(b, a.Time)
 	b = append(b, `","datacontenttype":"`+DataContentType+`","pgqlsn":"`...)
-	b = append(b, a.LSN.String()...)
+	b = a.LSN.Append(b)
 	b = append(b, `","pgqxid":`...)
 	b = strconv.AppendUint(b, uint64(a.Xid), 10)
 	b = append(b, `,"data":`...)
