@@ -18,6 +18,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/format"
+	"github.com/pgq-dev/pgq/internal/syncbuf"
 )
 
 const webhookSecret = "s3cret"
@@ -436,4 +437,75 @@ func TestWebhookLinger(t *testing.T) {
 			t.Errorf("without linger the last batch waited %v", lastWait)
 		}
 	})
+}
+
+// TestWebhookRedirect: a receiver answering its first POSTs with
+// "302 Location: /landing" (whose GET answers 200) has received nothing:
+// the publisher follows no redirect, even through a Client that would
+// (Go's default turns the POST into a bodiless GET), and counts each as a
+// failed attempt naming the Location. Once the receiver stops
+// redirecting, every change arrives exactly once, in per-key order, and
+// the landing page was never asked.
+func TestWebhookRedirect(t *testing.T) {
+	rc, _ := startReceiver(t, 0, 0)
+	var mu sync.Mutex
+	redirects, landings := 0, 0
+	const wantRedirects = 4
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hook", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		redirect := redirects < wantRedirects
+		if redirect {
+			redirects++
+		}
+		mu.Unlock()
+		if redirect {
+			http.Redirect(w, r, "/landing", http.StatusFound)
+			return
+		}
+		rc.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/landing", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		landings++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	src := startSource(t, 5)
+	src.append(5)
+	p, err := webhook.New(webhook.Options{URL: srv.URL + "/hook", Secret: []byte(webhookSecret), Client: &http.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) {
+		o.BackoffMin, o.BackoffMax = 5*time.Millisecond, 20*time.Millisecond
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	src.waitCaughtUp(t, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if redirects != wantRedirects || landings != 0 {
+		t.Fatalf("%d redirects answered, landing asked %d times: want %d and 0", redirects, landings, wantRedirects)
+	}
+	if st := b.Status(); st.Errors < wantRedirects {
+		t.Fatalf("%d publish errors counted for %d redirects", st.Errors, wantRedirects)
+	}
+	if !strings.Contains(logs.String(), "302 Found") || !strings.Contains(logs.String(), "/landing") {
+		t.Fatalf("the log names neither the status nor the Location:\n%s", logs.String())
+	}
+	if dups := rc.check(t, src); dups != 0 {
+		t.Fatalf("%d changes acknowledged twice", dups)
+	}
+	if len(rc.ids) != src.changes {
+		t.Fatalf("%d changes acknowledged, %d journaled", len(rc.ids), src.changes)
+	}
 }

@@ -26,7 +26,9 @@
 // # Delivery
 //
 // A 2xx answer acknowledges the request's changes. Anything else (another
-// status, a network error, no answer within Options.Timeout) fails it:
+// status, a 3xx included: no redirect is followed, since Go's client would
+// resend a POST as a bodiless GET and its 2xx would acknowledge changes
+// the receiver never got; a network error, no answer within Options.Timeout) fails it:
 // the bridge waits (capped, jittered backoff) and sends it again, and no
 // later request is sent before it is acknowledged, so per-key order (all
 // order) holds. With Options.Concurrency N above 1 the changes are shared

@@ -67,7 +67,8 @@ type Options struct {
 	Header http.Header
 	// TLS of the connections to URL (https); nil → Go's defaults.
 	TLS *tls.Config
-	// Client; nil → one of its own (TLS).
+	// Client; nil → one of its own (TLS). Whatever its CheckRedirect, the
+	// publisher never follows a redirect: a 3xx is a failed attempt.
 	Client *http.Client
 	// Now is the signature's clock; nil → time.Now.
 	Now func() time.Time
@@ -118,6 +119,7 @@ func New(o Options) (*Publisher, error) {
 		}
 		o.Client = &http.Client{Transport: tr}
 	}
+	o.Client = noRedirects(o.Client)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -323,7 +325,20 @@ func (ln *lane) post(ctx context.Context, p *Publisher, msgs []bridge.Message, b
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keeps the connection reusable
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			return fmt.Errorf("receiver answered %s (Location: %q; redirects are not followed)", resp.Status, loc)
+		}
 		return fmt.Errorf("receiver answered %s", resp.Status)
 	}
 	return nil
+}
+
+// noRedirects returns a copy of c that hands a redirect back as the answer
+// instead of following it. Go's client would turn a POST answered with 301,
+// 302 or 303 into a GET without the body, and count the receiver's 2xx for
+// that GET as a delivery the receiver never saw (invariant 14).
+func noRedirects(c *http.Client) *http.Client {
+	cp := *c
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
 }
