@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -35,9 +36,14 @@ type durablePoint struct {
 	end     int64      // bytes of entries in that segment file then (where record last ends)
 }
 
-// encodeDurable returns one marker slot holding p.
-func encodeDurable(p durablePoint) []byte {
-	b := make([]byte, durableSlotSize)
+// encodeDurable returns one marker slot holding p, in b's memory when it
+// has room.
+func encodeDurable(b []byte, p durablePoint) []byte {
+	if cap(b) < durableSlotSize {
+		b = make([]byte, durableSlotSize)
+	}
+	b = b[:durableSlotSize]
+	clear(b)
 	copy(b, durableMagic)
 	b[4] = durableVersion
 	binary.LittleEndian.PutUint64(b[8:], p.seq)
@@ -93,17 +99,21 @@ func readDurable(fs vfs.FS, dir string) (p durablePoint, ok bool, err error) {
 	return p, ok, nil
 }
 
-// marker writes the durable-point file. Its fields belong to the writer
-// (under Journal.appendMu, or to Open and TruncateAt before anything else
-// runs).
+// marker writes the durable-point file. Open and TruncateAt use it
+// before anything else runs; then the journal's writer (AppendRecords) or
+// the Committer's publishing goroutine advances it.
 type marker struct {
 	fs     vfs.FS
 	path   string
 	noSync bool
 	onSync func(path string, d time.Duration)
-	file   vfs.File
-	cur    durablePoint // what the newest slot on disk holds
-	known  bool         // cur was read from or written to the file
+
+	// mu guards the fields below and orders the writes to the file.
+	mu    sync.Mutex
+	file  vfs.File     // nil once closed
+	cur   durablePoint // what the newest slot on disk holds
+	known bool         // cur was read from or written to the file
+	buf   []byte       // one slot, reused
 }
 
 // openMarker opens (creating it if missing, and then fsyncing the
@@ -134,11 +144,15 @@ func openMarker(fs vfs.FS, dir string, noSync bool, onSync func(string, time.Dur
 // set records p (its seq is assigned) in the slot not holding the current
 // point, so that a torn write leaves the previous point readable, and
 // fsyncs it (fdatasync: the file's size no longer changes after the first
-// two writes).
+// two writes). The caller holds mu.
 func (m *marker) set(p durablePoint) error {
+	if m.file == nil {
+		return fmt.Errorf("durable point: %w", ErrClosed)
+	}
 	p.seq = m.cur.seq + 1
 	slot := int64(p.seq%durableSlots) * durableSlotSize
-	if _, err := m.file.WriteAt(encodeDurable(p), slot); err != nil {
+	m.buf = encodeDurable(m.buf, p)
+	if _, err := m.file.WriteAt(m.buf, slot); err != nil {
 		return fmt.Errorf("durable point: write: %w", err)
 	}
 	if !m.noSync {
@@ -157,14 +171,32 @@ func (m *marker) set(p durablePoint) error {
 // before the records after last are removed, so that a crash during the
 // removal never leaves a marker past the journal's end.
 func (m *marker) lower(last pgq.Offset) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.known && m.cur.last <= last {
 		return nil
 	}
 	return m.set(durablePoint{last: last})
 }
 
+// advance records p unless the marker already holds a later point (a
+// batch's mark that arrives after a later one's).
+func (m *marker) advance(p durablePoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.known && p.last <= m.cur.last {
+		return nil
+	}
+	return m.set(p)
+}
+
 func (m *marker) close() error {
-	if m == nil || m.file == nil {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.file == nil {
 		return nil
 	}
 	err := m.file.Close()
@@ -172,15 +204,26 @@ func (m *marker) close() error {
 	return err
 }
 
-// markDurable records last, the last record of a batch whose fsync
-// returned, and the tail's end as the durable point (the caller holds
-// appendMu).
-func (j *Journal) markDurable(last pgq.Offset) error {
+// tailPoint is the durable point once the batch just written (last its
+// last record) has been fsynced: its offset and the tail's end (the
+// caller holds appendMu, so the tail has not moved since).
+func (j *Journal) tailPoint(last pgq.Offset) durablePoint {
+	seg, end := j.w.Tail()
+	return durablePoint{last: last, segment: pgq.Offset(seg), end: end}
+}
+
+// markDurable records p, the point a fsynced batch reached, in the
+// marker (write and fsync) unless a later point is there already. It must
+// return before anyone is told the batch is durable; a failure fails the
+// journal (see the package documentation, "Durable point").
+func (j *Journal) markDurable(p durablePoint) error {
 	if j.opts.noDurable {
 		return nil
 	}
-	seg, end := j.w.Tail()
-	return j.mark.set(durablePoint{last: last, segment: pgq.Offset(seg), end: end})
+	if err := j.mark.advance(p); err != nil {
+		return j.fail(fmt.Errorf("mark record %d durable: %w", p.last, err))
+	}
+	return nil
 }
 
 // settleDurable runs at the end of Open: it makes the marker name the
@@ -197,6 +240,8 @@ func (j *Journal) settleDurable() error {
 	last := pgq.Offset(li)
 	seg, end := j.w.Tail()
 	p := durablePoint{seq: j.mark.cur.seq, last: last, segment: pgq.Offset(seg), end: end}
+	j.mark.mu.Lock()
+	defer j.mark.mu.Unlock()
 	if j.mark.known && j.mark.cur == p {
 		return nil
 	}

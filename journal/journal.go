@@ -311,8 +311,18 @@ func (j *Journal) Append(txs []*pgq.Transaction) error {
 // ErrFailed and the cause, and nothing of the batch is published (see the
 // package documentation).
 func (j *Journal) AppendRecords(batch []*Record) error {
+	p, err := j.appendRecords(batch)
+	if err != nil || len(batch) == 0 {
+		return err
+	}
+	return j.markDurable(p)
+}
+
+// appendRecords is AppendRecords but for the durable-point marker: it
+// returns the point to mark (markDurable) before the batch is confirmed.
+func (j *Journal) appendRecords(batch []*Record) (durablePoint, error) {
 	if len(batch) == 0 {
-		return nil
+		return durablePoint{}, nil
 	}
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
@@ -320,16 +330,16 @@ func (j *Journal) AppendRecords(batch []*Record) error {
 	closed, last, failed := j.closed, j.last, j.failed
 	j.mu.Unlock()
 	if closed {
-		return fmt.Errorf("journal: append: %w", ErrClosed)
+		return durablePoint{}, fmt.Errorf("journal: append: %w", ErrClosed)
 	}
 	if failed != nil {
-		return failed
+		return durablePoint{}, failed
 	}
 	if last == 0 {
 		// Empty journal: the next index follows whatever was truncated.
 		li, err := j.w.LastIndex()
 		if err != nil {
-			return fmt.Errorf("journal: append: %w", err)
+			return durablePoint{}, fmt.Errorf("journal: append: %w", err)
 		}
 		last = pgq.Offset(li)
 	}
@@ -368,16 +378,13 @@ func (j *Journal) AppendRecords(batch []*Record) error {
 	if err := j.writePending(); err != nil {
 		j.cat.dropPending()
 		j.batch.Clear()
-		return j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
+		return durablePoint{}, j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
 	}
 	if err := j.w.WriteBatch(&j.batch); err != nil {
 		j.batch.Clear()
-		return j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
+		return durablePoint{}, j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
 	}
-	// The batch is durable: so says the marker, before anyone learns it.
-	if err := j.markDurable(last + pgq.Offset(len(batch))); err != nil {
-		return j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
-	}
+	p := j.tailPoint(last + pgq.Offset(len(batch)))
 	for i, r := range batch {
 		r.Tx.Offset = last + pgq.Offset(i) + 1
 	}
@@ -392,7 +399,7 @@ func (j *Journal) AppendRecords(batch []*Record) error {
 	close(j.changed)
 	j.changed = make(chan struct{})
 	j.mu.Unlock()
-	return nil
+	return p, nil
 }
 
 // FirstOffset returns the offset of the first record, 0 when empty.

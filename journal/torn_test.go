@@ -8,9 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/pgq-dev/pgq"
 )
 
@@ -423,4 +426,61 @@ func TestTruncateAtSegments(t *testing.T) {
 	j = openT(t, dir, 1024)
 	defer j.Close()
 	checkRecords(t, j, 1, int(cut-1))
+}
+
+// TestCommitterMarkFailure: the Committer marks a batch durable on its
+// publishing goroutine, before the OnAppend hook (ingest's confirmation).
+// When the marker's fsync fails, the batch is never handed to the hook
+// nor published, Flush and Run return an error wrapping ErrFailed and the
+// cause, and the journal is failed. Reopened, the batch's records (whose
+// own fsync succeeded) are there, past the marker, as ordinary records.
+func TestCommitterMarkFailure(t *testing.T) {
+	dir := t.TempDir()
+	var armed atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if armed.Load() && op.Kind == errorfs.OpFileSyncData && strings.HasSuffix(op.Path, DurableFile) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	j, err := Open(Options{Dir: dir, FS: errorfs.Wrap(vfs.Default, inj), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCommitter(j, CommitterOptions{})
+	var hooked atomic.Int64
+	c.SetOnAppend(func(b []*Record) { hooked.Add(int64(len(b))) })
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	if err := c.Submit(ctx, wantTx(1), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if err := c.Submit(ctx, wantTx(2), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Flush with a failing marker: %v, want ErrFailed wrapping EIO", err)
+	}
+	if err := <-runErr; !errors.Is(err, ErrFailed) {
+		t.Fatalf("Run: %v, want ErrFailed", err)
+	}
+	if off, _ := c.Durable(); off != 1 || hooked.Load() != 1 {
+		t.Fatalf("durable %d, hooked %d records; want 1 and 1", off, hooked.Load())
+	}
+	if !errors.Is(j.Err(), ErrFailed) {
+		t.Fatalf("journal Err() = %v", j.Err())
+	}
+	_ = j.Close()
+	// (The marker file may read record 2: its write reached the page
+	// cache, only its fsync failed.)
+	j = openT(t, dir, 0)
+	defer j.Close()
+	if j.LastOffset() != 2 {
+		t.Fatalf("reopened: last %d, want 2 (record 2 was fsynced)", j.LastOffset())
+	}
 }
