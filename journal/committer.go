@@ -109,10 +109,19 @@ func (c *Committer) Run(ctx context.Context) error {
 
 	appended := make(chan appendedBatch)
 	published := make(chan struct{})
+	markFailed := make(chan error, 1)
 	go func() {
 		defer close(published)
+		failed := false
 		for b := range appended {
-			c.publish(b)
+			// After a failed mark nothing more is published: the journal
+			// failed, and Run stops with the error.
+			if !failed {
+				if err := c.publish(b); err != nil {
+					failed = true
+					markFailed <- err
+				}
+			}
 		}
 	}()
 	handOff := func(b appendedBatch) { appended <- b }
@@ -124,6 +133,11 @@ func (c *Committer) Run(ctx context.Context) error {
 			stopErr = errCommitterStopped
 		case <-ctx.Done():
 			stopErr = ctx.Err()
+		case err := <-markFailed:
+			close(appended)
+			<-published
+			c.stop(err)
+			return err
 		}
 		if err := c.drain(stopErr != nil, handOff); err != nil {
 			close(appended)
@@ -144,7 +158,8 @@ func (c *Committer) Run(ctx context.Context) error {
 // appendedBatch is a durable batch waiting for its hook and publication.
 type appendedBatch struct {
 	recs  []*Record
-	bytes int // their pending bytes
+	bytes int          // their pending bytes
+	point durablePoint // to mark before the hook
 }
 
 // drain appends queued batches, handing each durable one to publish; with
@@ -172,7 +187,8 @@ func (c *Committer) drain(all bool, publish func(appendedBatch)) error {
 		}
 		c.mu.Unlock()
 
-		if err := c.j.AppendRecords(batch); err != nil {
+		point, err := c.j.appendRecords(batch)
+		if err != nil {
 			return err // Append's error names the journal and the batch
 		}
 		// Append closed the journal's Changed channel: a long-polling
@@ -181,17 +197,25 @@ func (c *Committer) drain(all bool, publish func(appendedBatch)) error {
 		// batch, instead of waiting for another thread to be woken (a
 		// wait of its own when the machine's CPUs are busy).
 		runtime.Gosched()
-		publish(appendedBatch{recs: batch, bytes: bytes})
+		publish(appendedBatch{recs: batch, bytes: bytes, point: point})
 		if !all {
 			return nil
 		}
 	}
 }
 
-// publish runs the OnAppend hook for a durable batch, then makes it
-// visible to Durable, DurableChanged and Flush and frees its pending
-// bytes.
-func (c *Committer) publish(b appendedBatch) {
+// publish records a durable batch in the journal's durable-point marker,
+// runs the OnAppend hook for it, then makes it visible to Durable,
+// DurableChanged and Flush and frees its pending bytes. The marker's
+// fsync thus overlaps the next batch's write and fsync, and still comes
+// before the hook, which lets ingest confirm the batch. When the marker
+// fails (which fails the journal), the batch is not published and the
+// committer stops with the error.
+func (c *Committer) publish(b appendedBatch) error {
+	if err := c.j.markDurable(b.point); err != nil {
+		c.stop(err)
+		return err
+	}
 	c.mu.Lock()
 	onAppend := c.onAppend
 	c.mu.Unlock()
@@ -208,6 +232,7 @@ func (c *Committer) publish(b appendedBatch) {
 	close(c.spaceCh)
 	c.spaceCh = make(chan struct{})
 	c.mu.Unlock()
+	return nil
 }
 
 func (c *Committer) signal() {
@@ -350,7 +375,7 @@ func (c *Committer) Close() error {
 		}
 		return nil
 	}
-	err := c.drain(true, c.publish)
+	err := c.drain(true, func(b appendedBatch) { _ = c.publish(b) })
 	if err == nil {
 		err = errCommitterStopped
 	}

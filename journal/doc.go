@@ -56,33 +56,82 @@
 // overwritten by the next one. Retention never shortens the catalog; it
 // grows only with new relation shapes (a new table or a schema change).
 //
+// # Durable point
+//
+// Dir/DURABLE (DurableFile) records the last fsynced record, so that Open
+// can tell a torn write from corruption without PostgreSQL. It is 1024
+// bytes: two 512-byte slots, each
+//
+//	"pgqD" | version (1 byte, 1) | 3 reserved bytes | seq (8 bytes LE) |
+//	last offset (8 LE) | tail segment's first offset (8 LE) |
+//	bytes of entries in that segment (8 LE) | CRC32C of the 40 bytes before (4 LE)
+//
+// and zeros after. The valid slot with the higher seq is the durable
+// point; each update writes the other slot (WriteAt) and fdatasyncs the
+// file, so a torn update leaves the previous point. An update happens
+// after a batch's fsync returned and before the batch is reported
+// durable: Append returns after it, and the Committer runs it on its
+// publishing goroutine before the OnAppend hook (which lets ingest
+// confirm), so its fsync overlaps the next batch's write and fsync.
+// Readers woken by Changed may see a batch before its mark. A failed
+// update fails the journal like a failed fsync. The marker therefore
+// never names a record that was not fsynced, and every record ingest
+// confirmed is at or before it.
+//
 // # Repair
 //
 // tidwall/wal refuses to open a log whose last entry is torn, and it has no
 // checksums (zeros appended by a crash read back as empty entries). Before
-// opening the log, Open walks the last segment file (the tail) and truncates
-// it after the last entry that is complete and whose payload passes the
-// version and CRC32C check; everything from the first bad entry onward is
-// cut and the cut is logged at warning level (file, records kept, first cut
-// offset, bytes cut). The cut is a rewrite: the kept prefix goes to a
-// temporary file (NAME.REPAIR), which is fsynced and renamed over the tail,
-// and the directory is fsynced, so a crash during the repair leaves the old
-// tail or the new one (a leftover .REPAIR file is removed at the next
-// Open). Only the tail is repaired: earlier segments were
-// fsynced before the tail was created, so damage there is real corruption,
-// reported as ErrCorrupt by Read and by Verify, which never repairs. After
-// opening, Open decodes the last record, cuts an unfinished multi-part
-// transaction off the tail (see below), and the EndLSN of the last record
-// left is LastEndLSN.
+// opening the log, Open reads the durable point and walks the last segment
+// file (the tail) to its first entry that is incomplete or fails the
+// version and CRC32C check, and decides by position:
 //
-// Nothing past the last fsync was ever reported durable, so cutting an
-// unsynced tail never loses a transaction whose LSN was confirmed to
-// PostgreSQL: the server re-sends it.
+//   - past the durable point (the end of the last write, which a crash may
+//     leave half written, with zeroed or stale pages even before entries
+//     that reached the disk intact): the tail is cut after the last good
+//     entry, and the cut is logged at warning level (file, records kept,
+//     first cut offset, bytes cut, durable offset). The cut is a rewrite:
+//     the kept prefix goes to a temporary file (NAME.REPAIR), which is
+//     fsynced and renamed over the tail, and the directory is fsynced, so
+//     a crash during the repair leaves the old tail or the new one (a
+//     leftover .REPAIR file is removed at the next Open that proceeds);
+//   - at or before the durable point (or a tail that ends before it):
+//     corruption. Open returns a *TailCorruptError (errors.Is ErrCorrupt)
+//     whose one line names the segment file, the offset, the byte,
+//     `pgq journal verify` and `pgq journal repair --truncate-at OFFSET`,
+//     and changes nothing on disk: no cut, no rename, no new file.
+//
+// Without a usable marker (a journal written by a pgq before it, a
+// marker of an unknown version, or both slots torn) no durable point is
+// known, and Open cuts only when no complete entry passing the check
+// follows the bad one at any byte (what a crash of the last write leaves);
+// otherwise it refuses as above. This is conservative: such a journal may
+// have been confirmed up to its end.
+//
+// After the tail check Open decodes the last record, cuts an unfinished
+// multi-part transaction off the tail (see below; the marker is lowered
+// first), and the EndLSN of the last record left is LastEndLSN. Records
+// kept past the durable point (an unsynced write that reached the disk
+// complete) are then fsynced and the marker moved to the last record:
+// from then on damage in them is corruption.
+//
+// Only the tail is checked: earlier segments were fsynced before the
+// tail was created, so damage there is corruption, reported as
+// ErrCorrupt by Read and by Verify, which never repairs.
+//
+// So cutting the tail never loses a transaction whose LSN was confirmed to
+// PostgreSQL: only records past the durable point are cut, none of them
+// was confirmed, and the server re-sends them. Cutting corruption is the
+// operator's explicit act, never Open's: TruncateAt (`pgq journal repair
+// --truncate-at OFFSET`) takes the lock (ErrLocked while pgq runs), lowers
+// the marker, removes the later segment files and rewrites the segment
+// holding OFFSET to the records before it; what it cuts is lost unless
+// the slot can send it again.
 //
 // # File system
 //
-// Every file operation of the journal (segments, repair, directory
-// listing and fsyncs, the LOCK file) goes through Options.FS, a pebble
+// Every file operation of the journal (segments, repair, the durable
+// point, directory listing and fsyncs, the LOCK file) goes through Options.FS, a pebble
 // vfs.FS: nil means vfs.Default, the operating system's. This is the seam
 // for fault injection (vfs/errorfs) and crash simulation
 // (vfs.NewCrashableMem and CrashClone), which the tests use. Open creates
@@ -113,7 +162,8 @@
 // ingest drops what the journal already holds (end LSN at most
 // LastEndLSN).
 //
-// Options.OnSync receives the latency of every fsync of segment data and
+// Options.OnSync receives the latency of every fsync of segment data, of
+// the durable-point marker and
 // of the directory (a Prometheus histogram in package server), and an fsync
 // slower than Options.SlowSync (1 s by default) is logged at warning
 // level.
@@ -156,6 +206,9 @@
 //     is being fsynced. Reads are bounded by the published LastOffset,
 //     never by what the fork has written, so a record is never read
 //     before its fsync ended.
+//   - The durable-point marker has its own mutex (its writes come from
+//     Append or from the Committer's publishing goroutine); a mark that
+//     arrives after a later one is dropped.
 //   - mu guards the published state: first and last offsets, LastEndLSN,
 //     the closed flag, the failure and the Changed channel. It is held only briefly and
 //     never across I/O.

@@ -67,6 +67,10 @@ type Options struct {
 	// SlowSync is the fsync latency above which a warning is logged; zero
 	// means DefaultSlowSync (1 s).
 	SlowSync time.Duration
+
+	// noDurable skips the durable-point marker's update after each
+	// batch: only for the benchmarks that measure its cost.
+	noDurable bool
 }
 
 // Validate reports whether the options are usable.
@@ -107,6 +111,10 @@ type Journal struct {
 	batch    wal.Batch
 	buf      []byte // encode buffer, reused
 	cbuf     []byte // compact-record buffer, reused
+
+	// mark is the durable-point marker (DurableFile), written after each
+	// batch's fsync; guarded by appendMu.
+	mark *marker
 
 	// cat is the relation catalog: its writer fields are guarded by
 	// appendMu, its published relations are an atomic pointer readers
@@ -187,7 +195,11 @@ func lockHeld(err error) bool {
 }
 
 func (j *Journal) open() error {
-	if err := j.repairTail(); err != nil {
+	dp, known, err := readDurable(j.fs, j.dir)
+	if err != nil {
+		return err
+	}
+	if err := j.repairTail(dp, known); err != nil {
 		return err
 	}
 	if err := j.openCatalog(); err != nil {
@@ -210,6 +222,12 @@ func (j *Journal) open() error {
 		return err
 	}
 	j.w = w
+	j.mark, err = openMarker(j.fs, j.dir, j.opts.NoSync, j.onSync, j.syncDir)
+	if err != nil {
+		_ = w.Close()
+		_ = j.cat.close()
+		return err
+	}
 	first, err := w.FirstIndex()
 	if err == nil {
 		var last uint64
@@ -228,9 +246,13 @@ func (j *Journal) open() error {
 			j.lastEndLSN = tx.EndLSN
 		}
 	}
+	if err == nil {
+		err = j.settleDurable()
+	}
 	if err != nil {
 		_ = w.Close()
 		_ = j.cat.close()
+		_ = j.mark.close()
 		return err
 	}
 	return nil
@@ -289,8 +311,18 @@ func (j *Journal) Append(txs []*pgq.Transaction) error {
 // ErrFailed and the cause, and nothing of the batch is published (see the
 // package documentation).
 func (j *Journal) AppendRecords(batch []*Record) error {
+	p, err := j.appendRecords(batch)
+	if err != nil || len(batch) == 0 {
+		return err
+	}
+	return j.markDurable(p)
+}
+
+// appendRecords is AppendRecords but for the durable-point marker: it
+// returns the point to mark (markDurable) before the batch is confirmed.
+func (j *Journal) appendRecords(batch []*Record) (durablePoint, error) {
 	if len(batch) == 0 {
-		return nil
+		return durablePoint{}, nil
 	}
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
@@ -298,16 +330,16 @@ func (j *Journal) AppendRecords(batch []*Record) error {
 	closed, last, failed := j.closed, j.last, j.failed
 	j.mu.Unlock()
 	if closed {
-		return fmt.Errorf("journal: append: %w", ErrClosed)
+		return durablePoint{}, fmt.Errorf("journal: append: %w", ErrClosed)
 	}
 	if failed != nil {
-		return failed
+		return durablePoint{}, failed
 	}
 	if last == 0 {
 		// Empty journal: the next index follows whatever was truncated.
 		li, err := j.w.LastIndex()
 		if err != nil {
-			return fmt.Errorf("journal: append: %w", err)
+			return durablePoint{}, fmt.Errorf("journal: append: %w", err)
 		}
 		last = pgq.Offset(li)
 	}
@@ -346,12 +378,13 @@ func (j *Journal) AppendRecords(batch []*Record) error {
 	if err := j.writePending(); err != nil {
 		j.cat.dropPending()
 		j.batch.Clear()
-		return j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
+		return durablePoint{}, j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
 	}
 	if err := j.w.WriteBatch(&j.batch); err != nil {
 		j.batch.Clear()
-		return j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
+		return durablePoint{}, j.fail(fmt.Errorf("append %d records at offset %d: %w", len(batch), last+1, err))
 	}
+	p := j.tailPoint(last + pgq.Offset(len(batch)))
 	for i, r := range batch {
 		r.Tx.Offset = last + pgq.Offset(i) + 1
 	}
@@ -366,7 +399,7 @@ func (j *Journal) AppendRecords(batch []*Record) error {
 	close(j.changed)
 	j.changed = make(chan struct{})
 	j.mu.Unlock()
-	return nil
+	return p, nil
 }
 
 // FirstOffset returns the offset of the first record, 0 when empty.
@@ -573,6 +606,9 @@ func (j *Journal) Close() error {
 	j.readMu.Unlock()
 	if cerr := j.cat.close(); err == nil {
 		err = cerr
+	}
+	if merr := j.mark.close(); err == nil {
+		err = merr
 	}
 	if uerr := j.lock.Close(); err == nil {
 		err = uerr

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -278,10 +279,26 @@ func copyDir(t testing.TB, src string) string {
 	return dst
 }
 
+// TestOpenOnTornTail: a crash while record 40 (a batch of its own) was
+// written leaves its entry torn, or garbage after it, with the marker
+// still at record 39 (the marker is written after the batch's fsync).
+// Open cuts what lies past record 39 and keeps everything before; with no
+// marker at all (a journal written before pgq kept one) it does the same,
+// since nothing valid follows the damage. A tail emptied although records
+// in it were fsynced is corruption: Open refuses.
 func TestOpenOnTornTail(t *testing.T) {
 	base := t.TempDir()
 	j := openT(t, base, 2048)
-	fill(t, j, 1, 40)
+	fill(t, j, 1, 39)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	marker39, err := os.ReadFile(filepath.Join(base, DurableFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = openT(t, base, 2048)
+	fill(t, j, 40, 1)
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +321,7 @@ func TestOpenOnTornTail(t *testing.T) {
 	type tc struct {
 		name string
 		edit func([]byte) []byte
-		keep int // last offset that must survive
+		keep int // last offset that must survive; -1: Open must refuse
 	}
 	cases := []tc{
 		{"cut-after-length", func(b []byte) []byte { return b[:lastStart+1] }, 39},
@@ -319,30 +336,57 @@ func TestOpenOnTornTail(t *testing.T) {
 			}
 			return b
 		}, 39},
-		{"whole-tail-torn", func(b []byte) []byte { return b[:0] }, int(tail.FirstOffset) - 1},
+		{"whole-tail-torn", func(b []byte) []byte { return b[:0] }, -1},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			dir := copyDir(t, base)
-			p := filepath.Join(dir, filepath.Base(tail.Path))
-			if err := os.WriteFile(p, c.edit(append([]byte(nil), data...)), 0o640); err != nil {
-				t.Fatal(err)
-			}
-			j := openT(t, dir, 2048)
-			checkRecords(t, j, 1, c.keep)
-			if got, want := j.LastEndLSN(), mkTx(c.keep, 0).EndLSN; got != want {
-				t.Fatalf("LastEndLSN = %v, want %v", got, want)
-			}
-			// The journal continues at the next offset.
-			fill(t, j, c.keep+1, 3)
-			checkRecords(t, j, 1, c.keep+3)
-			if err := j.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := Verify(dir); err != nil {
-				t.Fatalf("Verify after repair: %v", err)
-			}
-		})
+		for _, mode := range []string{"marker", "no-marker"} {
+			t.Run(c.name+"/"+mode, func(t *testing.T) {
+				dir := copyDir(t, base)
+				p := filepath.Join(dir, filepath.Base(tail.Path))
+				if err := os.WriteFile(p, c.edit(append([]byte(nil), data...)), 0o640); err != nil {
+					t.Fatal(err)
+				}
+				keep := c.keep
+				if mode == "marker" {
+					if err := os.WriteFile(filepath.Join(dir, DurableFile), marker39, 0o640); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					if err := os.Remove(filepath.Join(dir, DurableFile)); err != nil {
+						t.Fatal(err)
+					}
+					if keep < 0 {
+						keep = int(tail.FirstOffset) - 1 // nothing bad in an empty tail
+					}
+				}
+				if keep < 0 {
+					before := dirSums(t, dir)
+					_, err := Open(Options{Dir: dir, SegmentSize: 2048, Logger: testLogger(t)})
+					var te *TailCorruptError
+					if !errors.As(err, &te) || !errors.Is(err, ErrCorrupt) || te.Offset != tail.FirstOffset || te.Segment != p {
+						t.Fatalf("Open: %v, want a TailCorruptError at offset %d in %s", err, tail.FirstOffset, p)
+					}
+					if after := dirSums(t, dir); !maps.Equal(before, after) {
+						t.Fatalf("Open changed the directory:\n%v\n%v", before, after)
+					}
+					return
+				}
+				j := openT(t, dir, 2048)
+				checkRecords(t, j, 1, keep)
+				if got, want := j.LastEndLSN(), mkTx(keep, 0).EndLSN; got != want {
+					t.Fatalf("LastEndLSN = %v, want %v", got, want)
+				}
+				// The journal continues at the next offset.
+				fill(t, j, keep+1, 3)
+				checkRecords(t, j, 1, keep+3)
+				if err := j.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := Verify(dir); err != nil {
+					t.Fatalf("Verify after repair: %v", err)
+				}
+			})
+		}
 	}
 }
 
@@ -654,48 +698,56 @@ func TestCommitterAppendError(t *testing.T) {
 
 // BenchmarkCommitter measures group commit with real fsync: many producers,
 // each waiting for its own transaction to be durable (as ingest's feedback
-// does in aggregate).
+// does in aggregate). durable=off skips the durable-point marker's write
+// and fsync after each batch: the ratio of the two, measured in the same
+// run, is the marker's cost.
 func BenchmarkCommitter(b *testing.B) {
 	for _, producers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
-			j, err := Open(Options{Dir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer j.Close()
-			c := NewCommitter(j, CommitterOptions{})
-			var appends atomic.Int64
-			c.SetOnAppend(func([]*Record) { appends.Add(1) })
-			ctx := context.Background()
-			go c.Run(ctx)
-			defer c.Close()
-			tx := mkTx(1, 5)
-			size := len(record.Append(nil, tx))
-			var next atomic.Int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for range producers {
-				wg.Go(func() {
-					for next.Add(1) <= int64(b.N) {
-						t := *tx
-						if err := c.Submit(ctx, &t, size); err != nil {
-							b.Error(err)
-							return
-						}
-						if err := c.Flush(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			if n := appends.Load(); n > 0 {
-				b.ReportMetric(float64(b.N)/float64(n), "txs/fsync")
+		for _, durable := range []bool{true, false} {
+			b.Run(fmt.Sprintf("producers=%d/durable=%s", producers, map[bool]string{true: "on", false: "off"}[durable]), func(b *testing.B) {
+				benchCommitter(b, producers, !durable)
+			})
+		}
+	}
+}
+
+func benchCommitter(b *testing.B, producers int, noDurable bool) {
+	j, err := Open(Options{Dir: b.TempDir(), Logger: slog.New(slog.DiscardHandler), noDurable: noDurable})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	c := NewCommitter(j, CommitterOptions{})
+	var appends atomic.Int64
+	c.SetOnAppend(func([]*Record) { appends.Add(1) })
+	ctx := context.Background()
+	go c.Run(ctx)
+	defer c.Close()
+	tx := mkTx(1, 5)
+	size := len(record.Append(nil, tx))
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				t := *tx
+				if err := c.Submit(ctx, &t, size); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := c.Flush(ctx); err != nil {
+					b.Error(err)
+					return
+				}
 			}
 		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if n := appends.Load(); n > 0 {
+		b.ReportMetric(float64(b.N)/float64(n), "txs/fsync")
 	}
 }
 

@@ -75,6 +75,10 @@ func (j *Journal) partZero(last *pgq.Transaction) pgq.Offset {
 // truncateBack removes the records after off (off = first-1 empties the
 // journal; the next Append continues at off+1). It is only used at Open.
 func (j *Journal) truncateBack(off pgq.Offset) error {
+	// The marker first: a crash during the cut never leaves it past the end.
+	if err := j.mark.lower(off); err != nil {
+		return fmt.Errorf("journal: truncate back to %d: %w", off, err)
+	}
 	// wal's truncate fsyncs the new tail and the directory.
 	if err := j.w.TruncateBack(uint64(off)); err != nil {
 		return fmt.Errorf("journal: truncate back to %d: %w", off, err)

@@ -70,21 +70,20 @@ const repairSuffix = ".REPAIR"
 
 // tailSegmentPath returns the segment file that tidwall/wal will treat as
 // its tail: the last of the names it loads (20 digits, optionally .START or
-// .END), in directory order. It removes leftover repair files.
-func (j *Journal) tailSegmentPath() (path string, first uint64, err error) {
+// .END), in directory order, and the leftover repair files, which the
+// caller removes once it decided to open the journal.
+func (j *Journal) tailSegmentPath() (path string, first uint64, leftovers []string, err error) {
 	names, err := j.fs.List(j.dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", 0, nil
+			return "", 0, nil, nil
 		}
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	var segs []string
 	for _, name := range names {
 		if strings.HasSuffix(name, repairSuffix) {
-			if err := j.fs.Remove(j.fs.PathJoin(j.dir, name)); err != nil {
-				return "", 0, err
-			}
+			leftovers = append(leftovers, j.fs.PathJoin(j.dir, name))
 			continue
 		}
 		if len(name) < 20 {
@@ -93,40 +92,50 @@ func (j *Journal) tailSegmentPath() (path string, first uint64, err error) {
 		base := strings.TrimSuffix(strings.TrimSuffix(name, ".START"), ".END")
 		if _, ok := segmentIndex(base); ok && (base == name || len(name) == 26 || len(name) == 24) {
 			if fi, err := j.fs.Stat(j.fs.PathJoin(j.dir, name)); err != nil {
-				return "", 0, err
+				return "", 0, nil, err
 			} else if !fi.IsDir() {
 				segs = append(segs, name)
 			}
 		}
 	}
 	if len(segs) == 0 {
-		return "", 0, nil
+		return "", 0, leftovers, nil
 	}
 	slices.Sort(segs)
 	name := segs[len(segs)-1]
 	first, _ = segmentIndex(name[:20])
-	return j.fs.PathJoin(j.dir, name), first, nil
+	return j.fs.PathJoin(j.dir, name), first, leftovers, nil
 }
 
 // repairTail cuts the tail segment file after its last complete entry whose
-// payload passes the record checksum. It writes the kept prefix to a
-// temporary file, fsyncs it, renames it over the tail and fsyncs the
-// directory, so a crash during the repair leaves the old or the new tail.
-func (j *Journal) repairTail() error {
-	path, first, err := j.tailSegmentPath()
-	if err != nil || path == "" {
-		if err != nil {
-			err = fmt.Errorf("repair: %w", err)
-		}
-		return err
-	}
-	data, err := readFile(j.fs, path)
+// payload passes the record checksum, when checkTail allows it: the cut
+// lies past the durable point dp (or, with none known, nothing valid
+// follows the bad entry). Otherwise it returns a *TailCorruptError and
+// has changed nothing. It writes the kept prefix to a temporary file,
+// fsyncs it, renames it over the tail and fsyncs the directory, so a crash
+// during the repair leaves the old or the new tail.
+func (j *Journal) repairTail(dp durablePoint, known bool) error {
+	path, first, leftovers, err := j.tailSegmentPath()
 	if err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
+	var data []byte
+	if path != "" {
+		if data, err = readFile(j.fs, path); err != nil {
+			return fmt.Errorf("repair: %w", err)
+		}
+	} else if !known || dp.last == 0 {
+		return j.removeAll(leftovers)
+	} else {
+		return &TailCorruptError{Segment: j.dir, Offset: dp.last, Durable: dp.last, DurableKnown: true,
+			Err: fmt.Errorf("no segment file, records up to offset %d were fsynced", dp.last)}
+	}
 	s := scanEntries(data, record.CheckStored)
-	if s.err == nil {
-		return nil
+	if err := checkTail(path, pgq.Offset(first), data, s, dp, known); err != nil {
+		return err
+	}
+	if err := j.removeAll(leftovers); err != nil || s.err == nil {
+		return err
 	}
 	if err := j.rewrite(path, data[:s.good]); err != nil {
 		return fmt.Errorf("repair: truncate %s to %d bytes: %w", path, s.good, err)
@@ -134,13 +143,25 @@ func (j *Journal) repairTail() error {
 	// Entries after the bad one can be well-formed only if they were part
 	// of the same unsynced write; count them for the operator.
 	after := scanEntries(data[s.good:], func([]byte) error { return nil }).count
-	j.log.Warn("journal: cut torn tail",
-		"file", path,
+	attrs := []any{"file", path,
 		"kept_records", s.count,
-		"first_cut_offset", first+uint64(s.count),
-		"cut_bytes", len(data)-s.good,
-		"cut_entries", after,
-		"reason", s.err.Error())
+		"first_cut_offset", first + uint64(s.count),
+		"cut_bytes", len(data) - s.good,
+		"cut_entries", after}
+	if known {
+		attrs = append(attrs, "durable_offset", dp.last)
+	}
+	j.log.Warn("journal: cut torn tail", append(attrs, "reason", s.err.Error())...)
+	return nil
+}
+
+// removeAll removes the files at paths (leftover repair files).
+func (j *Journal) removeAll(paths []string) error {
+	for _, p := range paths {
+		if err := j.fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("repair: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,6 +19,7 @@ import (
 type JournalCmd struct {
 	Dump   JournalDumpCmd   `cmd:"" help:"Print records as NDJSON."`
 	Verify JournalVerifyCmd `cmd:"" help:"Check every record's framing and CRC."`
+	Repair JournalRepairCmd `cmd:"" help:"Cut a corrupt journal at an offset (pgq stopped): the records cut are lost unless the slot re-sends them."`
 }
 
 // JournalDumpCmd is `pgq journal dump`.
@@ -98,5 +100,37 @@ func (c *JournalVerifyCmd) Run() error {
 		return printJSON(map[string]any{"ok": true, "records": sum.Records, "first_offset": sum.First, "last_offset": sum.Last, "last_end_lsn": sum.LastEndLSN})
 	}
 	_, err = fmt.Fprintf(stdout, "ok: %d records, offsets %d..%d, last end LSN %s\n", sum.Records, sum.First, sum.Last, sum.LastEndLSN)
+	return err
+}
+
+// JournalRepairCmd is `pgq journal repair`: the operator's explicit cut
+// of a corrupt journal; `pgq run` never cuts corruption by itself.
+type JournalRepairCmd struct {
+	DataDir    string `name:"data-dir" required:"" env:"PGQ_DATA_DIR" type:"existingdir" help:"pgq data directory."`
+	TruncateAt uint64 `name:"truncate-at" required:"" help:"Remove the record at this offset and every later one (keep those before it)."`
+	OutputFlag
+}
+
+// Run cuts the journal; it refuses while pgq runs (the journal's lock).
+func (c *JournalRepairCmd) Run(logger *slog.Logger) error {
+	dir, err := journalDir(c.DataDir)
+	if err != nil {
+		return err
+	}
+	logger.Warn("cutting the journal: the records from this offset on were fsynced and may have been confirmed to PostgreSQL; what the slot cannot send again is lost (pgq run then refuses the gap unless --accept-gap)",
+		"dir", dir, "truncate_at", c.TruncateAt)
+	res, err := journal.TruncateAt(journal.Options{Dir: dir, Logger: logger}, pgq.Offset(c.TruncateAt))
+	if errors.Is(err, journal.ErrNotFound) {
+		return usage(err)
+	}
+	if err != nil {
+		return err
+	}
+	if c.json() {
+		return printJSON(map[string]any{"ok": true, "segment": res.Segment, "kept_last_offset": res.KeptLast,
+			"cut_entries": res.CutEntries, "cut_bytes": res.CutBytes, "removed_segments": res.RemovedSegments})
+	}
+	_, err = fmt.Fprintf(stdout, "cut: kept offsets up to %d, removed %d entries (%d bytes, %d later segment files)\n",
+		res.KeptLast, res.CutEntries, res.CutBytes, res.RemovedSegments)
 	return err
 }

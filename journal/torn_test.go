@@ -1,0 +1,486 @@
+package journal
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/pgq-dev/pgq"
+)
+
+// dirSums returns the sha256 of every file in dir by name; LOCK, which
+// Open creates in a directory copied without it, is left out.
+func dirSums(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]string{}
+	for _, e := range ents {
+		if e.Name() == LockFile {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums[e.Name()] = fmt.Sprintf("%x", sha256.Sum256(b))
+	}
+	return sums
+}
+
+// entryStart returns the byte position of the entry of offset off in the
+// segment file data whose first record is first.
+func entryStart(t testing.TB, data []byte, first, off pgq.Offset) int {
+	t.Helper()
+	pos := 0
+	for o := first; o < off; o++ {
+		pos += entryLen(t, data[pos:])
+	}
+	return pos
+}
+
+// bigJournal writes records 1..n (3 changes each) in batches of 100 into
+// one segment file and returns it: a stopped journal whose tail holds
+// everything.
+func bigJournal(t testing.TB, dir string, n int) Segment {
+	t.Helper()
+	j := openT(t, dir, 64<<20)
+	for i := 1; i <= n; i += 100 {
+		var b []*pgq.Transaction
+		for k := i; k < i+100 && k <= n; k++ {
+			b = append(b, wantTx(k))
+		}
+		if err := j.Append(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, err := j.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) != 1 {
+		t.Fatalf("%d segments, want 1", len(segs))
+	}
+	return segs[0]
+}
+
+// TestOpenRefusesFlippedByte is the bug: one flipped byte in the middle
+// of the tail segment of a stopped journal made Open cut every record
+// from there on (fsynced and confirmed ones), leaving the slot unable to
+// send them again. Now Open refuses with a TailCorruptError naming the
+// file, the offset and `pgq journal verify`, and no byte in the directory
+// changes; the same without a marker (an older journal), because valid
+// records follow the damage.
+func TestOpenRefusesFlippedByte(t *testing.T) {
+	for _, mode := range []string{"marker", "no-marker"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			const n, bad = 3000, 1517
+			seg := bigJournal(t, dir, n)
+			if mode == "no-marker" {
+				if err := os.Remove(filepath.Join(dir, DurableFile)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			data, err := os.ReadFile(seg.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pos := entryStart(t, data, seg.FirstOffset, bad)
+			data[pos+entryLen(t, data[pos:])/2] ^= 0x10
+			if err := os.WriteFile(seg.Path, data, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			before := dirSums(t, dir)
+			if _, ok := before[LockFile]; ok {
+				t.Fatal("LOCK left out of the comparison")
+			}
+			lock, err := os.ReadFile(filepath.Join(dir, LockFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // and again: the first refusal changed nothing
+				_, err = Open(Options{Dir: dir, SegmentSize: 64 << 20, Logger: testLogger(t)})
+				var te *TailCorruptError
+				if !errors.Is(err, ErrCorrupt) || !errors.As(err, &te) || te.Offset != bad || te.Segment != seg.Path || te.Byte != int64(pos) {
+					t.Fatalf("Open: %v, want a TailCorruptError at offset %d (byte %d) of %s", err, bad, pos, seg.Path)
+				}
+				msg := err.Error()
+				for _, want := range []string{seg.Path, fmt.Sprintf("offset %d", bad), "pgq journal verify", fmt.Sprintf("--truncate-at %d", bad)} {
+					if !strings.Contains(msg, want) {
+						t.Fatalf("error does not name %q: %s", want, msg)
+					}
+				}
+				if strings.Contains(msg, "\n") {
+					t.Fatalf("error is not one line: %q", msg)
+				}
+				if after := dirSums(t, dir); !maps.Equal(before, after) {
+					t.Fatalf("Open changed the directory:\nbefore %v\nafter  %v", before, after)
+				}
+				if l, err := os.ReadFile(filepath.Join(dir, LockFile)); err != nil || string(l) != string(lock) {
+					t.Fatalf("LOCK changed: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// lastBatchJournal writes records 1..n-k and, in one more batch, n-k+1..n
+// into one segment, and leaves the marker as it was before that batch:
+// the disk as a crash between the batch's write and its marker leaves
+// it. It returns the segment and the byte where the batch starts.
+func lastBatchJournal(t testing.TB, dir string, n, k int) (Segment, int) {
+	t.Helper()
+	j := openT(t, dir, 64<<20)
+	if err := j.Append(nextBatch(1, n-k)); err != nil {
+		t.Fatal(err)
+	}
+	seg0, end0 := j.w.Tail()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(filepath.Join(dir, DurableFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = openT(t, dir, 64<<20)
+	if err := j.Append(nextBatch(pgq.Offset(n-k+1), k)); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := j.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, DurableFile), old, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) != 1 || seg0 != 1 {
+		t.Fatalf("want one segment: %v", segs)
+	}
+	p, ok, err := readDurable(vfs.Default, dir)
+	if err != nil || !ok || p.last != pgq.Offset(n-k) || p.end != end0 {
+		t.Fatalf("restored marker %+v %v %v, want record %d ending at byte %d", p, ok, err, n-k, end0)
+	}
+	return segs[0], int(end0)
+}
+
+// TestOpenCutsDamagedUnsyncedWrite: a crash in the middle of the last
+// batch's write can leave a page of it unwritten (zeros) while later
+// pages, with intact entries, reached the disk. All of it lies past the
+// durable point: Open cuts at the first bad entry, keeps every record
+// before it, and the journal goes on from there. Without a marker the
+// same damage is refused, because valid records follow it.
+func TestOpenCutsDamagedUnsyncedWrite(t *testing.T) {
+	const n, k = 400, 150
+	dir := t.TempDir()
+	seg, start := lastBatchJournal(t, dir, n, k)
+	data, err := os.ReadFile(seg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Zero a 4 KiB page in the middle of the batch's bytes.
+	page := (start + (len(data)-start)/2) &^ 4095
+	if page < start {
+		t.Fatalf("batch too small: %d..%d", start, len(data))
+	}
+	clear(data[page : page+4096])
+	if err := os.WriteFile(seg.Path, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// The first record the page touches.
+	firstBad, pos := pgq.Offset(1), 0
+	for pos+entryLen(t, data[pos:]) <= page {
+		pos += entryLen(t, data[pos:])
+		firstBad++
+	}
+	if firstBad <= n-k || int(firstBad) >= n-5 {
+		t.Fatalf("damage at record %d, want inside the last batch with intact records after it", firstBad)
+	}
+
+	legacy := copyDir(t, dir)
+	if err := os.Remove(filepath.Join(legacy, DurableFile)); err != nil {
+		t.Fatal(err)
+	}
+	before := dirSums(t, legacy)
+	if _, err := Open(Options{Dir: legacy, Logger: testLogger(t)}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open without a marker: %v, want ErrCorrupt (valid records follow)", err)
+	}
+	if !maps.Equal(before, dirSums(t, legacy)) {
+		t.Fatal("Open without a marker changed the directory")
+	}
+
+	j := openT(t, dir, 64<<20)
+	if got := j.LastOffset(); got != firstBad-1 {
+		t.Fatalf("LastOffset %d after the cut, want %d", got, firstBad-1)
+	}
+	for o := pgq.Offset(1); o < firstBad; o++ {
+		raw, err := j.ReadRaw(o)
+		if err != nil || string(raw) != string(wantRecord(o)) {
+			t.Fatalf("record %d after the cut: %v", o, err)
+		}
+	}
+	if err := j.Append(nextBatch(firstBad, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := Verify(dir); err != nil || sum.Last != firstBad+2 {
+		t.Fatalf("Verify: %+v %v", sum, err)
+	}
+}
+
+// TestOpenNoMarkerTornTail: a journal without a usable marker (missing,
+// of a newer version, or both slots torn) is opened as one written
+// before the marker: a torn last entry with nothing valid after it is
+// cut, and Open then writes the marker.
+func TestOpenNoMarkerTornTail(t *testing.T) {
+	for _, mode := range []string{"missing", "newer-version", "torn"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			seg := bigJournal(t, dir, 300)
+			mp := filepath.Join(dir, DurableFile)
+			switch mode {
+			case "missing":
+				if err := os.Remove(mp); err != nil {
+					t.Fatal(err)
+				}
+			case "newer-version":
+				b, _ := os.ReadFile(mp)
+				for s := 0; s < len(b); s += durableSlotSize {
+					b[s+4] = durableVersion + 1
+				}
+				if err := os.WriteFile(mp, b, 0o640); err != nil {
+					t.Fatal(err)
+				}
+			case "torn":
+				if err := os.WriteFile(mp, []byte("pgqD\x01garbage"), 0o640); err != nil {
+					t.Fatal(err)
+				}
+			}
+			data, _ := os.ReadFile(seg.Path)
+			pos := entryStart(t, data, 1, 300)
+			if err := os.WriteFile(seg.Path, data[:pos+entryLen(t, data[pos:])-7], 0o640); err != nil {
+				t.Fatal(err)
+			}
+			j := openT(t, dir, 64<<20)
+			if got := j.LastOffset(); got != 299 {
+				t.Fatalf("LastOffset %d, want 299", got)
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			p, ok, err := readDurable(vfs.Default, dir)
+			if err != nil || !ok || p.last != 299 || p.segment != 1 || p.end != int64(pos) {
+				t.Fatalf("marker after Open: %+v %v %v, want record 299 ending at byte %d", p, ok, err, pos)
+			}
+		})
+	}
+}
+
+// TestDurableMarker: after every Append the marker names the last record
+// and where it ends in the tail segment, across segment rolls; Open keeps
+// it; the two slots alternate, so a torn write of one leaves the other.
+func TestDurableMarker(t *testing.T) {
+	dir := t.TempDir()
+	j := openT(t, dir, 2048)
+	for i := 1; i <= 60; i += 3 {
+		if err := j.Append(nextBatch(pgq.Offset(i), 3)); err != nil {
+			t.Fatal(err)
+		}
+		p, ok, err := readDurable(vfs.Default, dir)
+		segs, _ := listSegments(vfs.Default, dir)
+		tail := segs[len(segs)-1]
+		if err != nil || !ok || p.last != pgq.Offset(i+2) || p.segment != tail.FirstOffset || p.end != tail.Bytes {
+			t.Fatalf("after records ..%d: marker %+v %v %v; tail %+v", i+2, p, ok, err, tail)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mp := filepath.Join(dir, DurableFile)
+	b, err := os.ReadFile(mp)
+	if err != nil || len(b) != durableSlots*durableSlotSize {
+		t.Fatalf("marker file: %d bytes, %v", len(b), err)
+	}
+	newest, _ := parseDurable(b)
+	// Tear the newest slot: the other one, one batch older, is read.
+	slot := int(newest.seq%durableSlots) * durableSlotSize
+	b[slot+20] ^= 1
+	older, ok := parseDurable(b)
+	if !ok || older.seq != newest.seq-1 || older.last != newest.last-3 {
+		t.Fatalf("with the newest slot torn: %+v %v, want seq %d, record %d", older, ok, newest.seq-1, newest.last-3)
+	}
+}
+
+// TestTruncateAt: the operator's cut. It refuses while the journal is
+// open (pgq running), offsets outside the journal, and a cut above a bad
+// record; it cuts the corrupt journal of TestOpenRefusesFlippedByte at
+// the bad record, and the journal then opens with every record before it.
+func TestTruncateAt(t *testing.T) {
+	dir := t.TempDir()
+	const n, bad = 3000, 1517
+	seg := bigJournal(t, dir, n)
+	data, _ := os.ReadFile(seg.Path)
+	pos := entryStart(t, data, 1, bad)
+	data[pos+entryLen(t, data[pos:])/2] ^= 0x10
+	if err := os.WriteFile(seg.Path, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{Dir: dir, Logger: testLogger(t)}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open: %v", err)
+	}
+	before := dirSums(t, dir)
+	for _, c := range []struct {
+		off  pgq.Offset
+		want error
+	}{{0, ErrNotFound}, {bad + 1, ErrCorrupt}, {2500, ErrCorrupt}, {n + 50, ErrCorrupt}} {
+		if _, err := TruncateAt(Options{Dir: dir, Logger: testLogger(t)}, c.off); !errors.Is(err, c.want) {
+			t.Fatalf("TruncateAt(%d): %v, want %v", c.off, err, c.want)
+		}
+	}
+	if !maps.Equal(before, dirSums(t, dir)) {
+		t.Fatal("a refused TruncateAt changed the directory")
+	}
+	// A running journal holds the lock.
+	other := t.TempDir()
+	bigJournal(t, other, 10)
+	running := openT(t, other, 0)
+	if _, err := TruncateAt(Options{Dir: other, Logger: testLogger(t)}, 5); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TruncateAt beside an open journal: %v, want ErrLocked", err)
+	}
+	if err := running.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []pgq.Offset{11, 50} {
+		if _, err := TruncateAt(Options{Dir: other, Logger: testLogger(t)}, off); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("TruncateAt(%d) of a 10-record journal: %v, want ErrNotFound", off, err)
+		}
+	}
+
+	res, err := TruncateAt(Options{Dir: dir, Logger: testLogger(t)}, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.KeptLast != bad-1 || res.Segment != seg.Path || res.CutBytes != int64(len(data)-pos) || res.CutEntries != n-bad+1 {
+		t.Fatalf("TruncateAt: %+v", res)
+	}
+	j := openT(t, dir, 64<<20)
+	if j.LastOffset() != bad-1 || j.LastEndLSN() != wantTx(bad-1).EndLSN {
+		t.Fatalf("after the cut: last %d, end %v", j.LastOffset(), j.LastEndLSN())
+	}
+	for _, o := range []pgq.Offset{1, bad / 2, bad - 1} {
+		if raw, err := j.ReadRaw(o); err != nil || string(raw) != string(wantRecord(o)) {
+			t.Fatalf("record %d after the cut: %v", o, err)
+		}
+	}
+	if err := j.Append(nextBatch(bad, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := Verify(dir); err != nil || sum.Last != bad+1 {
+		t.Fatalf("Verify: %+v %v", sum, err)
+	}
+}
+
+// TestTruncateAtSegments: a cut in an older segment removes the later
+// segment files and the journal opens at the cut.
+func TestTruncateAtSegments(t *testing.T) {
+	dir := t.TempDir()
+	j := openT(t, dir, 1024)
+	fill(t, j, 1, 100)
+	segs, _ := j.Segments()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 4 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	cut := segs[1].FirstOffset + 1
+	res, err := TruncateAt(Options{Dir: dir, Logger: testLogger(t)}, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedSegments != len(segs)-2 || res.CutEntries != uint64(100-cut+1) {
+		t.Fatalf("TruncateAt: %+v", res)
+	}
+	j = openT(t, dir, 1024)
+	defer j.Close()
+	checkRecords(t, j, 1, int(cut-1))
+}
+
+// TestCommitterMarkFailure: the Committer marks a batch durable on its
+// publishing goroutine, before the OnAppend hook (ingest's confirmation).
+// When the marker's fsync fails, the batch is never handed to the hook
+// nor published, Flush and Run return an error wrapping ErrFailed and the
+// cause, and the journal is failed. Reopened, the batch's records (whose
+// own fsync succeeded) are there, past the marker, as ordinary records.
+func TestCommitterMarkFailure(t *testing.T) {
+	dir := t.TempDir()
+	var armed atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if armed.Load() && op.Kind == errorfs.OpFileSyncData && strings.HasSuffix(op.Path, DurableFile) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	j, err := Open(Options{Dir: dir, FS: errorfs.Wrap(vfs.Default, inj), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCommitter(j, CommitterOptions{})
+	var hooked atomic.Int64
+	c.SetOnAppend(func(b []*Record) { hooked.Add(int64(len(b))) })
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	if err := c.Submit(ctx, wantTx(1), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if err := c.Submit(ctx, wantTx(2), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Flush with a failing marker: %v, want ErrFailed wrapping EIO", err)
+	}
+	if err := <-runErr; !errors.Is(err, ErrFailed) {
+		t.Fatalf("Run: %v, want ErrFailed", err)
+	}
+	if off, _ := c.Durable(); off != 1 || hooked.Load() != 1 {
+		t.Fatalf("durable %d, hooked %d records; want 1 and 1", off, hooked.Load())
+	}
+	if !errors.Is(j.Err(), ErrFailed) {
+		t.Fatalf("journal Err() = %v", j.Err())
+	}
+	_ = j.Close()
+	// (The marker file may read record 2: its write reached the page
+	// cache, only its fsync failed.)
+	j = openT(t, dir, 0)
+	defer j.Close()
+	if j.LastOffset() != 2 {
+		t.Fatalf("reopened: last %d, want 2 (record 2 was fsynced)", j.LastOffset())
+	}
+}
