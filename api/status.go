@@ -49,6 +49,9 @@ type GroupStatus struct {
 	// Member is the lease holder; empty when none.
 	Member string `json:"member"`
 	Lag    Lag    `json:"lag"`
+	// StuckAt and JournalError: see GroupInfo.
+	StuckAt      pgq.Offset `json:"stuck_at,omitempty"`
+	JournalError string     `json:"journal_error,omitempty"`
 }
 
 // IndexStatus is the LSN/time index's health in Status.
