@@ -27,11 +27,10 @@ func (s *Server) runScrub(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// scrubStatus adds "journal_corrupt" and "journal_scrub" to the status
-// document m.
-func (s *Server) scrubStatus(m map[string]any) {
-	m["journal_corrupt"] = corruptStatus(s.Journal.Corruption())
-	st := s.Journal.ScrubStatus()
+// scrubStatus adds "journal_corrupt" (c) and "journal_scrub" (st) to the
+// status document m.
+func scrubStatus(m map[string]any, c *journal.Corruption, st journal.ScrubStatus) {
+	m["journal_corrupt"] = corruptStatus(c)
 	sc := api.ScrubStatus{Running: st.Running, Passes: st.Passes, Segments: st.Segments, Bytes: st.Bytes, SumsWritten: st.SumsWritten}
 	if !st.LastPassEnd.IsZero() {
 		t := st.LastPassEnd

@@ -466,7 +466,7 @@ func (s *Server) storageErr() error {
 // (ingest.Status's fields), "groups", "journal_error" and "index".
 func (s *Server) Status() map[string]any {
 	m := statusDocument(s.Ingester.Status(), s.Consumers.Status(), s.storageErr(), s.Index.Stats())
-	s.scrubStatus(m) // scrub.go
+	scrubStatus(m, s.Journal.Corruption(), s.Journal.ScrubStatus()) // scrub.go
 	return m
 }
 
