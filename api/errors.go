@@ -21,7 +21,12 @@ const (
 	CodeUnauthorized  = "unauthorized"       // missing or wrong bearer token
 	CodeTooLarge      = "too_large"          // request body over the limit
 	CodeUnavailable   = "unavailable"        // server shutting down or restarting
-	CodeInternal      = "internal"           // anything else
+	// CodeJournalCorrupt: the journal record the request needed is
+	// corrupt (the message names its offset). Not the request's fault and
+	// not transient: the same request answers the same until an operator
+	// repairs the journal or moves the group past the offset.
+	CodeJournalCorrupt = "journal_corrupt"
+	CodeInternal       = "internal" // anything else
 )
 
 // Sentinel errors: errors of the server and of the client wrap them.
@@ -39,7 +44,9 @@ var (
 	ErrUnauthorized  = errors.New("consumers: unauthorized")
 	ErrTooLarge      = errors.New("consumers: request too large")
 	ErrUnavailable   = errors.New("consumers: unavailable")
-	ErrInternal      = errors.New("consumers: internal error")
+	// ErrJournalCorrupt: a journal record the call needed is corrupt.
+	ErrJournalCorrupt = errors.New("consumers: journal record corrupt")
+	ErrInternal       = errors.New("consumers: internal error")
 	// ErrClosed is returned by a closed server or client.
 	ErrClosed = errors.New("consumers: closed")
 )
@@ -63,6 +70,9 @@ var codes = []struct {
 	{CodeUnauthorized, ErrUnauthorized, http.StatusUnauthorized},
 	{CodeTooLarge, ErrTooLarge, http.StatusRequestEntityTooLarge},
 	{CodeUnavailable, ErrUnavailable, http.StatusServiceUnavailable},
+	// 500, not 503: 503 means "try again later" to clients and proxies
+	// (the Go client retries unavailable), and retrying never helps here.
+	{CodeJournalCorrupt, ErrJournalCorrupt, http.StatusInternalServerError},
 	{CodeInternal, ErrInternal, http.StatusInternalServerError},
 }
 

@@ -41,6 +41,31 @@ type Status struct {
 	// JournalError is the journal's first write or sync error.
 	JournalError *string     `json:"journal_error"`
 	Index        IndexStatus `json:"index"`
+	// JournalCorrupt is the first corrupt journal record found (by a
+	// read or the scrub); nil while none is known.
+	JournalCorrupt *JournalCorrupt `json:"journal_corrupt"`
+	// JournalScrub is the scrub's progress.
+	JournalScrub ScrubStatus `json:"journal_scrub"`
+}
+
+// JournalCorrupt is a corrupt journal record in Status.
+type JournalCorrupt struct {
+	Segment string     `json:"segment"`
+	Offset  pgq.Offset `json:"offset"`
+	Reason  string     `json:"reason"`
+	// FoundBy is "read" or "scrub".
+	FoundBy string    `json:"found_by"`
+	At      time.Time `json:"at"`
+}
+
+// ScrubStatus is the journal scrub's progress in Status.
+type ScrubStatus struct {
+	Running     bool       `json:"running"`
+	Passes      uint64     `json:"passes"`
+	Segments    uint64     `json:"segments_verified"`
+	Bytes       uint64     `json:"bytes_verified"`
+	SumsWritten uint64     `json:"sums_written"`
+	LastPassEnd *time.Time `json:"last_pass_end"`
 }
 
 // GroupStatus is one group in Status.
@@ -49,6 +74,9 @@ type GroupStatus struct {
 	// Member is the lease holder; empty when none.
 	Member string `json:"member"`
 	Lag    Lag    `json:"lag"`
+	// StuckAt and JournalError: see GroupInfo.
+	StuckAt      pgq.Offset `json:"stuck_at,omitempty"`
+	JournalError string     `json:"journal_error,omitempty"`
 }
 
 // IndexStatus is the LSN/time index's health in Status.

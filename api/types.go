@@ -200,6 +200,11 @@ type (
 		// past it.
 		HoldSlot     bool `json:"hold_slot,omitempty" msgpack:"hold_slot,omitempty"`
 		HoldReleased bool `json:"hold_released,omitempty" msgpack:"hold_released,omitempty"`
+		// StuckAt is set when the group's reads met a corrupt journal
+		// record at that offset (its fetches answer journal_corrupt) and
+		// its cursor has not passed it; JournalError says why.
+		StuckAt      pgq.Offset `json:"stuck_at,omitempty" msgpack:"stuck_at,omitempty"`
+		JournalError string     `json:"journal_error,omitempty" msgpack:"journal_error,omitempty"`
 	}
 	// SharedInfo is the state of a shared group. CommittedOffset (the
 	// group's committed_offset) is the acked low-water mark: every message

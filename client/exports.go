@@ -101,4 +101,7 @@ var (
 	ErrTooLarge      = api.ErrTooLarge
 	ErrUnavailable   = api.ErrUnavailable
 	ErrInternal      = api.ErrInternal
+	// ErrJournalCorrupt: the journal record a fetch needed is corrupt
+	// (the message names its offset); not transient.
+	ErrJournalCorrupt = api.ErrJournalCorrupt
 )

@@ -20,6 +20,8 @@ const (
 	CodeTooLarge      = api.CodeTooLarge
 	CodeUnavailable   = api.CodeUnavailable
 	CodeInternal      = api.CodeInternal
+	// CodeJournalCorrupt: see api.CodeJournalCorrupt.
+	CodeJournalCorrupt = api.CodeJournalCorrupt
 )
 
 // Sentinel errors (the api package's): errors returned by the Manager wrap
@@ -39,6 +41,8 @@ var (
 	ErrTooLarge      = api.ErrTooLarge
 	ErrUnavailable   = api.ErrUnavailable
 	ErrInternal      = api.ErrInternal
+	// ErrJournalCorrupt: see api.ErrJournalCorrupt.
+	ErrJournalCorrupt = api.ErrJournalCorrupt
 	// ErrClosed is returned by a closed Manager.
 	ErrClosed = api.ErrClosed
 )

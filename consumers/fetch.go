@@ -419,7 +419,7 @@ func (m *Manager) readFetched(g *group, off pgq.Offset, peek, decode bool) (fetc
 		return fetched{}, 0, errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
 	}
 	if err != nil {
-		return fetched{}, 0, fmt.Errorf("consumers: fetch %q: %w", g.name, err)
+		return fetched{}, 0, m.readErr(g, off, fmt.Errorf("consumers: fetch %q: %w", g.name, err))
 	}
 	r := fetched{off: off}
 	if peek {

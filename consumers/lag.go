@@ -51,6 +51,7 @@ func (m *Manager) info(g *group) GroupInfo {
 	if si != nil {
 		gi.Mode = modeShared
 	}
+	m.stuckInfo(g, &gi) // corrupt.go
 	return gi
 }
 

@@ -179,6 +179,9 @@ type Manager struct {
 	tailDelivery prometheus.Histogram
 	// hold is the hold floor of the hold_slot groups (hold.go).
 	hold holdState
+	// stuck maps a *group to the stuckAt of a corrupt record its reads
+	// met (corrupt.go); safe for concurrent use on its own.
+	stuck sync.Map
 }
 
 // NewManager loads the groups stored in the index.

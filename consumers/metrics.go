@@ -84,11 +84,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 func (m *Manager) Status() map[string]any {
 	out := map[string]any{}
 	for _, gi := range m.List(context.Background()) {
-		out[gi.Name] = map[string]any{
+		gs := map[string]any{
 			"committed_offset": gi.CommittedOffset,
 			"member":           gi.Member,
 			"lag":              gi.Lag,
 		}
+		if gi.StuckAt != 0 {
+			gs["stuck_at"], gs["journal_error"] = gi.StuckAt, gi.JournalError
+		}
+		out[gi.Name] = gs
 	}
 	return out
 }

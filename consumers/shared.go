@@ -451,7 +451,7 @@ func (m *Manager) readRecord(g *group, off pgq.Offset) (*pgq.Transaction, error)
 		return nil, errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("consumers: group %q: read offset %d: %w", g.name, off, err)
+		return nil, m.readErr(g, off, fmt.Errorf("consumers: group %q: read offset %d: %w", g.name, off, err))
 	}
 	tx := &pgq.Transaction{Offset: off}
 	if err := record.Check(raw); err != nil {

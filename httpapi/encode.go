@@ -23,16 +23,17 @@ import (
 var internalErrors atomic.Uint64
 
 // WriteError writes err as {"error":{"code","message"}} with the status of
-// its code (api.Classify); the message is err's own text. A 500 names an
-// id under which pgq logged the error (slog.Default), not its text: paths
-// and storage errors stay in pgq's log.
+// its code (api.Classify); the message is err's own text. An internal
+// error names an id under which pgq logged the error (slog.Default), not
+// its text: paths and storage errors stay in pgq's log. (journal_corrupt,
+// also a 500, keeps its message: the offset, without paths.)
 func WriteError(w http.ResponseWriter, err error) {
 	code, status := api.Classify(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		code, status = api.CodeUnavailable, http.StatusServiceUnavailable
 	}
 	msg := err.Error()
-	if status == http.StatusInternalServerError {
+	if code == api.CodeInternal {
 		id := internalErrors.Add(1)
 		slog.Error("api: internal error", "error_id", id, "error", err)
 		msg = fmt.Sprintf("internal error (pgq logged it with error_id=%d)", id)

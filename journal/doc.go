@@ -41,6 +41,29 @@
 // path, the Go client, dump and the bridge see self-contained Version 1
 // records as before; only the bytes on disk depend on the catalog.
 //
+// # Sealed segments
+//
+// When a segment is sealed (the roll above, internal/wal's OnSeal hook),
+// its checksum file NAME.sum (SumSuffix) is written beside it, through
+// Options.FS, to NAME.sum.tmp, fsynced and renamed, before the next
+// segment file is created (the directory fsync of the roll covers it):
+//
+//	"PGQS" | version (1 byte, 1) | file length (8 bytes LE) |
+//	CRC32C of the file (4 bytes LE) | CRC32C of the preceding 17 bytes (4 bytes LE)
+//
+// RunScrub (a goroutine of pgq run's, --scrub-rate) reads every sealed
+// segment at a bounded rate, pass after pass: it checks each entry's
+// record (version and CRC32C), the record count against the next
+// segment's first offset, and the file's CRC32C and length against its
+// checksum file. A segment without a valid checksum file (a journal from
+// before them, a crash between the seal and the rename, the first segment
+// rewritten by TruncateFront, a damaged .sum) gets one when all its
+// records verify; checksum files of removed segments are removed. Open
+// reads none of this: start-up stays O(1) in the journal's size. The
+// first corruption found, by the scrub or by a read (Read, ReadRaw,
+// Reader), is kept (Corruption) and logged; ScrubStatus reports progress.
+// The scrub never changes a segment file.
+//
 // # Relation catalog
 //
 // Dir/relations (CatalogFile) holds the catalog: entries

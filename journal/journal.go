@@ -129,6 +129,10 @@ type Journal struct {
 	// RWMutex orders writes against reads.
 	w *wal.Log
 
+	// scrub holds the first corruption seen and the scrub's progress
+	// (scrub.go); its own mutex guards it.
+	scrub scrubState
+
 	// mu guards the published state below; it is held only briefly.
 	mu         sync.Mutex
 	closed     bool
@@ -213,6 +217,7 @@ func (j *Journal) open() error {
 		AllowEmpty:       true,
 		DirPerms:         0o750,
 		OnSync:           j.onSync,
+		OnSeal:           j.onSeal,
 	})
 	if err != nil {
 		_ = j.cat.close()
@@ -450,9 +455,11 @@ func (j *Journal) readExpanded(off pgq.Offset) ([]byte, int, error) {
 	n := len(data)
 	if n > 0 && data[0] == record.VersionCompact {
 		data, err = record.Expand(nil, data, j.cat.lookup)
-		if err != nil {
-			return nil, 0, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
-		}
+	} else {
+		err = record.Check(data) // Expand checks a compact record's CRC
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("journal: read %d: %w", off, j.corruptRead(off, err))
 	}
 	return data, n, nil
 }
@@ -478,7 +485,7 @@ func (j *Journal) readStored(off pgq.Offset) ([]byte, error) {
 		case errors.Is(err, wal.ErrClosed):
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		case errors.Is(err, wal.ErrCorrupt):
-			err = &CorruptError{Offset: off, Err: err}
+			err = j.corruptRead(off, err)
 		}
 		return nil, fmt.Errorf("journal: read %d: %w", off, err)
 	}
@@ -505,7 +512,7 @@ func (j *Journal) ReadSized(off pgq.Offset) (*pgq.Transaction, int, error) {
 		err = record.DecodeBody(data[record.HeaderSize:], tx)
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("journal: read %d: %w", off, &CorruptError{Offset: off, Err: err})
+		return nil, 0, fmt.Errorf("journal: read %d: %w", off, j.corruptRead(off, err))
 	}
 	tx.Offset = off
 	return tx, size, nil

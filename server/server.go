@@ -46,6 +46,10 @@ type Options struct {
 	// NoSync turns off fsync (benchmarks of the no-durability ceiling
 	// only).
 	NoSync bool
+	// ScrubRate is the journal scrub's read rate in bytes per second
+	// (journal.RunScrub over the sealed segments, run by Run); zero: no
+	// scrub (pgq run's --scrub-rate defaults to 16MiB).
+	ScrubRate int64
 	// FS does every file operation of the journal, the index, the
 	// coverage file and the backfill store; nil → the operating system
 	// (vfs.Default). Tests
@@ -239,6 +243,11 @@ func (s *Server) registerMetrics(context.Context) error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
+	for _, c := range s.scrubMetrics() { // scrub.go
+		if err := s.Registry.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -427,6 +436,9 @@ func (s *Server) notReady() string {
 	if err := s.storageErr(); err != nil {
 		return "journal not writable: " + err.Error()
 	}
+	if c := s.Journal.Corruption(); c != nil {
+		return c.Error()
+	}
 	st := s.Ingester.Status()
 	if st.SpillError != nil {
 		// A full spill disk stops ingest like a full journal disk, only
@@ -453,7 +465,9 @@ func (s *Server) storageErr() error {
 // Status is the document GET /v1/status answers: ingest's status
 // (ingest.Status's fields), "groups", "journal_error" and "index".
 func (s *Server) Status() map[string]any {
-	return statusDocument(s.Ingester.Status(), s.Consumers.Status(), s.storageErr(), s.Index.Stats())
+	m := statusDocument(s.Ingester.Status(), s.Consumers.Status(), s.storageErr(), s.Index.Stats())
+	scrubStatus(m, s.Journal.Corruption(), s.Journal.ScrubStatus()) // scrub.go
+	return m
 }
 
 // statusDocument builds Status's document from its parts; apart from
@@ -506,6 +520,8 @@ func (s *Server) Run(ctx context.Context) error {
 		s.history.Run(sctx, s.sample) // console.go
 	}()
 
+	stopScrub := s.runScrub(ctx) // scrub.go
+
 	rctx, cancelRetention := context.WithCancel(ctx)
 	retentionDone := make(chan struct{})
 	go func() {
@@ -540,6 +556,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	cancelIngest()
 	stopTLSWatch()
+	stopScrub()
 	cancelRetention()
 	<-retentionDone
 	cancelSampler()

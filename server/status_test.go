@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/pgq-dev/pgq/journal"
 	"reflect"
 	"testing"
 	"time"
@@ -26,6 +27,11 @@ func TestStatusDocumentIsAPIStatus(t *testing.T) {
 	fill(t, reflect.ValueOf(&st).Elem(), "ingest.Status")
 	ist := index.Stats{Stale: true, FailedAdds: 2, Heals: 3, LastError: errors.New("index failure")}
 	doc := statusDocument(st, nil, errors.New("journal failure"), ist)
+	var sc journal.ScrubStatus
+	fill(t, reflect.ValueOf(&sc).Elem(), "journal.ScrubStatus")
+	var c journal.Corruption
+	fill(t, reflect.ValueOf(&c).Elem(), "journal.Corruption")
+	scrubStatus(doc, &c, sc)
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)

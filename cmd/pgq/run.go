@@ -39,6 +39,7 @@ type RunCmd struct {
 	StatusInterval    Duration   `name:"status-interval" default:"10s" env:"PGQ_STATUS_INTERVAL" help:"Longest time between standby status updates."`
 	ReceiveCoalesce   Duration   `name:"receive-coalesce" default:"500us" env:"PGQ_RECEIVE_COALESCE" help:"While PostgreSQL streams at full speed (over 32 messages per millisecond), let messages gather in the socket for up to this long before reading them: far less CPU per message, at most this much added latency, and only at that speed (0: off; at most 10ms)."`
 	SegmentSize       ByteSize   `name:"segment-size" default:"16MiB" env:"PGQ_SEGMENT_SIZE" help:"Journal segment size (bytes, or with a unit: 16MiB; the tail segment is held in memory): 4KiB to 1GiB."`
+	ScrubRate         ByteSize   `name:"scrub-rate" default:"16MiB" env:"PGQ_SCRUB_RATE" help:"Read rate (bytes per second) of the background scrub that verifies sealed journal segments against their checksums; 0 turns it off."`
 	MaxRecordBytes    ByteSize   `name:"max-record-bytes" default:"8MiB" env:"PGQ_MAX_RECORD_BYTES" help:"Record size limit: a larger transaction is journaled as several records (parts): 4KiB to 1GiB."`
 	MemoryLimit       ByteSize   `name:"memory-limit" default:"192MiB" env:"PGQ_MEMORY_LIMIT" help:"Soft memory limit of the Go runtime (0: none); the GOMEMLIMIT environment variable takes precedence."`
 	AuthToken         string     `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
@@ -73,6 +74,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		DataDir:     c.DataDir,
 		Listen:      c.Listen,
 		SegmentSize: int(c.SegmentSize),
+		ScrubRate:   int64(c.ScrubRate),
 		Logger:      logger,
 		AuthToken:   c.AuthToken,
 		ProbeListen: c.ProbeListen,

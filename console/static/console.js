@@ -105,7 +105,9 @@ function renderStatus(st) {
   setText("ingest-confirmed", st.confirmed_lsn);
   setText("ingest-walend", st.server_wal_end);
   setText("ingest-changes", num(st.changes_written));
-  setText("ingest-error", st.journal_error || st.spill_error || st.last_error || "none", st.journal_error || st.last_error ? "bad" : "");
+  const jc = st.journal_corrupt;
+  const corrupt = jc ? "journal corrupt at offset " + jc.offset + " (segment " + jc.segment + ", found by " + jc.found_by + "): " + jc.reason : "";
+  setText("ingest-error", st.journal_error || corrupt || st.spill_error || st.last_error || "none", st.journal_error || corrupt || st.last_error ? "bad" : "");
   setText("journal-offsets", num(st.journal_first_offset) + " … " + num(st.journal_last_offset));
   const ix = st.index || {};
   setText("journal-index", ix.stale ? "stale (healing)" : "current", ix.stale ? "bad" : "");
@@ -156,7 +158,7 @@ function renderGroups(groups) {
       el("td", { class: "name" }, g.name),
       el("td", null, g.mode + (g.hold_slot ? " · holds slot" : "")),
       el("td", null, num(g.committed_offset)),
-      el("td", { class: "lag-records" + (lag.out_of_range ? " bad" : "") }, num(lag.records) + (lag.out_of_range ? " (out of range)" : "")),
+      el("td", { class: "lag-records" + (lag.out_of_range || g.stuck_at ? " bad" : ""), title: g.journal_error || "" }, num(lag.records) + (lag.out_of_range ? " (out of range)" : "") + (g.stuck_at ? " (stuck at corrupt offset " + g.stuck_at + ")" : "")),
       el("td", null, bytes(lag.bytes)),
       el("td", null, secs(lag.seconds)),
       el("td", null, holder),

@@ -37,6 +37,9 @@
 //     once the files are done, so reads stay right.
 //   - Options.OnSync reports the latency of every fsync (segment data and
 //     directory).
+//   - Options.OnSeal receives a segment's path and whole contents when a
+//     cycle seals it (after its fsync, before the next segment file is
+//     created): pgq's journal writes the segment's checksum file there.
 //   - Concurrent Read calls no longer race on the segment cache
 //     (tidwall/wal#34): loading a sealed segment into the cache is
 //     serialized by a mutex of its own.

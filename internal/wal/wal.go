@@ -91,6 +91,13 @@ type Options struct {
 	// failed or not. It runs with the log locked (for the fsync of a
 	// write, only against other writers): keep it short.
 	OnSync func(path string, d time.Duration)
+	// OnSeal, when set, is called once a segment is sealed by a cycle:
+	// after its file was fsynced and closed, before the next segment file
+	// is created (so the directory fsync that follows covers what OnSeal
+	// creates), with the segment's path and its whole contents (read-only;
+	// valid during the call). It runs with the log locked. An error fails
+	// the log like a failed fsync.
+	OnSeal func(path string, data []byte) error
 }
 
 // DefaultOptions for Open().
@@ -503,6 +510,11 @@ func (l *Log) cycle() error {
 	l.sfile = nil
 	if err != nil {
 		return err
+	}
+	if l.opts.OnSeal != nil {
+		if err := l.opts.OnSeal(tail.path, tail.ebuf); err != nil {
+			return err
+		}
 	}
 	s := &segment{
 		index: l.lastIndex + 1,
