@@ -26,7 +26,10 @@ const primaryKeyColumns = `SELECT a.attname FROM pg_index i
 // their key). The catalog is read when the Relation message arrives:
 // PostgreSQL re-sends one after the table's definition changed (an added
 // or dropped primary key too), so the key follows the next Relation
-// message. A failed lookup fails the session (it reconnects and the
+// message. The catalog read is today's, not the one of the change's
+// time: when the key changed between a change and ingest reading the
+// table's Relation message before it (pgq behind, or restarted), the new
+// key holds from that message on, a few changes early. A failed lookup fails the session (it reconnects and the
 // relation comes again): journaling the whole row as key would split a
 // row's changes across lanes and partitions.
 func (s *session) resolveRowKey(ctx context.Context, rel *pgoutput.Relation) error {
