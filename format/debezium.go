@@ -26,9 +26,11 @@ func debeziumEvents(c *pgq.Change) int {
 
 // keyChanged reports whether an update changed the row's key: Debezium
 // then emits a delete of the old key and a create of the new one instead
-// of an update. Only an update with an old image can tell: PostgreSQL
-// sends the old key (replica identity default or index) only when it
-// changed, the whole old row (full) always.
+// of an update. The key is the columns flagged Key: the primary key (or
+// replica identity index), also under REPLICA IDENTITY FULL, where the
+// other columns of the old row are no key. Only an update with an old
+// image can tell: PostgreSQL sends the old key (replica identity default
+// or index) only when it changed, the whole old row (full) always.
 func keyChanged(c *pgq.Change) bool {
 	if c.Old == nil || c.New == nil {
 		return false
@@ -303,7 +305,7 @@ func (r *Renderer) appendRow(b []byte, cols []pgq.Column, vals []pgq.Value, keyO
 
 // AppendDebeziumKey appends the key of event k of change i as Debezium
 // keys it (JSON converter, schemas disabled): an object of the row's
-// replica-identity key columns (from the old image for a delete, and for
+// key columns (pgq.Column.Key; from the old image for a delete, and for
 // the delete half of a key-changing update), null for a table without a
 // key and for a truncate; a message's key is {"prefix":…}. pgq's ddl and
 // gap changes have no Debezium event and no key: null.
