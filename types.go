@@ -73,7 +73,13 @@ type Value struct {
 type Column struct {
 	Name    string
 	TypeOID uint32
-	// Key is true when the column is part of the replica identity.
+	// Key is true when the column is part of the row's key: the table's
+	// primary key, or its replica identity index under REPLICA IDENTITY
+	// USING INDEX (design invariant 13). Under REPLICA IDENTITY FULL
+	// pgoutput flags every column, but ingest journals the primary key
+	// (none for a table without one); records journaled before pgq did so
+	// carry pgoutput's flags (every column under FULL). Under DEFAULT and
+	// USING INDEX these are also the columns an OldKey image holds.
 	Key bool
 	// BaseTypeOID is the base type of a column whose type is a domain
 	// (through domains over domains), which its values are rendered and

@@ -117,7 +117,8 @@
 // transaction pgq journaled from a primary that then failed over may never
 // exist on the promoted server, which can reuse its commit LSN: such a
 // phantom's id can collide with a real change's. Key is the table and the
-// row's replica-identity key values ("public.orders|42"; see AppendKey),
+// row's key values, its primary key also under REPLICA IDENTITY FULL
+// ("public.orders|42"; see AppendKey and pgq.Column.Key),
 // so Kafka's key partitioning keeps per-row order. Headers: pgq-offset,
 // pgq-xid, pgq-lsn (commit LSN), pgq-op, pgq-table ("schema.table"),
 // pgq-group (the group bridged).

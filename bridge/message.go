@@ -37,8 +37,8 @@ type Message struct {
 	// dir, a restored one) it was read from (JetStream's Nats-Msg-Id,
 	// Kafka's pgq-id header).
 	ID string
-	// Key is the table and the replica-identity key values of the row
-	// (see AppendKey).
+	// Key is the table and the key values of the row (its primary key,
+	// also under REPLICA IDENTITY FULL; see AppendKey).
 	Key []byte
 	// Payload is the JSON document (see the package doc).
 	Payload []byte
@@ -204,10 +204,11 @@ func appendPayloadChange(b []byte, tx *pgq.Transaction, i int) []byte {
 }
 
 // AppendKey appends the message key of c: "schema.table" followed, for
-// each replica-identity key column, by '|' and the column's text value
+// each key column (pgq.Column.Key: the primary key, or the replica
+// identity index, also under REPLICA IDENTITY FULL), by '|' and the column's text value
 // ('|' and '\' inside values escaped with '\'; NULL as an empty value).
 // Deletes take the key from the old image, inserts and updates from the
-// new one. A table without key columns (or a truncate, a message, a gap)
+// new one. A table without key columns (no primary key, FULL ones too; or a truncate, a message, a gap)
 // has the table alone as key, so all its changes stay in one partition.
 // Logical messages are keyed by "message:" and their prefix.
 func AppendKey(b []byte, c *pgq.Change) []byte {

@@ -373,7 +373,7 @@ func messageKey(mode string, c *pgq.Change) (key, table string, trunc []string) 
 		b.WriteByte(byte(vals[i].Kind))
 		b.Write(vals[i].Data)
 	}
-	if n == 0 { // no replica identity key: order by table
+	if n == 0 { // no key columns (no primary key, FULL tables too): order by table
 		return table, table, nil
 	}
 	return b.String(), table, nil

@@ -26,9 +26,11 @@ func debeziumEvents(c *pgq.Change) int {
 
 // keyChanged reports whether an update changed the row's key: Debezium
 // then emits a delete of the old key and a create of the new one instead
-// of an update. Only an update with an old image can tell: PostgreSQL
-// sends the old key (replica identity default or index) only when it
-// changed, the whole old row (full) always.
+// of an update. The key is the columns flagged Key: the primary key (or
+// replica identity index), also under REPLICA IDENTITY FULL, where the
+// other columns of the old row are no key. Only an update with an old
+// image can tell: PostgreSQL sends the old key (replica identity default
+// or index) only when it changed, the whole old row (full) always.
 func keyChanged(c *pgq.Change) bool {
 	if c.Old == nil || c.New == nil {
 		return false
@@ -127,6 +129,9 @@ func (r *Renderer) appendDebezium(b []byte, tx *pgq.Transaction, i, k int) []byt
 		op            byte
 		before, after []pgq.Value
 		keyOnly       bool
+		// toast fills the new image's unchanged TOAST values: the old
+		// image's, when it holds the whole row (REPLICA IDENTITY FULL).
+		toast []pgq.Value
 	)
 	switch c.Op {
 	case pgq.OpInsert:
@@ -141,6 +146,9 @@ func (r *Renderer) appendDebezium(b []byte, tx *pgq.Transaction, i, k int) []byt
 		switch {
 		case debeziumEvents(c) == 1:
 			op, before, after, keyOnly = 'u', c.Old, c.New, c.OldKind == pgq.OldKey
+			if c.OldKind == pgq.OldFull {
+				toast = c.Old
+			}
 		case k == 0:
 			op, before, keyOnly = 'd', c.Old, c.OldKind == pgq.OldKey
 		default:
@@ -152,9 +160,9 @@ func (r *Renderer) appendDebezium(b []byte, tx *pgq.Transaction, i, k int) []byt
 		schema, table, _ = strings.Cut(eventTable(c, k), ".")
 	}
 	b = append(b, `{"before":`...)
-	b = r.appendRow(b, c.Columns, before, keyOnly)
+	b = r.appendRow(b, c.Columns, before, keyOnly, nil)
 	b = append(b, `,"after":`...)
-	b = r.appendRow(b, c.Columns, after, false)
+	b = r.appendRow(b, c.Columns, after, false, toast)
 	b = append(b, `,"source":`...)
 	b = r.appendSource(b, tx, schema, table, c.Op == pgq.OpRead, true)
 	b = append(b, `,"transaction":`...)
@@ -267,8 +275,11 @@ func appendTxBlock(b []byte, tx *pgq.Transaction, i int, dco uint64) []byte {
 // appendRow appends a row image: every column, in column order; null for
 // an absent image; with keyOnly (an old image holding the replica
 // identity's key) the other columns are null, as Debezium's struct has
-// them.
-func (r *Renderer) appendRow(b []byte, cols []pgq.Column, vals []pgq.Value, keyOnly bool) []byte {
+// them. An unchanged TOAST value takes the value of toast (the old
+// image of an update under REPLICA IDENTITY FULL, which holds the whole
+// row) where it has one, as Debezium does since DBZ-7193, else renders
+// as the placeholder.
+func (r *Renderer) appendRow(b []byte, cols []pgq.Column, vals []pgq.Value, keyOnly bool, toast []pgq.Value) []byte {
 	if vals == nil {
 		return append(b, "null"...)
 	}
@@ -283,14 +294,18 @@ func (r *Renderer) appendRow(b []byte, cols []pgq.Column, vals []pgq.Value, keyO
 			b = append(b, "null"...)
 			continue
 		}
-		b = r.appendValue(b, cols[i].ValueType(), vals[i])
+		v := vals[i]
+		if v.Kind == pgq.ValueUnchangedTOAST && i < len(toast) && toast[i].Kind != pgq.ValueUnchangedTOAST {
+			v = toast[i]
+		}
+		b = r.appendValue(b, cols[i].ValueType(), v)
 	}
 	return append(b, '}')
 }
 
 // AppendDebeziumKey appends the key of event k of change i as Debezium
 // keys it (JSON converter, schemas disabled): an object of the row's
-// replica-identity key columns (from the old image for a delete, and for
+// key columns (pgq.Column.Key; from the old image for a delete, and for
 // the delete half of a key-changing update), null for a table without a
 // key and for a truncate; a message's key is {"prefix":…}. pgq's ddl and
 // gap changes have no Debezium event and no key: null.

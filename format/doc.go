@@ -21,9 +21,13 @@
 //	 "data_collection_order"},"op":"c","ts_ms","ts_us","ts_ns"}
 //
 // Mapping of pgq's changes:
-//   - insert → op "c"; update → "u", or, when it changed the row's key,
+//   - insert → op "c"; update → "u", or, when it changed the row's key
+//     (its primary key, or replica identity index: pgq.Column.Key, also
+//     under REPLICA IDENTITY FULL, where PostgreSQL flags every column),
 //     a delete ("d", old key) and a create ("c", new row), as Debezium
-//     emits a primary-key update; delete → "d"; truncate → "t", one event
+//     emits a primary-key update. Under FULL an unchanged TOAST value of
+//     the update's new image takes its value from the old image, which
+//     holds the whole row (Debezium does so since DBZ-7193); delete → "d"; truncate → "t", one event
 //     per truncated table, before and after null; a backfill read → "r"
 //     with source.snapshot "incremental" (pgq's backfill is the watermark
 //     algorithm of Debezium's incremental snapshot), txId, lsn and
@@ -50,9 +54,10 @@
 // part). The top-level ts_ms/ts_us/ts_ns is the time of rendering
 // (Options.Now), as Debezium's is the time it processed the event.
 //
-// Keys (AppendDebeziumKey): the replica-identity key columns as an object
-// ({"id":1}), from the old image for a delete; null for a table without a
-// key and for a truncate; {"prefix":…} for a message.
+// Keys (AppendDebeziumKey): the row's key columns (primary key, also
+// under REPLICA IDENTITY FULL) as an object ({"id":1}), from the old
+// image for a delete; null for a table without a key (a FULL table
+// without a primary key too) and for a truncate; {"prefix":…} for a message.
 //
 // Values follow the connector's defaults and the JSON converter: int2,
 // int4, int8 and oid as numbers; float4/float8 as numbers (NaN and
@@ -69,7 +74,8 @@
 // base64); json, jsonb, xml, uuid, text types, ranges, network types and
 // enums as strings; arrays as JSON arrays of their elements (one
 // dimension: several are flattened); an unchanged TOAST value as
-// Debezium's placeholder "__debezium_unavailable_value"; a domain as its
+// Debezium's placeholder "__debezium_unavailable_value" (unless a FULL
+// old image holds it, above); a domain as its
 // base type; a binary-format value base64; anything else its text.
 //
 // pgq does not keep a column's type modifier, so where Debezium's

@@ -17,7 +17,9 @@ import (
 // domain over int4 is a number). It asks pg_type over a normal connection
 // of its own, opened at the first relation with a type pgx does not know
 // and kept for the session, and caches every answer by type OID (a type's
-// base type never changes). Only the session's goroutine uses it.
+// base type never changes). The same connection reads the primary keys
+// of REPLICA IDENTITY FULL and NOTHING tables (rowkey.go). Only the
+// session's goroutine uses it.
 type baseTypes struct {
 	conn  *pgx.Conn
 	bases map[uint32]uint32 // type OID → base type OID, 0: no domain
@@ -71,15 +73,8 @@ func (s *session) resolveBaseTypes(ctx context.Context, rel *pgoutput.Relation) 
 func (bt *baseTypes) lookup(ctx context.Context, url string, oids []uint32) error {
 	ctx, cancel := context.WithTimeout(ctx, baseTypesTimeout)
 	defer cancel()
-	if bt.conn == nil || bt.conn.IsClosed() {
-		cfg, err := pgx.ParseConfig(url)
-		if err != nil {
-			return fmt.Errorf("ingest: base types: %w", err)
-		}
-		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-		if bt.conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
-			return fmt.Errorf("ingest: base types: connect: %w", err)
-		}
+	if err := bt.connect(ctx, url); err != nil {
+		return fmt.Errorf("ingest: base types: %w", err)
 	}
 	rows, err := bt.conn.Query(ctx, domainBases, oids)
 	if err != nil {
@@ -99,6 +94,22 @@ func (bt *baseTypes) lookup(ctx context.Context, url string, oids []uint32) erro
 	}
 	for _, o := range oids {
 		bt.bases[o] = found[o]
+	}
+	return nil
+}
+
+// connect opens the lookup connection unless it is open.
+func (bt *baseTypes) connect(ctx context.Context, url string) error {
+	if bt.conn != nil && !bt.conn.IsClosed() {
+		return nil
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	if bt.conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+		return fmt.Errorf("connect: %w", err)
 	}
 	return nil
 }

@@ -19,6 +19,19 @@
 // starts; the session's end waits for them (at most 5 s). Start to
 // streaming went from a median of 56 to 32 ms on the test cluster.
 //
+// # Row keys
+//
+// A journaled relation's Column.Key flags are the row's key (design
+// invariant 13): pgoutput's flags under REPLICA IDENTITY DEFAULT and
+// USING INDEX (the primary key or the identity index already), the
+// primary key read from pg_index when a Relation message of a FULL or
+// NOTHING table arrives (rowkey.go; none without one). PostgreSQL sends a
+// Relation message again after the table's definition changed, so a new
+// primary key holds from the table's next change on (with DDL capture the
+// ALTER TABLE is journaled in order before it). The catalog read is the
+// current one, not the one of the change's time. A failed read fails the
+// session, which reconnects.
+//
 // # Receive loop
 //
 // One goroutine (Run → session.loop) owns the replication connection. It

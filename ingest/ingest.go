@@ -784,8 +784,10 @@ func (s *session) handleMessage(ctx context.Context, msg pgoutput.Message, xld p
 			s.cur.Origin = m.Name
 		}
 	case *pgoutput.Relation:
-		// The decoder caches relations; records carry names and types.
+		// The decoder caches relations; records carry names, types and
+		// the row's key.
 		s.resolveBaseTypes(ctx, m)
+		return s.resolveRowKey(ctx, m)
 	case *pgoutput.TypeMsg:
 	case *pgoutput.Row:
 		if s.cur == nil {

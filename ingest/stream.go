@@ -72,8 +72,10 @@ func (s *session) handleStream(ctx context.Context, msg pgoutput.Message, size i
 		case *pgoutput.Origin:
 			st.cur.origin = m.Name
 		case *pgoutput.Relation:
-			// Cached by the decoder; spilled changes carry names and types.
+			// Cached by the decoder; spilled changes carry names, types
+			// and the row's key.
 			s.resolveBaseTypes(ctx, m)
+			return true, s.resolveRowKey(ctx, m)
 		case *pgoutput.TypeMsg:
 		case *pgoutput.Row:
 			xid := m.Xid

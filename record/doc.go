@@ -31,7 +31,18 @@
 // and for the first part; later parts journaled before the ordinals were
 // recorded decode with ordinals from 0 again (only their ids differ). A
 // pgq older than the ordinals refuses an 11-element body. Truncate,
-// message, ddl and gap changes have their own short forms. The decoder is
+// message, ddl and gap changes have their own short forms.
+//
+// A column's key flag is the row's key (pgq.Column.Key): the primary key,
+// or the replica identity index, also under REPLICA IDENTITY FULL, as
+// ingest reads it from the catalog when PostgreSQL describes the table;
+// the layout is unchanged. Records journaled before carry pgoutput's
+// flags and decode with them as key, as before: under FULL every column
+// (the whole row was the key), under NOTHING none. The version byte was
+// not bumped: the bytes mean what they meant for every other table, and a
+// new version would make older readers (the Go client's records form)
+// refuse records they read correctly; a FULL table's relation simply
+// becomes a new catalog entry. The decoder is
 // bounds-checked and never panics on bad bytes (FuzzRecord). It reads
 // with internal/msgp, pgq's one hand-written msgpack reader, which the Go
 // client also uses for the fetch envelope around record bodies.

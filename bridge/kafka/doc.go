@@ -1,7 +1,8 @@
 // Package kafka is the Kafka publisher of package bridge (franz-go).
 //
 // Records are produced with franz-go's idempotent producer (acks=all),
-// keyed by the bridge key (table and replica-identity key). The
+// keyed by the bridge key (table and the row's primary key, also under
+// REPLICA IDENTITY FULL: bridge.AppendKey). The
 // publisher picks each record's partition itself, murmur2 of the key as
 // Kafka's Java client and franz-go's default do (deterministic), from
 // the partition count it read when it first published to the topic, so

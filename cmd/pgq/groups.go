@@ -68,7 +68,7 @@ type GroupsCreateCmd struct {
 	MaxDeliver    int           `name:"max-deliver" help:"Shared: park a message after this many deliveries (default 5)."`
 	Backoff       string        `help:"Shared: redelivery delays after the 1st, 2nd, ... nak (comma-separated durations, the last repeats; default: at once)."`
 	MaxAckPending int           `name:"max-ack-pending" help:"Shared: most messages in flight in the group (default 1000)."`
-	Key           string        `enum:"pk,table,none" default:"pk" help:"Shared: ordering key: pk (table and replica identity key), table, or none."`
+	Key           string        `enum:"pk,table,none" default:"pk" help:"Shared: ordering key: pk (table and primary key, also under REPLICA IDENTITY FULL), table, or none."`
 	HoldSlot      bool          `name:"hold-slot" help:"Hold the replication slot for the group: PostgreSQL keeps what it has not committed, so losing pgq's disk loses none of it (see pgq run --hold-slot-max-lag)."`
 	OutputFlag
 }
