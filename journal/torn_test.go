@@ -415,10 +415,20 @@ func TestTruncateAtSegments(t *testing.T) {
 	if len(segs) < 4 {
 		t.Fatalf("%d segments", len(segs))
 	}
+	if _, err := os.Stat(segs[1].Path + SumSuffix); err != nil {
+		t.Fatalf("a sealed segment has no checksum file: %v", err)
+	}
 	cut := segs[1].FirstOffset + 1
 	res, err := TruncateAt(Options{Dir: dir, Logger: testLogger(t)}, cut)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The cut segment is the open tail now and the later ones are gone:
+	// no seal-time checksum may describe their old bytes.
+	for _, s := range segs[1:] {
+		if _, err := os.Stat(s.Path + SumSuffix); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("checksum file of %s after the cut: %v", s.Path, err)
+		}
 	}
 	if res.RemovedSegments != len(segs)-2 || res.CutEntries != uint64(100-cut+1) {
 		t.Fatalf("TruncateAt: %+v", res)

@@ -115,11 +115,16 @@ func (j *Journal) truncateAt(off pgq.Offset) (TruncateResult, error) {
 		return res, err
 	}
 	for k := len(segs) - 1; k > i; k-- {
-		if err := j.fs.Remove(segs[k].Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := j.removeSegment(segs[k].Path); err != nil {
 			return res, err
 		}
 	}
 	if err := j.syncDir(); err != nil {
+		return res, err
+	}
+	// The cut segment becomes the open tail: its seal-time checksum no
+	// longer describes it and a new one is written when it seals again.
+	if err := j.removeFile(seg.Path + SumSuffix); err != nil {
 		return res, err
 	}
 	if err := j.rewrite(seg.Path, data[:keep]); err != nil {
@@ -162,4 +167,20 @@ func firstOf(segs []Segment) pgq.Offset {
 		return 0
 	}
 	return segs[0].FirstOffset
+}
+
+// removeSegment removes a segment file and its seal-time checksum file.
+func (j *Journal) removeSegment(path string) error {
+	if err := j.removeFile(path + SumSuffix); err != nil {
+		return err
+	}
+	return j.removeFile(path)
+}
+
+// removeFile removes a file that may already be gone.
+func (j *Journal) removeFile(path string) error {
+	if err := j.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
