@@ -189,6 +189,8 @@ func statusDoc(t *testing.T, m *consumers.Manager) map[string]any {
 	}
 	doc["groups"] = m.Status()
 	doc["journal_error"] = nil
+	doc["journal_corrupt"] = nil
+	doc["journal_scrub"] = api.ScrubStatus{}
 	doc["index"] = map[string]any{"stale": false, "failed_updates": 0, "heals": 0, "last_error": nil}
 	return doc
 }

@@ -324,6 +324,16 @@ func (c *Cluster) NewDB(t testing.TB) *DB {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A package's tests share the cluster's max_replication_slots: the
+	// slots a test left behind go when it ends (after its own cleanups
+	// stopped its pgq; a slot still active, or a cluster a test stopped,
+	// is left as it is).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Exec(ctx, "postgres", fmt.Sprintf(
+			"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '%s' AND NOT active", name))
+	})
 	return &DB{C: c, Name: name, URL: c.URL(name)}
 }
 
