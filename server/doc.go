@@ -17,7 +17,11 @@
 // old ones when the new cannot be used, and with TLSOptions.ReloadInterval
 // Run does so itself when the files' contents change: tls.go). Run starts the group committer, the
 // ingest loop, the index healer, the retention loop of the consumer
-// groups, the backfill runners and the HTTP server, and stops them in
+// groups, the backfill runners, the journal scrub (Options.ScrubRate:
+// journal.RunScrub verifies the sealed segments against their seal-time
+// checksums at that rate; the first corruption found, by it or by a
+// consumer's read, shows in Status's journal_corrupt, /readyz and
+// pgq_journal_corrupt: scrub.go) and the HTTP server, and stops them in
 // order when ctx is cancelled or ingest fails; it closes everything on
 // return. Spill files of in-progress transactions live under
 // DataDir/spill. Options.FS carries every file operation of the journal,
