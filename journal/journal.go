@@ -143,17 +143,9 @@ type Journal struct {
 	failed     error         // wraps ErrFailed and the first write/sync error; nil when healthy
 }
 
-// Open opens (creating if needed) the journal in opts.Dir. It takes an
-// exclusive lock on Dir/LOCK, cuts a torn tail off the last segment file
-// (see the package documentation), opens the log and checks that the last
-// record decodes.
-func Open(opts Options) (*Journal, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	if opts.SegmentSize == 0 {
-		opts.SegmentSize = DefaultSegmentSize
-	}
+// newJournal is a Journal over opts' directory with opts' defaults
+// filled in, nothing opened yet.
+func newJournal(opts Options) *Journal {
 	j := &Journal{
 		dir:      opts.Dir,
 		opts:     opts,
@@ -171,6 +163,21 @@ func Open(opts Options) (*Journal, error) {
 	if j.slowSync == 0 {
 		j.slowSync = DefaultSlowSync
 	}
+	return j
+}
+
+// Open opens (creating if needed) the journal in opts.Dir. It takes an
+// exclusive lock on Dir/LOCK, cuts a torn tail off the last segment file
+// (see the package documentation), opens the log and checks that the last
+// record decodes.
+func Open(opts Options) (*Journal, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.SegmentSize == 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
+	j := newJournal(opts)
 	dir := j.dir
 	if err := j.mkdirAll(); err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)

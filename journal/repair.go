@@ -167,7 +167,16 @@ func (j *Journal) removeAll(paths []string) error {
 
 // rewrite atomically replaces the file at path with data.
 func (j *Journal) rewrite(path string, data []byte) error {
-	tmp := path + repairSuffix
+	if err := j.replaceFile(path+repairSuffix, path, data); err != nil {
+		return err
+	}
+	return j.syncDir()
+}
+
+// replaceFile writes data to tmp, fsyncs it (unless NoSync) and renames
+// it over final, so final holds its old bytes or data, never a mix; tmp
+// is removed on failure. The caller fsyncs the directory.
+func (j *Journal) replaceFile(tmp, final string, data []byte) error {
 	f, err := j.fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err
@@ -181,13 +190,13 @@ func (j *Journal) rewrite(path string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = j.fs.Rename(tmp, path)
+		err = j.fs.Rename(tmp, final)
 	}
 	if err != nil {
 		_ = j.fs.Remove(tmp)
 		return err
 	}
-	return j.syncDir()
+	return nil
 }
 
 // Summary describes a verified journal.

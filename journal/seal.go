@@ -8,9 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // SumSuffix is appended to a sealed segment file's name to name its
@@ -79,27 +77,7 @@ func (j *Journal) onSeal(path string, data []byte) error {
 // temporary file, fsynced (unless NoSync), then renamed into place. The
 // caller fsyncs the directory.
 func (j *Journal) writeSum(path string, s segmentSum) error {
-	tmp, final := path+sumTmpSuffix, path+SumSuffix
-	f, err := j.fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(encodeSum(s)); err == nil && !j.opts.NoSync {
-		start := time.Now()
-		err = f.Sync()
-		j.onSync(tmp, time.Since(start))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = j.fs.Rename(tmp, final)
-	}
-	if err != nil {
-		_ = j.fs.Remove(tmp)
-		return err
-	}
-	return nil
+	return j.replaceFile(path+sumTmpSuffix, path+SumSuffix, encodeSum(s))
 }
 
 // readSum returns the checksum recorded for the segment at path; ok is

@@ -4,10 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/record"
@@ -43,16 +40,7 @@ func TruncateAt(opts Options, off pgq.Offset) (TruncateResult, error) {
 	if err := opts.Validate(); err != nil {
 		return res, err
 	}
-	j := &Journal{dir: opts.Dir, opts: opts, log: opts.Logger, fs: opts.FS, slowSync: opts.SlowSync}
-	if j.log == nil {
-		j.log = slog.Default()
-	}
-	if j.fs == nil {
-		j.fs = vfs.Default
-	}
-	if j.slowSync == 0 {
-		j.slowSync = DefaultSlowSync
-	}
+	j := newJournal(opts)
 	wrap := func(err error) error { return fmt.Errorf("journal: truncate %s at %d: %w", j.dir, off, err) }
 	if _, err := j.fs.Stat(j.dir); err != nil {
 		return res, wrap(err)
