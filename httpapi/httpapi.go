@@ -67,6 +67,9 @@ func (o *Options) Validate() error {
 	if o.Groups == nil {
 		return errors.New("httpapi: Options.Groups is required")
 	}
+	if err := CheckAllowed(o.AllowedHosts, o.AllowedOrigins); err != nil {
+		return fmt.Errorf("httpapi: %w", err)
+	}
 	return nil
 }
 

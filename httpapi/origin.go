@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -38,6 +39,27 @@ type originGuard struct {
 	checkHost bool     // no token and no client certificates
 	hosts     []string // lower case; "*" allows any; "*.example.com" its subdomains
 	origins   []string // lower case, "scheme://host[:port]"; "*" allows any
+}
+
+// CheckAllowed checks lists of allowed hosts (names, "*.suffix" or "*",
+// no scheme, port or path) and origins ("http(s)://host[:port]" or "*").
+func CheckAllowed(hosts, origins []string) error {
+	for _, h := range hosts {
+		name := strings.TrimPrefix(h, "*.")
+		if h != "*" && (name == "" || strings.ContainsAny(name, "/:*@ ") || strings.HasPrefix(name, ".")) {
+			return fmt.Errorf("allowed host %q: want a host name without scheme or port (pgq.example.com, *.example.com or *)", h)
+		}
+	}
+	for _, og := range origins {
+		if og == "*" {
+			continue
+		}
+		u, err := url.Parse(strings.TrimSuffix(og, "/"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			return fmt.Errorf("allowed origin %q: want scheme://host[:port] (https://console.example.com:8443) or *", og)
+		}
+	}
+	return nil
 }
 
 // guardOrigin wraps next with the Host and Origin checks.
