@@ -53,7 +53,8 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, dst any) error {
 	// Only application/json: a web page can send text/plain, a form or
 	// multipart cross-site without a CORS preflight, never
 	// application/json (the Origin check is the other half).
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	// An empty body is malformed whatever its label (bad_request below).
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); r.ContentLength != 0 && (err != nil || mt != "application/json") {
 		return api.Errorf(api.ErrMediaType, "Content-Type %q: request bodies are application/json", r.Header.Get("Content-Type"))
 	}
 	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
