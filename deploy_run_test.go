@@ -38,6 +38,7 @@ func TestDeployAgainstBinary(t *testing.T) {
 	t.Run("exit status", func(t *testing.T) { testUnitExitStatus(t, bin) })
 	t.Run("systemd-analyze verify", func(t *testing.T) { testSystemdVerify(t, bin) })
 	t.Run("image user writes the data dir", func(t *testing.T) { testImageDataDir(t, bin, facts) })
+	t.Run("image needs a token", func(t *testing.T) { testImageNeedsToken(t, bin, facts) })
 	t.Run("image healthcheck", func(t *testing.T) { testImageHealthcheck(t, bin, facts) })
 	t.Run("docker", func(t *testing.T) { testDockerImage(t, facts) })
 }
@@ -247,6 +248,41 @@ func testImageDataDir(t *testing.T, bin string, facts imageFacts) {
 	bad := volumeDir(t, 0, 0, 0o755)
 	if code, stderr := run(bad); code == 0 || !strings.Contains(stderr, "permission denied") {
 		t.Errorf("on a root:root 0755 volume pgq exited %d without permission denied: %s (the test cannot see the failure)", code, stderr)
+	}
+}
+
+// testImageNeedsToken: the image listens on every address, so a plain
+// `docker run` without PGQ_AUTH_TOKEN is refused at start (exit 2, the
+// line naming --insecure-no-auth), as Redis's protected mode; with a
+// token, or said insecure (warned), pgq goes on (to an unreachable
+// server here: exit 1).
+func testImageNeedsToken(t *testing.T, bin string, facts imageFacts) {
+	host, _, err := net.SplitHostPort(facts.Env["PGQ_LISTEN"])
+	if err != nil {
+		t.Fatalf("the image's PGQ_LISTEN %q: %v", facts.Env["PGQ_LISTEN"], err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		t.Skipf("the image listens on loopback (%s): nothing to refuse", host)
+	}
+	run := func(extra ...string) (int, string) {
+		cmd := exec.Command(bin, facts.Cmd...)
+		for k, v := range facts.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		// The image's host, on a free port; a data dir of the test's.
+		cmd.Env = append(cmd.Env, "PGQ_LISTEN="+net.JoinHostPort(host, "0"), "PGQ_DATA_DIR="+t.TempDir(),
+			"PGQ_PG_URL=postgres://pgq@127.0.0.1:"+strconv.Itoa(closedPort(t))+"/x", "PGQ_SLOT=pgq", "PGQ_PUBLICATION=pgq", "PGQ_NO_RECONNECT=true")
+		cmd.Env = append(cmd.Env, extra...)
+		return exitStatus(t, cmd)
+	}
+	if code, stderr := run(); code != 2 || !strings.Contains(stderr, "--insecure-no-auth") {
+		t.Errorf("the image without a token: exit %d, %q; want 2 and the line naming --insecure-no-auth", code, stderr)
+	}
+	if code, stderr := run("PGQ_AUTH_TOKEN=change-me"); code != 1 || !strings.Contains(stderr, "unreachable") {
+		t.Errorf("the image with a token: exit %d, %q; want it past the check (1: server unreachable)", code, stderr)
+	}
+	if code, stderr := run("PGQ_INSECURE_NO_AUTH=true"); code != 1 || !strings.Contains(stderr, "--insecure-no-auth") {
+		t.Errorf("the image said insecure: exit %d, %q; want the warning and past the check (1: server unreachable)", code, stderr)
 	}
 }
 

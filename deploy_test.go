@@ -3,6 +3,8 @@ package pgq_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path"
 	"slices"
@@ -398,6 +400,7 @@ func TestComposeFile(t *testing.T) {
 	if !slices.Contains(b.Volumes, "pgq-data:"+facts.DataDir) {
 		t.Errorf("service %s: volumes %q do not mount a named volume on %s", builder, b.Volumes, facts.DataDir)
 	}
+	token := checkComposeAuth(t, builder, b, facts)
 	users := 0
 	for name, s := range doc.Services {
 		if name == builder || s.Image != b.Image {
@@ -405,10 +408,34 @@ func TestComposeFile(t *testing.T) {
 		}
 		users++
 		checkImageUser(t, name, s, builder)
+		if s.Environment["PGQ_ADDR"] != nil && fmt.Sprint(s.Environment["PGQ_AUTH_TOKEN"]) != token {
+			t.Errorf("service %s calls pgq's API with token %v, pgq requires %q", name, s.Environment["PGQ_AUTH_TOKEN"], token)
+		}
 	}
 	if users == 0 {
 		t.Errorf("no service but %s runs pgq's image: the consumer is missing", builder)
 	}
+}
+
+// checkComposeAuth: pgq run refuses to listen beyond loopback without a
+// token, client certificates or --insecure-no-auth, and the image
+// listens on every address; the service running it must set the token.
+// It returns the token.
+func checkComposeAuth(t *testing.T, name string, s composeService, facts imageFacts) string {
+	t.Helper()
+	listen := facts.Env["PGQ_LISTEN"]
+	if v, ok := s.Environment["PGQ_LISTEN"]; ok {
+		listen = fmt.Sprint(v)
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		t.Fatalf("service %s listens on %q: %v", name, listen, err)
+	}
+	token, _ := s.Environment["PGQ_AUTH_TOKEN"].(string)
+	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && token == "" {
+		t.Errorf("service %s listens on %s without PGQ_AUTH_TOKEN: pgq run refuses to start", name, listen)
+	}
+	return token
 }
 
 // checkImageUser checks a service that runs the built image without

@@ -8,19 +8,22 @@ import (
 
 // Error codes of the HTTP API ({"error":{"code":...}}).
 const (
-	CodeBadRequest    = "bad_request"        // malformed body, unknown field, bad value
-	CodeInvalidName   = "invalid_name"       // group name not [A-Za-z0-9_.-]{1,128}, or "." / ".."
-	CodeBadPosition   = "bad_position"       // unparsable start position
-	CodeNotFound      = "not_found"          // no such group (or route)
-	CodeMethod        = "method_not_allowed" // the route exists, not with this method (see Allow)
-	CodeExists        = "already_exists"     // group exists
-	CodeConflict      = "conflict"           // another member holds the lease
-	CodeFenced        = "fenced"             // the member's lease expired or was taken over
-	CodeInvalidCommit = "invalid_commit"     // commit backwards, beyond delivered, or inside a transaction
-	CodeOutOfRange    = "out_of_range"       // cursor or position below the journal start (or past its end)
-	CodeUnauthorized  = "unauthorized"       // missing or wrong bearer token
-	CodeTooLarge      = "too_large"          // request body over the limit
-	CodeUnavailable   = "unavailable"        // server shutting down or restarting
+	CodeBadRequest    = "bad_request"            // malformed body, unknown field, bad value
+	CodeInvalidName   = "invalid_name"           // group name not [A-Za-z0-9_.-]{1,128}, or "." / ".."
+	CodeBadPosition   = "bad_position"           // unparsable start position
+	CodeNotFound      = "not_found"              // no such group (or route)
+	CodeMethod        = "method_not_allowed"     // the route exists, not with this method (see Allow)
+	CodeExists        = "already_exists"         // group exists
+	CodeConflict      = "conflict"               // another member holds the lease
+	CodeFenced        = "fenced"                 // the member's lease expired or was taken over
+	CodeInvalidCommit = "invalid_commit"         // commit backwards, beyond delivered, or inside a transaction
+	CodeOutOfRange    = "out_of_range"           // cursor or position below the journal start (or past its end)
+	CodeUnauthorized  = "unauthorized"           // missing or wrong bearer token
+	CodeTooLarge      = "too_large"              // request body over the limit
+	CodeForbidden     = "forbidden"              // a browser's cross-origin request from an origin not allowed
+	CodeMisdirected   = "misdirected_request"    // the Host header names neither pgq nor an allowed host (DNS rebinding)
+	CodeMediaType     = "unsupported_media_type" // a request body that is not labelled application/json
+	CodeUnavailable   = "unavailable"            // server shutting down or restarting
 	// CodeJournalCorrupt: the journal record the request needed is
 	// corrupt (the message names its offset). Not the request's fault and
 	// not transient: the same request answers the same until an operator
@@ -43,6 +46,9 @@ var (
 	ErrOutOfRange    = errors.New("consumers: offset out of range")
 	ErrUnauthorized  = errors.New("consumers: unauthorized")
 	ErrTooLarge      = errors.New("consumers: request too large")
+	ErrForbidden     = errors.New("consumers: origin not allowed")
+	ErrMisdirected   = errors.New("consumers: host not allowed")
+	ErrMediaType     = errors.New("consumers: unsupported media type")
 	ErrUnavailable   = errors.New("consumers: unavailable")
 	// ErrJournalCorrupt: a journal record the call needed is corrupt.
 	ErrJournalCorrupt = errors.New("consumers: journal record corrupt")
@@ -69,6 +75,9 @@ var codes = []struct {
 	{CodeOutOfRange, ErrOutOfRange, http.StatusRequestedRangeNotSatisfiable},
 	{CodeUnauthorized, ErrUnauthorized, http.StatusUnauthorized},
 	{CodeTooLarge, ErrTooLarge, http.StatusRequestEntityTooLarge},
+	{CodeForbidden, ErrForbidden, http.StatusForbidden},
+	{CodeMisdirected, ErrMisdirected, http.StatusMisdirectedRequest},
+	{CodeMediaType, ErrMediaType, http.StatusUnsupportedMediaType},
 	{CodeUnavailable, ErrUnavailable, http.StatusServiceUnavailable},
 	// 500, not 503: 503 means "try again later" to clients and proxies
 	// (the Go client retries unavailable), and retrying never helps here.

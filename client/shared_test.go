@@ -185,6 +185,7 @@ func TestSharedWire(t *testing.T) {
 	post := func(path, accept, body string) (*http.Response, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, "http://"+s.addr+"/v1/groups/jobs"+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", accept)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -159,6 +159,9 @@ func (e *env) call(t *testing.T, method, path, body string, hdr ...string) (int,
 	if e.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.Token)
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

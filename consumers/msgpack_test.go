@@ -23,6 +23,7 @@ func TestFetchMsgpackIsLanguageNeutral(t *testing.T) {
 	e.insert(t, 2)
 	fetch := func(accept string) (*http.Response, []byte) {
 		req, _ := http.NewRequest("POST", e.Base+"/v1/groups/mp/fetch", strings.NewReader(`{"member":"x","max":10}`))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", accept)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

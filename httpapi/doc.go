@@ -18,11 +18,20 @@
 // answered by its route and is not excused in statuses_test.go's
 // unprovoked (a failing disk, a backfill without PostgreSQL).
 //
+// # Cross-site requests
+//
+// origin.go refuses a browser's cross-site request (an Origin that is not
+// the Host's host[:port], 403 forbidden, unless Options.AllowedOrigins lists
+// it, then with CORS headers) and, without a token or client certificates,
+// a Host that is not an IP literal, localhost or in Options.AllowedHosts
+// (421 misdirected_request: DNS rebinding). The probes are exempt.
+//
 // # Wire formats
 //
-// Request bodies are JSON whatever their Content-Type says (curl -d labels
-// them as a form), except multipart and msgpack, which are refused: at
-// most MaxRequestBytes (413 too_large beyond), unknown fields rejected,
+// Request bodies are JSON labelled application/json (anything else,
+// curl -d's form label included, is 415 unsupported_media_type: a web
+// page sends text/plain, forms and multipart cross-site without a
+// preflight): at most MaxRequestBytes (413 too_large beyond), unknown fields rejected,
 // exactly one value. Answers are JSON, or msgpack when the request says
 // "Accept: application/msgpack": the same maps as the JSON, except that
 // json and jsonb values of changes are strings holding their JSON text

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,15 +46,16 @@ func WriteError(w http.ResponseWriter, err error) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// decodeRequest reads a JSON body strictly: at most MaxRequestBytes, no
-// unknown fields, exactly one value. Its errors are api.ErrBadRequest or
-// api.ErrTooLarge.
+// decodeRequest reads a JSON body strictly: labelled application/json,
+// at most MaxRequestBytes, no unknown fields, exactly one value. Its
+// errors are api.ErrMediaType, api.ErrBadRequest or api.ErrTooLarge.
 func decodeRequest(w http.ResponseWriter, r *http.Request, dst any) error {
-	// Bodies are JSON whatever they are labelled: curl -d sends
-	// application/x-www-form-urlencoded. Only types that cannot be JSON are
-	// refused.
-	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") || strings.HasPrefix(ct, api.MediaMsgpack) {
-		return api.Errorf(api.ErrBadRequest, "Content-Type %q: request bodies are JSON", ct)
+	// Only application/json: a web page can send text/plain, a form or
+	// multipart cross-site without a CORS preflight, never
+	// application/json (the Origin check is the other half).
+	// An empty body is malformed whatever its label (bad_request below).
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); r.ContentLength != 0 && (err != nil || mt != "application/json") {
+		return api.Errorf(api.ErrMediaType, "Content-Type %q: request bodies are application/json", r.Header.Get("Content-Type"))
 	}
 	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	dec := json.NewDecoder(body)

@@ -55,6 +55,12 @@ func start(t *testing.T, token string) *env {
 // them (httpapi.NewServer over httpapi.Listener).
 func startLimited(t *testing.T, token string, l httpapi.Limits) *env {
 	t.Helper()
+	return startWith(t, token, l, nil)
+}
+
+// startWith is startLimited with the API's options changed by set.
+func startWith(t *testing.T, token string, l httpapi.Limits, set func(*httpapi.Options)) *env {
+	t.Helper()
 	dir := t.TempDir()
 	j, err := journal.Open(journal.Options{Dir: filepath.Join(dir, "journal")})
 	if err != nil {
@@ -76,7 +82,7 @@ func startLimited(t *testing.T, token string, l httpapi.Limits) *env {
 	e := &env{t: t, j: j, ix: ix, m: m, last: 0x1000}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector())
-	h, err := httpapi.New(httpapi.Options{Groups: m, Backfills: bf, AuthToken: token,
+	o := httpapi.Options{Groups: m, Backfills: bf, AuthToken: token,
 		Status: func() any {
 			if e.unencodable.Load() {
 				return map[string]any{"bad": func() {}}
@@ -90,7 +96,11 @@ func startLimited(t *testing.T, token string, l httpapi.Limits) *env {
 			return historyDoc()
 		},
 		NotReady: func() string { return e.ready },
-		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
+		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	if set != nil {
+		set(&o)
+	}
+	h, err := httpapi.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +166,14 @@ func (e *env) do(method, path, body string, hdr ...string) (*http.Response, []by
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1] // Header's Host is not sent
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)

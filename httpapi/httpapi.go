@@ -42,6 +42,20 @@ type Options struct {
 	// on every route but GET /healthz and the console's static files under
 	// /ui (compared in constant time).
 	AuthToken string
+	// ClientCertificates reports that every connection presented a
+	// client certificate (mutual TLS): like AuthToken, it turns the Host
+	// check off (origin.go).
+	ClientCertificates bool
+	// AllowedHosts are the names, besides IP literals and localhost, that
+	// a request's Host header may carry when neither AuthToken nor
+	// ClientCertificates is set ("*.example.com": its subdomains; "*":
+	// any). Others answer 421 misdirected_request (DNS rebinding).
+	AllowedHosts []string
+	// AllowedOrigins are the origins ("https://console.example:8443";
+	// "*": any) whose cross-origin browser requests are served, with CORS
+	// headers. A request from another origin than its Host answers 403
+	// forbidden.
+	AllowedOrigins []string
 	// Formats configures the renderings a fetch's "format" asks for
 	// (database and slot named by Debezium's source and CloudEvents'
 	// source). Its Now and JSONValues are set per answer.
@@ -52,6 +66,9 @@ type Options struct {
 func (o *Options) Validate() error {
 	if o.Groups == nil {
 		return errors.New("httpapi: Options.Groups is required")
+	}
+	if err := CheckAllowed(o.AllowedHosts, o.AllowedOrigins); err != nil {
+		return fmt.Errorf("httpapi: %w", err)
 	}
 	return nil
 }
@@ -74,7 +91,7 @@ func New(o Options) (*API, error) {
 			mux.Handle(rt.Method+" "+rt.Pattern, rt.handler)
 		}
 	}
-	a.handler = requireBearer(o.AuthToken, jsonMuxErrors(mux))
+	a.handler = guardOrigin(o, requireBearer(o.AuthToken, jsonMuxErrors(mux)))
 	return a, nil
 }
 
@@ -123,8 +140,13 @@ var (
 	// can return (not an encoding error of pgq's own wire types, which
 	// cannot fail).
 	internal = []int{http.StatusInternalServerError}
-	// body is what decoding a JSON body answers (bad_request, too_large).
-	body = []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}
+	// body is what decoding a JSON body answers (bad_request, too_large,
+	// unsupported_media_type).
+	body = []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}
+	// guarded is what every route but the probes answers to a browser's
+	// cross-origin request (forbidden) and to a Host header that is not
+	// pgq's (misdirected_request): origin.go.
+	guarded = []int{http.StatusForbidden, http.StatusMisdirectedRequest}
 	// named is a group name in the path: invalid_name, or no such group.
 	named = []int{http.StatusBadRequest, http.StatusNotFound}
 	// missing is no such backfill (ids are not validated: any id that is
@@ -193,7 +215,7 @@ func (a *API) routes() []Route {
 	static := func(pattern string) Route {
 		return Route{Method: "GET", Pattern: pattern, Statuses: []int{http.StatusOK}, static: true, handler: page}
 	}
-	return []Route{
+	rs := []Route{
 		probe(rt("GET", "/healthz", always, []int{http.StatusOK}, healthz)),
 		probe(rt("GET", "/readyz", partReady, statuses(http.StatusOK, busy), a.ready)),
 		probe(rt("GET", "/metrics", partMetrics, statuses(http.StatusOK, busy), a.metrics)),
@@ -234,6 +256,12 @@ func (a *API) routes() []Route {
 		rt("PATCH", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, body, missing, internal, busy), b.update),
 		rt("DELETE", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, missing, internal, busy), b.cancel),
 	}
+	for i := range rs {
+		if !rs[i].probe && !rs[i].static {
+			rs[i].Statuses = statuses(rs[i].Statuses[0], rs[i].Statuses[1:], guarded)
+		}
+	}
+	return rs
 }
 
 // Routes lists every route of a fully configured API with the statuses it

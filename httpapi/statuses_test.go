@@ -121,8 +121,9 @@ func (e *env) expect(status int, method, path, body string, hdr ...string) []byt
 // TestEveryRouteStatus provokes each status the route table lists for
 // each route that a request can provoke without PostgreSQL or a failing
 // disk (TestMain then finds every documented pair answered): the
-// middleware's (401, 413, 400 of a malformed body, 503 of an overflow
-// connection) on every route, and each handler's own.
+// middleware's (401, 403 and 421 of a browser's cross-site request, 413,
+// 415 and 400 of a body, 503 of an overflow connection) on every route,
+// and each handler's own.
 func TestEveryRouteStatus(t *testing.T) {
 	routes := httpapi.Routes(true)
 
@@ -131,6 +132,25 @@ func TestEveryRouteStatus(t *testing.T) {
 		for _, rt := range routes {
 			if slices.Contains(rt.Statuses, http.StatusUnauthorized) {
 				e.expect(http.StatusUnauthorized, rt.Method, path(rt.Pattern, "g", "bf1"), bodyRoutes[rt.Method+" "+rt.Pattern])
+			}
+		}
+	})
+
+	// A web page's requests without a token (origin.go): a cross-site
+	// Origin (403), a rebinding Host name (421), a body labelled as what
+	// a page can send without a preflight (415).
+	t.Run("cross-site", func(t *testing.T) {
+		e := start(t, "")
+		for _, rt := range routes {
+			p, b := path(rt.Pattern, "g", "bf1"), bodyRoutes[rt.Method+" "+rt.Pattern]
+			if slices.Contains(rt.Statuses, http.StatusForbidden) {
+				e.expect(http.StatusForbidden, rt.Method, p, b, "Origin", "http://evil.example")
+			}
+			if slices.Contains(rt.Statuses, http.StatusMisdirectedRequest) {
+				e.expect(http.StatusMisdirectedRequest, rt.Method, p, b, "Host", "attacker.example:5480")
+			}
+			if slices.Contains(rt.Statuses, http.StatusUnsupportedMediaType) {
+				e.expect(http.StatusUnsupportedMediaType, rt.Method, p, b, "Content-Type", "text/plain")
 			}
 		}
 	})

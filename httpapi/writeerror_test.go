@@ -38,7 +38,8 @@ func TestWriteErrorHidesInternalDetail(t *testing.T) {
 
 // TestHTTPErrorsAlwaysJSON: unknown routes are 404 not_found, a known route
 // with another method 405 method_not_allowed with Allow, both JSON; a body
-// labelled as a form (curl -d) or not labelled is read as JSON.
+// not labelled application/json (curl -d labels it a form) is 415
+// unsupported_media_type and changes nothing.
 func TestHTTPErrorsAlwaysJSON(t *testing.T) {
 	e := start(t, "")
 	do := func(method, path, ct, body string) (*http.Response, api.Error) {
@@ -77,13 +78,22 @@ func TestHTTPErrorsAlwaysJSON(t *testing.T) {
 			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, resp.Header.Get("Allow"), tc.allow)
 		}
 	}
-	for i, ct := range []string{"", "application/x-www-form-urlencoded", "text/plain", "application/json; charset=utf-8"} {
+	// A body is read only when labelled application/json: a web page can
+	// send text/plain, a form or multipart cross-site without a preflight.
+	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
 		resp, apiErr := do("POST", "/v1/groups", ct, fmt.Sprintf(`{"name":"g%d","from":"earliest"}`, i))
-		if resp.StatusCode >= 300 {
+		if resp.StatusCode != http.StatusCreated {
 			t.Errorf("create with Content-Type %q: %d %+v", ct, resp.StatusCode, apiErr)
 		}
 	}
-	if resp, apiErr := do("POST", "/v1/groups", "application/msgpack", `{"name":"m"}`); resp.StatusCode != 400 || apiErr.Code != api.CodeBadRequest {
-		t.Errorf("msgpack request body: %d %+v, want 400 bad_request", resp.StatusCode, apiErr)
+	for i, ct := range []string{"", "application/x-www-form-urlencoded", "text/plain", "text/plain; charset=utf-8", "multipart/form-data; boundary=x", "application/msgpack", "application/jsonx"} {
+		name := fmt.Sprintf("bad%d", i)
+		resp, apiErr := do("POST", "/v1/groups", ct, fmt.Sprintf(`{"name":%q,"from":"earliest"}`, name))
+		if resp.StatusCode != http.StatusUnsupportedMediaType || apiErr.Code != api.CodeMediaType {
+			t.Errorf("create with Content-Type %q: %d %+v, want 415 %s", ct, resp.StatusCode, apiErr, api.CodeMediaType)
+		}
+		if resp, _ := do("GET", "/v1/groups/"+name, "", ""); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("a create refused for its Content-Type %q made the group: %d", ct, resp.StatusCode)
+		}
 	}
 }

@@ -55,6 +55,7 @@ func bfCallAddr(t *testing.T, addr, method, path string, body any) (int, []byte)
 		rd = bytes.NewReader(nil)
 	}
 	req, _ := http.NewRequest(method, "http://"+addr+path, rd)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -748,6 +749,7 @@ func TestBackfillThrottle(t *testing.T) {
 	}
 	// The body is read as the consumers API reads it: one object only.
 	req, _ := http.NewRequest("PATCH", "http://"+r.S.Addr()+"/v1/backfills/"+st.ID, strings.NewReader(`{"max_rate":1} {"max_rate":0}`))
+	req.Header.Set("Content-Type", "application/json")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("PATCH with trailing data: %v %v", resp, err)
 	} else {

@@ -60,6 +60,17 @@ type Options struct {
 	// AuthToken, when set, is required as "Authorization: Bearer <token>"
 	// on every HTTP call except /healthz.
 	AuthToken string
+	// InsecureNoAuth lets the API listen beyond loopback without
+	// AuthToken or client certificates (TLS.ClientCAFile), which Open
+	// otherwise refuses (ErrExposed); it is logged as a warning at every
+	// start.
+	InsecureNoAuth bool
+	// AllowedHosts and AllowedOrigins are httpapi.Options' lists: the
+	// Host names besides IP literals and localhost that a request without
+	// a token may name, and the origins whose browser requests are
+	// served cross-site (with CORS headers).
+	AllowedHosts   []string
+	AllowedOrigins []string
 	// Retention of the journal (see consumers.Manager.Retain); the zero
 	// value keeps what some group still needs.
 	Retention consumers.RetentionOptions
@@ -302,9 +313,12 @@ func (s *Server) openHTTP(context.Context) error {
 		return fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
 	s.listener = l
-	s.warnExposed(l.Addr()) // tls.go
+	if err := s.checkExposed(l.Addr()); err != nil { // tls.go
+		return err // closeStores closes the listener
+	}
 	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.statusDoc, History: s.historyDoc, NotReady: s.notReady,
 		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken,
+		ClientCertificates: o.TLS.ClientCAFile != "", AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins,
 		Formats: format.Options{Database: databaseOf(o.Ingest.PGURL), Slot: o.Ingest.Slot}})
 	if err != nil {
 		return err

@@ -304,22 +304,31 @@ func (s *Server) watchTLS(ctx context.Context) (stop func()) {
 	}
 }
 
-// warnExposed warns when the API listens beyond loopback with nothing
-// keeping strangers out (no token, no client certificates) or with a
-// token that crosses the network in clear text (no TLS).
-func (s *Server) warnExposed(addr net.Addr) {
+// ErrExposed: the API would listen beyond loopback with nothing keeping
+// strangers out (no token, no client certificates) and
+// Options.InsecureNoAuth does not say so. Wraps ingest.ErrConfig.
+var ErrExposed = fmt.Errorf("%w: the API listens beyond loopback without a token or client certificates", ingest.ErrConfig)
+
+// checkExposed refuses an API that listens beyond loopback with nothing
+// keeping strangers out, as Redis's protected mode does, unless
+// Options.InsecureNoAuth says so (then it warns, at every start); and it
+// warns about a token that crosses the network in clear text (no TLS).
+func (s *Server) checkExposed(addr net.Addr) error {
 	host, _, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return
+		return nil
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return
+		return nil
 	}
 	o := &s.o
 	switch {
+	case o.AuthToken == "" && o.TLS.ClientCAFile == "" && !o.InsecureNoAuth:
+		return fmt.Errorf("%w (%s): anyone who can reach it could read every change and move every group; set --auth-token (PGQ_AUTH_TOKEN) or --tls-client-ca, listen on 127.0.0.1, or accept it with --insecure-no-auth", ErrExposed, addr)
 	case o.AuthToken == "" && o.TLS.ClientCAFile == "":
-		o.Logger.Warn("the API listens on a non-loopback address without --auth-token: anyone who can reach it can read every change and move every group", "listen", addr.String())
+		o.Logger.Warn("--insecure-no-auth: the API listens on a non-loopback address without --auth-token: anyone who can reach it can read every change and move every group", "listen", addr.String())
 	case o.AuthToken != "" && s.tls == nil:
 		o.Logger.Warn("the API listens on a non-loopback address without TLS: the bearer token and every change cross the network in clear text (--tls-cert, --tls-key)", "listen", addr.String())
 	}
+	return nil
 }

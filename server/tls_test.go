@@ -203,29 +203,39 @@ func TestTLSOptionsRefused(t *testing.T) {
 	}
 }
 
-// TestWarnExposed: beyond loopback pgq warns about an API nobody needs a
-// secret for, and about a token sent without TLS; with a token and TLS,
-// with client certificates, or on loopback it says nothing.
-func TestWarnExposed(t *testing.T) {
+// TestCheckExposed: beyond loopback pgq refuses an API nobody needs a
+// secret for unless --insecure-no-auth says so (then it warns), and warns
+// about a token sent without TLS; with a token and TLS, with client
+// certificates, or on loopback it says nothing.
+func TestCheckExposed(t *testing.T) {
 	wild := &net.TCPAddr{IP: net.IPv4zero, Port: 5480}
+	pod := &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 5480}
 	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5480}
+	loop6 := &net.TCPAddr{IP: net.IPv6loopback, Port: 5480}
 	tlsOn := &certReloader{}
 	for name, tc := range map[string]struct {
-		addr net.Addr
-		o    Options
-		tls  *certReloader
-		want string // "" : no warning
+		addr    net.Addr
+		o       Options
+		tls     *certReloader
+		refused bool
+		want    string // "" : no warning
 	}{
-		"open":               {wild, Options{}, nil, "without --auth-token"},
-		"token in clear":     {wild, Options{AuthToken: "x"}, nil, "clear text"},
-		"token over TLS":     {wild, Options{AuthToken: "x"}, tlsOn, ""},
-		"mutual TLS":         {wild, Options{TLS: TLSOptions{ClientCAFile: "ca.pem"}}, tlsOn, ""},
-		"loopback, no token": {loop, Options{}, nil, ""},
+		"open":                {wild, Options{}, nil, true, ""},
+		"open on a pod IP":    {pod, Options{}, nil, true, ""},
+		"open, said insecure": {wild, Options{InsecureNoAuth: true}, nil, false, "--insecure-no-auth"},
+		"token in clear":      {wild, Options{AuthToken: "x"}, nil, false, "clear text"},
+		"token over TLS":      {wild, Options{AuthToken: "x"}, tlsOn, false, ""},
+		"mutual TLS":          {wild, Options{TLS: TLSOptions{ClientCAFile: "ca.pem"}}, tlsOn, false, ""},
+		"loopback, no token":  {loop, Options{}, nil, false, ""},
+		"::1, no token":       {loop6, Options{}, nil, false, ""},
 	} {
 		logs := &syncbuf.Buffer{}
 		tc.o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		s := &Server{o: tc.o, tls: tc.tls}
-		s.warnExposed(tc.addr)
+		err := s.checkExposed(tc.addr)
+		if tc.refused != (err != nil) || err != nil && (!errors.Is(err, ErrExposed) || !errors.Is(err, ingest.ErrConfig) || !strings.Contains(err.Error(), "--insecure-no-auth")) {
+			t.Errorf("%s: %v, want refused=%v (ErrExposed naming --insecure-no-auth)", name, err, tc.refused)
+		}
 		got := logs.String()
 		if tc.want == "" && got != "" || tc.want != "" && (!strings.Contains(got, "level=WARN") || !strings.Contains(got, tc.want)) {
 			t.Errorf("%s: logged %q, want %q", name, got, tc.want)

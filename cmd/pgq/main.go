@@ -148,12 +148,13 @@ func usage(err error) error {
 // configErrors are the refusals only a change of the configuration ends:
 // ingest's preflight (the options, the server's wal_level, the slot, the
 // publication, the role's privileges), the API's answers to a request
-// built from bad flags or with a bad token, and a TLS refusal (an
+// built from bad flags, with a bad token or refused as cross-site (a Host
+// name not in --allowed-hosts), and a TLS refusal (an
 // untrusted certificate, a missing client certificate, http against
 // https).
 var configErrors = []error{
 	ingest.ErrConfig, ingest.ErrWALLevel, ingest.ErrSlotMissing, ingest.ErrSlotPlugin, ingest.ErrPubMissing, ingest.ErrPrivilege,
-	api.ErrBadRequest, api.ErrInvalidName, api.ErrBadPosition, api.ErrUnauthorized, client.ErrTLS,
+	api.ErrBadRequest, api.ErrInvalidName, api.ErrBadPosition, api.ErrUnauthorized, api.ErrForbidden, api.ErrMisdirected, api.ErrMediaType, client.ErrTLS,
 }
 
 // healthError is pgq healthcheck's failure: exit status 1 whatever the

@@ -43,6 +43,9 @@ type RunCmd struct {
 	MaxRecordBytes    ByteSize   `name:"max-record-bytes" default:"8MiB" env:"PGQ_MAX_RECORD_BYTES" help:"Record size limit: a larger transaction is journaled as several records (parts): 4KiB to 1GiB."`
 	MemoryLimit       ByteSize   `name:"memory-limit" default:"192MiB" env:"PGQ_MEMORY_LIMIT" help:"Soft memory limit of the Go runtime (0: none); the GOMEMLIMIT environment variable takes precedence."`
 	AuthToken         string     `name:"auth-token" env:"PGQ_AUTH_TOKEN" help:"Require 'Authorization: Bearer <token>' on every HTTP call except /healthz."`
+	InsecureNoAuth    bool       `name:"insecure-no-auth" env:"PGQ_INSECURE_NO_AUTH" help:"Let --listen be a non-loopback address without --auth-token or --tls-client-ca (refused otherwise): anyone who can reach it can read every change and move every group. Warned at every start."`
+	AllowedHosts      string     `name:"allowed-hosts" env:"PGQ_ALLOWED_HOSTS" placeholder:"NAME[,NAME]" help:"Host names (besides IP addresses and localhost) that API requests without a token may name in their Host header ('*.example.com': its subdomains); others answer 421 (DNS rebinding). /healthz, /readyz and /metrics answer any."`
+	AllowedOrigins    string     `name:"allowed-origins" env:"PGQ_ALLOWED_ORIGINS" placeholder:"ORIGIN[,ORIGIN]" help:"Origins (https://console.example:8443) whose cross-site browser requests the API serves, with CORS headers; a request from any other origin than its Host answers 403."`
 	ProbeListen       string     `name:"probe-listen" env:"PGQ_PROBE_LISTEN" placeholder:"HOST:PORT" help:"Also serve /healthz, /readyz and /metrics, without the token, on this address (probes and scrapes keep answering whatever clients of --listen do)."`
 	HTTPMaxConns      int        `name:"http-max-conns" default:"256" env:"PGQ_HTTP_MAX_CONNS" help:"Concurrent API connections; beyond them 8 more answer only /healthz and /readyz, and the rest wait to be accepted (lowered to fit the open-file limit, keeping pgq's own files)."`
 	HTTPBodyTimeout   Duration   `name:"http-body-timeout" default:"30s" env:"PGQ_HTTP_BODY_TIMEOUT" help:"Longest time to read a request body."`
@@ -71,14 +74,17 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		debug.SetMemoryLimit(int64(c.MemoryLimit))
 	}
 	s, err := server.Open(ctx, server.Options{
-		DataDir:     c.DataDir,
-		Listen:      c.Listen,
-		SegmentSize: int(c.SegmentSize),
-		ScrubRate:   int64(c.ScrubRate),
-		Logger:      logger,
-		AuthToken:   c.AuthToken,
-		ProbeListen: c.ProbeListen,
-		TLS:         c.options(),
+		DataDir:        c.DataDir,
+		Listen:         c.Listen,
+		SegmentSize:    int(c.SegmentSize),
+		ScrubRate:      int64(c.ScrubRate),
+		Logger:         logger,
+		AuthToken:      c.AuthToken,
+		InsecureNoAuth: c.InsecureNoAuth,
+		AllowedHosts:   splitList(c.AllowedHosts),
+		AllowedOrigins: splitList(c.AllowedOrigins),
+		ProbeListen:    c.ProbeListen,
+		TLS:            c.options(),
 		HTTP: httpapi.Limits{MaxConns: c.HTTPMaxConns, BodyTimeout: c.HTTPBodyTimeout.D(), IdleTimeout: c.HTTPIdleTimeout.D(),
 			WriteTimeout: c.HTTPWriteTimeout.D()},
 		Retention:   consumers.RetentionOptions{MinAge: c.RetainMinAge.D(), MaxAge: c.RetainMaxAge.D(), MaxBytes: int64(c.RetainMaxBytes), Interval: c.RetainInterval.D()},

@@ -11,6 +11,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/server"
 )
@@ -40,6 +41,9 @@ func (c *RunCmd) Validate(kctx *kong.Context) error {
 	}
 	if err := c.validateHold(); err != nil {
 		return err
+	}
+	if err := httpapi.CheckAllowed(splitList(c.AllowedHosts), splitList(c.AllowedOrigins)); err != nil {
+		return fmt.Errorf("--allowed-hosts/--allowed-origins: %w", err)
 	}
 	if err := c.options().Validate(); err != nil { // TLS: the files go together
 		return err

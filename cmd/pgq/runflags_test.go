@@ -12,8 +12,10 @@ import (
 )
 
 // TestRunFlagBounds: --segment-size and --max-record-bytes outside 4KiB to
-// 1GiB, and an empty --create-publication (from the command line, the
-// environment or the config file), are refused with one line and the
+// 1GiB, an empty --create-publication (from the command line, the
+// environment or the config file), malformed --allowed-hosts or
+// --allowed-origins, and a --listen beyond loopback with neither a token,
+// client certificates nor --insecure-no-auth are refused with one line and the
 // usage exit status before anything is opened; the bounds themselves are
 // accepted (pgq then goes on to connect, and fails at runtime against a
 // server that is not there).
@@ -35,6 +37,17 @@ func TestRunFlagBounds(t *testing.T) {
 		{"create-publication empty in the config file", []string{"run", "--config", writeFile(t, dir, "pub.yaml", "create-publication: \"\"\n"), "--pg-url", url, "--slot", "s", "--publication", "p",
 			"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--no-reconnect"}, nil, exitUsage, "--create-publication is empty"},
 		{"create-publication blank", run("--create-publication", " , "), nil, exitUsage, "--create-publication"},
+		// Beyond loopback without a token or client certificates, as
+		// Redis's protected mode: refused unless said insecure.
+		{"listen beyond loopback without a token", run("--listen", "0.0.0.0:0"), nil, exitUsage, "--insecure-no-auth"},
+		{"listen beyond loopback from the environment", []string{"run", "--pg-url", url, "--slot", "s", "--publication", "p", "--data-dir", t.TempDir(), "--no-reconnect"},
+			[]string{"PGQ_LISTEN=0.0.0.0:0"}, exitUsage, "without a token or client certificates"},
+		{"listen beyond loopback, said insecure", run("--listen", "0.0.0.0:0", "--insecure-no-auth"), nil, exitRuntime, "server unreachable"},
+		{"listen beyond loopback with a token", run("--listen", "0.0.0.0:0", "--auth-token", "t"), nil, exitRuntime, "server unreachable"},
+		{"allowed origin with a path", run("--allowed-origins", "https://a.example/ui"), nil, exitUsage, "--allowed-hosts/--allowed-origins: allowed origin"},
+		{"allowed origin without a scheme", run("--allowed-origins", "a.example"), nil, exitUsage, "allowed origin"},
+		{"allowed host with a port", run("--allowed-hosts", "pgq.svc:5480"), nil, exitUsage, "allowed host"},
+		{"allowed hosts and origins", run("--allowed-hosts", "pgq.svc,*.corp.example", "--allowed-origins", "https://console.corp.example:8443"), nil, exitRuntime, "server unreachable"},
 	}
 	for _, flag := range []string{"--segment-size", "--max-record-bytes"} {
 		for _, ok := range []string{"4KiB", "4096", "1GiB"} {

@@ -239,6 +239,18 @@ func (c *contract) check(req *http.Request, resp *http.Response) []string {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 
+	// A browser's CORS preflight is the HTTP layer's, like a 405: outside
+	// the document. An allowed origin's is 204 with the CORS headers,
+	// another's the 403 envelope (httpapi/origin.go).
+	if req.Method == http.MethodOptions && req.Header.Get("Access-Control-Request-Method") != "" {
+		if resp.StatusCode == http.StatusNoContent {
+			if resp.Header.Get("Access-Control-Allow-Origin") == "" || resp.Header.Get("Access-Control-Allow-Methods") == "" {
+				return []string{"a 204 preflight answer without Access-Control-Allow-Origin and -Methods"}
+			}
+			return nil
+		}
+		return c.checkMuxError(resp, body, http.StatusForbidden, "forbidden", "a preflight of an origin not allowed")
+	}
 	c.mu.Lock()
 	ok, verrs := c.v.ValidateHttpResponse(rq, resp)
 	c.mu.Unlock()

@@ -155,6 +155,7 @@ func TestValidator(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Header.Set("X-Case", tc.cse)
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := srv.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
