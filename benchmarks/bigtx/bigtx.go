@@ -59,6 +59,11 @@ type Options struct {
 	PGQArgs []string
 	// Settings are extra postgresql.conf lines.
 	Settings []string
+	// Fetch, after the transaction is journaled, fetches it whole through
+	// the HTTP API (an exclusive group, max 1, JSON) and measures pgq's
+	// peak RSS during the fetch and its time against a COPY of the same
+	// rows (COPY big TO STDOUT) timed in the same run.
+	Fetch bool
 	// Logger reports progress; nil → slog.Default().
 	Logger *slog.Logger
 }
@@ -74,6 +79,11 @@ type Result struct {
 	PeakRSS       int64         // VmHWM of pgq at the end
 	InsertTime    time.Duration // the INSERT ... COMMIT on the server
 	JournalLag    time.Duration // from COMMIT returning to the transaction being durable in the journal
+	// With Options.Fetch:
+	FetchRSS   int64         // VmHWM of pgq during the fetch (reset before it)
+	FetchBytes int64         // bytes of the fetch's answer
+	FetchTime  time.Duration // the fetch, from request to the answer's last byte
+	CopyTime   time.Duration // COPY big TO STDOUT of the same rows
 }
 
 // Run measures each size in o.Rows on one cluster, a fresh pgq process
@@ -202,7 +212,62 @@ func runOne(ctx context.Context, c *pgtest.Cluster, o Options, n int) (Result, e
 	res.PgoutputBytes = int64(m["pgq_pgoutput_bytes_received_total"])
 	res.Streamed = m["pgq_streamed_transactions_total"] > 0
 	res.JournalBytes = dirSize(filepath.Join(dataDir, "journal"))
+	if o.Fetch {
+		if err := fetchWhole(ctx, c, db, base, pid, &res); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// fetchWhole fetches the journaled transaction through the HTTP API with
+// pgq's peak RSS reset first (clear_refs 5), then times a COPY of the
+// same rows.
+func fetchWhole(ctx context.Context, c *pgtest.Cluster, db, base string, pid int, res *Result) error {
+	post := func(path, body string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := post("/v1/groups", `{"name":"bigtx","from":"earliest"}`)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("create group: HTTP %d", resp.StatusCode)
+	}
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		return fmt.Errorf("reset peak RSS: %w", err)
+	}
+	start := time.Now()
+	resp, err = post("/v1/groups/bigtx/fetch", `{"member":"bench","max":1}`)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch: HTTP %d, %d bytes: %v", resp.StatusCode, n, err)
+	}
+	res.FetchTime, res.FetchBytes = time.Since(start), n
+	if res.FetchRSS, err = procStatus(pid, "VmHWM"); err != nil {
+		return err
+	}
+	conn, err := c.Connect(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	start = time.Now()
+	if _, err := conn.PgConn().CopyTo(ctx, io.Discard, "COPY big TO STDOUT"); err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	res.CopyTime = time.Since(start)
+	return nil
 }
 
 type status struct {
@@ -290,6 +355,22 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// WriteFetchTable prints the fetch measurements of rs as a Markdown table.
+func WriteFetchTable(w io.Writer, rs []Result) error {
+	const mib = 1 << 20
+	if _, err := fmt.Fprintln(w, "| rows | answer MiB | fetch | COPY | fetch/COPY | peak RSS during fetch MiB |\n|---:|---:|---:|---:|---:|---:|"); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if _, err := fmt.Fprintf(w, "| %d | %.0f | %s | %s | %.1f | %.1f |\n", r.Rows, float64(r.FetchBytes)/mib,
+			r.FetchTime.Round(10*time.Millisecond), r.CopyTime.Round(10*time.Millisecond),
+			r.FetchTime.Seconds()/r.CopyTime.Seconds(), float64(r.FetchRSS)/mib); err != nil {
+			return err
 		}
 	}
 	return nil
