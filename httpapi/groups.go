@@ -183,8 +183,8 @@ type fetchAnswer struct {
 
 // writeFetch writes an exclusive fetch's answer as s reads its records,
 // one write per record, so that it holds one record at a time: the
-// records form is wireFetch's msgpack (its map and the transactions'
-// count first, the count being s.Len), the JSON form appendFetchJSON's
+// records form is wireFetch's msgpack with the five fields before the
+// transactions (then the transactions' count, s.Len), the JSON form appendFetchJSON's
 // text, the msgpack form the msgpack of that JSON (a map of the same six
 // keys, each transaction converted alone). rd renders the JSON and
 // msgpack forms. An error means the body is incomplete.
@@ -198,6 +198,11 @@ func writeFetch(w io.Writer, s fetchAnswer, form fetchForm, rd *format.Renderer)
 	switch form {
 	case formJSON:
 		b.WriteString(`{"transactions":[`)
+	case formRecords:
+		// The five fields first: a client reading the answer as it
+		// arrives knows the lease generation and the cursor before the
+		// first transaction (the Go client's FetchStream).
+		err = errors.Join(enc.EncodeMapLen(6), encodeFetchTrailer(enc, s, true), enc.EncodeString("transactions"), enc.EncodeArrayLen(s.Len))
 	default:
 		err = errors.Join(enc.EncodeMapLen(6), enc.EncodeString("transactions"), enc.EncodeArrayLen(s.Len))
 	}
@@ -235,10 +240,11 @@ func writeFetch(w io.Writer, s fetchAnswer, form fetchForm, rd *format.Renderer)
 	if i != s.Len {
 		return fmt.Errorf("httpapi: fetch answer: %d records of %d", i, s.Len)
 	}
-	if form == formJSON {
+	switch form {
+	case formJSON:
 		appendFetchTrailer(b, s)
-	} else {
-		err = encodeFetchTrailer(enc, s, form == formRecords)
+	case formMsgpack:
+		err = encodeFetchTrailer(enc, s, false)
 	}
 	if err == nil {
 		_, err = w.Write(b.Bytes())
