@@ -53,6 +53,15 @@ type Options struct {
 	// MaxTransactions and MaxBytes per fetch; zero → 1000 and 4 MiB.
 	MaxTransactions int
 	MaxBytes        int64
+	// MaxInFlight bounds the messages (changes) of one batch, and so what
+	// is handed to the broker and not yet acknowledged at once: a fetch's
+	// answer, read as it arrives, is cut into batches of at most this
+	// many, so a transaction larger than it is published in windows, each
+	// acknowledged before the next is sent, and the group's cursor is
+	// committed only after the window holding its last change (a journal
+	// record holding more changes goes alone, in one batch of its own);
+	// zero → 10000.
+	MaxInFlight int
 	// Wait is the long-poll wait of a fetch; zero → 1s.
 	Wait time.Duration
 	// LeaseTTL of the group lease; zero → 30s.
@@ -95,7 +104,7 @@ func (o Options) Validate() error {
 		return errors.New("bridge: options: no group")
 	case o.Publisher == nil:
 		return errors.New("bridge: options: no publisher")
-	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0 || o.ShutdownGrace < 0 || o.Linger < 0 || o.LingerChanges < 0:
+	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.MaxInFlight < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0 || o.ShutdownGrace < 0 || o.Linger < 0 || o.LingerChanges < 0:
 		return errors.New("bridge: options: negative limit")
 	case o.BackoffMax > 0 && o.BackoffMax < o.BackoffMin:
 		return errors.New("bridge: options: BackoffMax below BackoffMin")
@@ -144,6 +153,9 @@ type Bridge struct {
 	// inTx is used by Run's loop only: the last record read is a part of
 	// a transaction other than its last.
 	inTx bool
+	// carry is used by Run's loop only: the record read from the answer
+	// that did not fit the last batch (MaxInFlight); it opens the next.
+	carry *pgq.Transaction
 
 	mu sync.Mutex // guards st
 	st Status
@@ -162,6 +174,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.Wait == 0 {
 		o.Wait = time.Second
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 10000
 	}
 	if o.BackoffMin == 0 {
 		o.BackoffMin = 100 * time.Millisecond
@@ -275,7 +290,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 			pl.waitAll()
 			return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
 		}
-		bt.mark, bt.inTx = b.cs.Mark(), b.inTx
+		// A batch cut before the answer's end (carry) is not committed:
+		// the consumer's mark already covers the carried record, which the
+		// next batch holds (and commits).
+		bt.mark, bt.inTx = b.cs.Mark(), b.inTx || b.carry != nil
 		if len(bt.txs) > 0 {
 			pl.launch(b, rctx, pctx, bt)
 			continue
@@ -303,20 +321,32 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // fetch polls once (long-polling for wait) and moves what arrived into
-// bt; with Linger, a batch of fewer than LingerChanges changes is held,
-// polling for more, until it has them or Linger has passed since the
-// first poll.
+// bt, decoding the answer as it goes, until bt holds MaxInFlight changes
+// (the rest of the answer stays on the wire for the next batch); with
+// Linger, a batch of fewer than LingerChanges changes is held, polling
+// for more, until it has them or Linger has passed since the first poll.
 func (b *Bridge) fetch(ctx context.Context, bt *batch, wait time.Duration) error {
 	var deadline time.Time
 	changes := 0
 	for {
-		if _, err := b.cs.Poll(ctx, wait); err != nil {
-			return err
-		}
-		for b.cs.Buffered() > 0 {
-			tx, err := b.cs.Next(ctx)
-			if err != nil {
+		if b.carry == nil {
+			// Poll fetches nothing while an answer is still being read.
+			if _, err := b.cs.Poll(ctx, wait); err != nil {
 				return err
+			}
+		}
+		for b.carry != nil || b.cs.Buffered() > 0 {
+			tx := b.carry
+			b.carry = nil
+			if tx == nil {
+				var err error
+				if tx, err = b.cs.Next(ctx); err != nil {
+					return err
+				}
+			}
+			if len(bt.txs) > 0 && changes+len(tx.Changes) > b.o.MaxInFlight {
+				b.carry = tx
+				return nil
 			}
 			bt.txs = append(bt.txs, tx)
 			changes += len(tx.Changes)

@@ -59,14 +59,9 @@ func (s *FetchStream) head() error {
 		return noEOF(err)
 	}
 	for ; pairs > 0; pairs-- {
-		key, err := s.readValue()
+		k, err := s.readKey()
 		if err != nil {
 			return err
-		}
-		r := &msgp.Reader{B: key, Wrap: errWire}
-		k := r.Bytes()
-		if r.Err != nil {
-			return r.Err
 		}
 		if string(k) != "transactions" {
 			if err := s.readField(k); err != nil {
@@ -104,20 +99,26 @@ func (s *FetchStream) readWhole(pairs int) error {
 		s.held = append(s.held, tx)
 	}
 	for ; pairs > 0; pairs-- {
-		key, err := s.readValue()
+		k, err := s.readKey()
 		if err != nil {
 			return err
-		}
-		r := &msgp.Reader{B: key, Wrap: errWire}
-		k := r.Bytes()
-		if r.Err != nil {
-			return r.Err
 		}
 		if err := s.readField(k); err != nil {
 			return err
 		}
 	}
 	return s.end()
+}
+
+// readKey reads a map key (in s.val).
+func (s *FetchStream) readKey() ([]byte, error) {
+	v, err := s.readValue()
+	if err != nil {
+		return nil, err
+	}
+	r := &msgp.Reader{B: v, Wrap: errWire}
+	k := r.Bytes()
+	return k, r.Err
 }
 
 // readValue reads the next value whole into s.val.
