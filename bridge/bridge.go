@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgq-dev/pgq"
@@ -156,6 +157,11 @@ type Bridge struct {
 	// carry is used by Run's loop only: the record read from the answer
 	// that did not fit the last batch (MaxInFlight); it opens the next.
 	carry *pgq.Transaction
+	// busy counts the batches between fetch and the end of their publish,
+	// plus one while an answer is still being read (Run's loop sets it):
+	// the lease is renewed while it is above zero (keepLease).
+	busy      atomic.Int32
+	streaming bool // used by Run's loop only: busy counts the answer being read
 
 	mu sync.Mutex // guards st
 	st Status
@@ -258,6 +264,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// rctx ends the retries of a batch in flight when Run fails for good.
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
+	defer b.keepLease(pctx)()
 	pl := pipeline{free: make([]*batch, 0, maxInFlight+1)}
 	for range maxInFlight + 1 {
 		pl.free = append(pl.free, &batch{})
@@ -294,6 +301,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		// the consumer's mark already covers the carried record, which the
 		// next batch holds (and commits).
 		bt.mark, bt.inTx = b.cs.Mark(), b.inTx || b.carry != nil
+		b.setStreaming(b.carry != nil || b.cs.Buffered() > 0)
 		if len(bt.txs) > 0 {
 			pl.launch(b, rctx, pctx, bt)
 			continue
@@ -399,7 +407,9 @@ func (pl *pipeline) launch(b *Bridge, rctx, pctx context.Context, bt *batch) {
 	fl := &flight{built: make(chan struct{}), finished: make(chan struct{})}
 	bt.fl = fl
 	pl.q = append(pl.q, bt)
+	b.busy.Add(1)
 	go func() {
+		defer b.busy.Add(-1)
 		defer close(fl.finished)
 		if prev != nil {
 			<-prev.built
@@ -570,7 +580,6 @@ func (b *Bridge) refused(err error) error {
 // ctx ends (between attempts) or pctx ends (during one), or when the
 // publisher refuses the stream or topic (ErrShared).
 func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool) error {
-	defer b.keepLease(pctx)()
 	m := b.o.Metrics
 	// In flight: handed to the broker and not acknowledged, between the
 	// attempts too (a batch waiting out an outage is in flight), until
@@ -636,10 +645,28 @@ func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool
 	}
 }
 
-// keepLease renews the group's lease every LeaseTTL/3 until the returned
-// stop is called, so that a batch waiting for the broker (an outage) keeps
-// the lease: otherwise it would be fenced at its commit and published
-// again (duplicates in Kafka). A lease lost anyway shows at the commit.
+// setStreaming records whether an answer is still being read (Run's
+// loop): while it is, the lease is renewed although no batch may be in
+// flight at a given moment.
+func (b *Bridge) setStreaming(on bool) {
+	if on != b.streaming {
+		b.streaming = on
+		if on {
+			b.busy.Add(1)
+		} else {
+			b.busy.Add(-1)
+		}
+	}
+}
+
+// keepLease renews the group's lease every LeaseTTL/3, while a batch is
+// between its fetch and the end of its publish or an answer is still
+// being read (busy), until the returned stop is called: a batch waiting
+// for the broker (an outage), and a big transaction published window by
+// window (many short publishes, no fetch or commit between them), keep
+// the lease; otherwise the commit would be fenced and the batches
+// published again (duplicates in Kafka). A lease lost anyway shows at the
+// commit.
 func (b *Bridge) keepLease(ctx context.Context) (stop func()) {
 	every := b.o.LeaseTTL
 	if every == 0 {
@@ -657,7 +684,9 @@ func (b *Bridge) keepLease(ctx context.Context) (stop func()) {
 				return
 			case <-t.C:
 			}
-			_ = b.o.Client.Heartbeat(hctx, b.o.Group, b.member, b.o.LeaseTTL)
+			if b.busy.Load() > 0 {
+				_ = b.o.Client.Heartbeat(hctx, b.o.Group, b.member, b.o.LeaseTTL)
+			}
 		}
 	}()
 	return func() { cancel(); <-done }

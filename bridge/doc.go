@@ -167,8 +167,9 @@
 //
 // A Bridge runs one loop (Run) that owns the pgq consumer; each batch is
 // published by a goroutine of its own (one at a time: the next starts
-// after the previous returned), which renews the lease while it runs; one
-// more goroutine reads the group's lag. Status is safe to call
+// after the previous returned); one more goroutine renews the lease while
+// a batch is in flight or an answer is still being read (Bridge.busy,
+// an atomic counter), and one reads the group's lag. Status is safe to call
 // concurrently (Bridge.mu guards it). A Publisher is called by one
 // goroutine at a time, never concurrently. A batch's payloads and keys
 // share one array, reused two batches later.

@@ -47,8 +47,8 @@ const (
 // windowParts parts of windowPerPart changes: 2400 changes, fetched as one
 // answer) through pub with MaxInFlight windowSize until the group caught
 // up, and checks the bound: no Publish call and no Status.InFlight
-// sample held more than windowSize messages, and the transaction took
-// several windows.
+// sample held more than windowSize messages, the transaction took
+// several windows, and no error (a lease lost between windows) occurred.
 func bridgeWindowed(t *testing.T, src *source, pub bridge.Publisher) {
 	t.Helper()
 	src.append(5)
@@ -80,9 +80,15 @@ func bridgeWindowed(t *testing.T, src *source, pub bridge.Publisher) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d publishes, at most %d messages per publish, status in_flight at most %d (window %d)", wp.calls.Load(), wp.max.Load(), maxStatus.Load(), windowSize)
+	t.Logf("%d publishes, at most %d messages per publish, status in_flight at most %d (window %d); status %+v", wp.calls.Load(), wp.max.Load(), maxStatus.Load(), windowSize, b.Status())
 	if wp.max.Load() > windowSize || maxStatus.Load() > windowSize {
 		t.Fatalf("in flight: %d messages in one publish, status %d: want at most the window, %d", wp.max.Load(), maxStatus.Load(), windowSize)
+	}
+	if st := b.Status(); st.Errors != 0 {
+		// A lease lost while the transaction went out window by window
+		// (no fetch or commit renewed it) fences the commit: everything
+		// is published again.
+		t.Fatalf("bridge errors: %d, last %q", st.Errors, st.LastError)
 	}
 	if min := int64(windowParts * windowPerPart / windowSize); wp.calls.Load() < min {
 		t.Fatalf("%d publishes: the transaction of %d changes was not cut into windows of %d", wp.calls.Load(), windowParts*windowPerPart, windowSize)
