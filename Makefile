@@ -48,6 +48,7 @@ demo: build
 
 bench: build
 	$(GO) run ./benchmarks/cmd/pgqbench
+	$(GO) run ./benchmarks/cmd/bigtx -rows 2000000 -fetch
 	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge
 
 fuzz:

@@ -15,7 +15,9 @@ const MediaMsgpack = "application/msgpack"
 
 // MediaRecords is the media type of the Go client's fetch responses: a
 // msgpack map whose transactions are [offset, journal record body] pairs,
-// the bodies exactly as journaled (decoded with record.BodyDecoder).
+// the bodies exactly as journaled (decoded with record.BodyDecoder). An
+// exclusive fetch writes the map's other five fields before the
+// transactions, so that the answer can be decoded as it arrives.
 const MediaRecords = "application/vnd.pgq.records+msgpack"
 
 // MaxMemberLen is the longest member id, in bytes.

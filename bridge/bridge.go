@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgq-dev/pgq"
@@ -53,6 +54,15 @@ type Options struct {
 	// MaxTransactions and MaxBytes per fetch; zero → 1000 and 4 MiB.
 	MaxTransactions int
 	MaxBytes        int64
+	// MaxInFlight bounds the messages (changes) of one batch, and so what
+	// is handed to the broker and not yet acknowledged at once: a fetch's
+	// answer, read as it arrives, is cut into batches of at most this
+	// many, so a transaction larger than it is published in windows, each
+	// acknowledged before the next is sent, and the group's cursor is
+	// committed only after the window holding its last change (a journal
+	// record holding more changes goes alone, in one batch of its own);
+	// zero → 10000.
+	MaxInFlight int
 	// Wait is the long-poll wait of a fetch; zero → 1s.
 	Wait time.Duration
 	// LeaseTTL of the group lease; zero → 30s.
@@ -95,7 +105,7 @@ func (o Options) Validate() error {
 		return errors.New("bridge: options: no group")
 	case o.Publisher == nil:
 		return errors.New("bridge: options: no publisher")
-	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0 || o.ShutdownGrace < 0 || o.Linger < 0 || o.LingerChanges < 0:
+	case o.MaxTransactions < 0 || o.MaxBytes < 0 || o.MaxInFlight < 0 || o.Wait < 0 || o.LeaseTTL < 0 || o.BackoffMin < 0 || o.BackoffMax < 0 || o.ShutdownGrace < 0 || o.Linger < 0 || o.LingerChanges < 0:
 		return errors.New("bridge: options: negative limit")
 	case o.BackoffMax > 0 && o.BackoffMax < o.BackoffMin:
 		return errors.New("bridge: options: BackoffMax below BackoffMin")
@@ -144,6 +154,14 @@ type Bridge struct {
 	// inTx is used by Run's loop only: the last record read is a part of
 	// a transaction other than its last.
 	inTx bool
+	// carry is used by Run's loop only: the record read from the answer
+	// that did not fit the last batch (MaxInFlight); it opens the next.
+	carry *pgq.Transaction
+	// busy counts the batches between fetch and the end of their publish,
+	// plus one while an answer is still being read (Run's loop sets it):
+	// the lease is renewed while it is above zero (keepLease).
+	busy      atomic.Int32
+	streaming bool // used by Run's loop only: busy counts the answer being read
 
 	mu sync.Mutex // guards st
 	st Status
@@ -162,6 +180,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.Wait == 0 {
 		o.Wait = time.Second
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 10000
 	}
 	if o.BackoffMin == 0 {
 		o.BackoffMin = 100 * time.Millisecond
@@ -243,6 +264,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// rctx ends the retries of a batch in flight when Run fails for good.
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
+	defer b.keepLease(pctx)()
 	pl := pipeline{free: make([]*batch, 0, maxInFlight+1)}
 	for range maxInFlight + 1 {
 		pl.free = append(pl.free, &batch{})
@@ -275,7 +297,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 			pl.waitAll()
 			return fmt.Errorf("bridge: fetch group %q: %w", b.o.Group, err)
 		}
-		bt.mark, bt.inTx = b.cs.Mark(), b.inTx
+		// A batch cut before the answer's end (carry) is not committed:
+		// the consumer's mark already covers the carried record, which the
+		// next batch holds (and commits).
+		bt.mark, bt.inTx = b.cs.Mark(), b.inTx || b.carry != nil
+		b.setStreaming(b.carry != nil || b.cs.Buffered() > 0)
 		if len(bt.txs) > 0 {
 			pl.launch(b, rctx, pctx, bt)
 			continue
@@ -303,20 +329,32 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // fetch polls once (long-polling for wait) and moves what arrived into
-// bt; with Linger, a batch of fewer than LingerChanges changes is held,
-// polling for more, until it has them or Linger has passed since the
-// first poll.
+// bt, decoding the answer as it goes, until bt holds MaxInFlight changes
+// (the rest of the answer stays on the wire for the next batch); with
+// Linger, a batch of fewer than LingerChanges changes is held, polling
+// for more, until it has them or Linger has passed since the first poll.
 func (b *Bridge) fetch(ctx context.Context, bt *batch, wait time.Duration) error {
 	var deadline time.Time
 	changes := 0
 	for {
-		if _, err := b.cs.Poll(ctx, wait); err != nil {
-			return err
-		}
-		for b.cs.Buffered() > 0 {
-			tx, err := b.cs.Next(ctx)
-			if err != nil {
+		if b.carry == nil {
+			// Poll fetches nothing while an answer is still being read.
+			if _, err := b.cs.Poll(ctx, wait); err != nil {
 				return err
+			}
+		}
+		for b.carry != nil || b.cs.Buffered() > 0 {
+			tx := b.carry
+			b.carry = nil
+			if tx == nil {
+				var err error
+				if tx, err = b.cs.Next(ctx); err != nil {
+					return err
+				}
+			}
+			if len(bt.txs) > 0 && changes+len(tx.Changes) > b.o.MaxInFlight {
+				b.carry = tx
+				return nil
 			}
 			bt.txs = append(bt.txs, tx)
 			changes += len(tx.Changes)
@@ -369,7 +407,9 @@ func (pl *pipeline) launch(b *Bridge, rctx, pctx context.Context, bt *batch) {
 	fl := &flight{built: make(chan struct{}), finished: make(chan struct{})}
 	bt.fl = fl
 	pl.q = append(pl.q, bt)
+	b.busy.Add(1)
 	go func() {
+		defer b.busy.Add(-1)
 		defer close(fl.finished)
 		if prev != nil {
 			<-prev.built
@@ -540,7 +580,6 @@ func (b *Bridge) refused(err error) error {
 // ctx ends (between attempts) or pctx ends (during one), or when the
 // publisher refuses the stream or topic (ErrShared).
 func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool) error {
-	defer b.keepLease(pctx)()
 	m := b.o.Metrics
 	// In flight: handed to the broker and not acknowledged, between the
 	// attempts too (a batch waiting out an outage is in flight), until
@@ -606,10 +645,28 @@ func (b *Bridge) publish(ctx, pctx context.Context, msgs []Message, acked []bool
 	}
 }
 
-// keepLease renews the group's lease every LeaseTTL/3 until the returned
-// stop is called, so that a batch waiting for the broker (an outage) keeps
-// the lease: otherwise it would be fenced at its commit and published
-// again (duplicates in Kafka). A lease lost anyway shows at the commit.
+// setStreaming records whether an answer is still being read (Run's
+// loop): while it is, the lease is renewed although no batch may be in
+// flight at a given moment.
+func (b *Bridge) setStreaming(on bool) {
+	if on != b.streaming {
+		b.streaming = on
+		if on {
+			b.busy.Add(1)
+		} else {
+			b.busy.Add(-1)
+		}
+	}
+}
+
+// keepLease renews the group's lease every LeaseTTL/3, while a batch is
+// between its fetch and the end of its publish or an answer is still
+// being read (busy), until the returned stop is called: a batch waiting
+// for the broker (an outage), and a big transaction published window by
+// window (many short publishes, no fetch or commit between them), keep
+// the lease; otherwise the commit would be fenced and the batches
+// published again (duplicates in Kafka). A lease lost anyway shows at the
+// commit.
 func (b *Bridge) keepLease(ctx context.Context) (stop func()) {
 	every := b.o.LeaseTTL
 	if every == 0 {
@@ -627,7 +684,9 @@ func (b *Bridge) keepLease(ctx context.Context) (stop func()) {
 				return
 			case <-t.C:
 			}
-			_ = b.o.Client.Heartbeat(hctx, b.o.Group, b.member, b.o.LeaseTTL)
+			if b.busy.Load() > 0 {
+				_ = b.o.Client.Heartbeat(hctx, b.o.Group, b.member, b.o.LeaseTTL)
+			}
 		}
 	}()
 	return func() { cancel(); <-done }

@@ -20,7 +20,18 @@
 // flight (commits stay in order). With Options.Linger a fetched batch
 // below Options.LingerChanges changes waits up to Linger for more
 // (fuller webhook requests for a trickle of changes); a transaction is
-// never split across batches. Messages the broker did not acknowledge are
+// never split across batches, except one larger than Options.MaxInFlight
+// (default 10000 changes): the answer is decoded as it arrives (client
+// FetchStream) and cut into batches of at most MaxInFlight messages (whole
+// journal records; one holding more goes alone), each acknowledged before
+// the next is sent, so a transaction of any size is held a few windows at
+// a time and no more than MaxInFlight messages are in flight
+// (Status.InFlight, pgq_bridge_in_flight_messages); the cursor is
+// committed only after the batch holding the transaction's last change was
+// acknowledged. An answer cut short (pgq aborts a body it cannot finish)
+// ends Run with an error: the cursor is before the transaction, and a
+// restarted bridge resumes after what the broker holds. Messages the
+// broker did not acknowledge are
 // sent again (only those) after a capped, jittered backoff
 // (Options.BackoffMin/Max), for as long as the broker is down: the cursor
 // never moves past an unacknowledged message, and pgq's journal absorbs
@@ -157,8 +168,9 @@
 //
 // A Bridge runs one loop (Run) that owns the pgq consumer; each batch is
 // published by a goroutine of its own (one at a time: the next starts
-// after the previous returned), which renews the lease while it runs; one
-// more goroutine reads the group's lag. Status is safe to call
+// after the previous returned); one more goroutine renews the lease while
+// a batch is in flight or an answer is still being read (Bridge.busy,
+// an atomic counter), and one reads the group's lag. Status is safe to call
 // concurrently (Bridge.mu guards it). A Publisher is called by one
 // goroutine at a time, never concurrently. A batch's payloads and keys
 // share one array, reused two batches later.

@@ -199,7 +199,12 @@ func (s *source) append(n int) {
 // each as pgq did before the ordinals were recorded: every later part's
 // body has 9 elements and decodes with ordinals from 0 again. Its changes'
 // ids are "<commit LSN>.<ordinal in the whole transaction>".
-func (s *source) appendLegacy(parts, per int) {
+func (s *source) appendLegacy(parts, per int) { s.appendParts(parts, per, true) }
+
+// appendParts journals one transaction of parts records of per updates
+// each; legacy: in the layout before ordinals were recorded (see
+// appendLegacy), else with each part's first ordinal.
+func (s *source) appendParts(parts, per int, legacy bool) {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,7 +222,10 @@ func (s *source) appendLegacy(parts, per int) {
 			tx.Changes = append(tx.Changes, pgq.Change{Op: pgq.OpUpdate, Schema: "public", Table: "t", Columns: cols,
 				New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(strconv.Itoa(k))}, {Kind: pgq.ValueText, Data: []byte(strconv.Itoa(s.seq))}}})
 		}
-		batch[p] = tx // FirstOrdinal 0 on every part: the old layout
+		if !legacy {
+			tx.FirstOrdinal = uint32(p * per)
+		}
+		batch[p] = tx // legacy: FirstOrdinal 0 on every part, the old layout
 	}
 	recs := journal.Records(batch)
 	if err := s.j.AppendRecords(recs); err != nil {

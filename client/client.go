@@ -169,21 +169,43 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	})
 }
 
-// roundTrip sends one request; an error response becomes an *api.Error.
-// accept overrides the Accept header ("": msgpack, or JSON with
-// Options.JSON); msgpackBody reports a msgpack answer of either kind.
+// roundTrip sends one request and reads its answer whole; an error
+// response becomes an *api.Error. accept overrides the Accept header ("":
+// msgpack, or JSON with Options.JSON); msgpackBody reports a msgpack
+// answer of either kind.
 func (c *Client) roundTrip(ctx context.Context, method, path, accept string, body any) (data []byte, msgpackBody bool, err error) {
+	resp, err := c.send(ctx, method, path, accept, body)
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	data, err = readBody(resp)
+	if err != nil {
+		return nil, false, fmt.Errorf("client: %s %s: read response: %w", method, path, err)
+	}
+	return data, isMsgpack(resp), nil
+}
+
+// isMsgpack reports a msgpack answer of either kind.
+func isMsgpack(resp *http.Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, api.MediaMsgpack) || strings.HasPrefix(ct, api.MediaRecords)
+}
+
+// send sends one request and returns a 2xx answer with its body unread
+// (the caller closes it); an error response becomes an *api.Error.
+func (c *Client) send(ctx context.Context, method, path, accept string, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, false, fmt.Errorf("client: %s %s: encode: %w", method, path, err)
+			return nil, fmt.Errorf("client: %s %s: encode: %w", method, path, err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, false, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -201,26 +223,25 @@ func (c *Client) roundTrip(ctx context.Context, method, path, accept string, bod
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, false, fmt.Errorf("client: %s %s: %w", method, path, tlsHint(err))
+		return nil, fmt.Errorf("client: %s %s: %w", method, path, tlsHint(err))
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
 	}
 	defer resp.Body.Close()
-	data, err = readBody(resp)
+	data, err := readBody(resp)
 	if err != nil {
-		return nil, false, fmt.Errorf("client: %s %s: read response: %w", method, path, err)
+		return nil, fmt.Errorf("client: %s %s: read response: %w", method, path, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		var eb api.ErrorBody
-		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
-			eb.Error.Status = resp.StatusCode
-			return nil, false, &eb.Error
-		}
-		if err := plainToTLS(resp.StatusCode, data); err != nil {
-			return nil, false, fmt.Errorf("client: %s %s: %w", method, path, err)
-		}
-		return nil, false, &api.Error{Code: api.CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: HTTP %s", method, path, resp.Status)}
+	var eb api.ErrorBody
+	if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
+		eb.Error.Status = resp.StatusCode
+		return nil, &eb.Error
 	}
-	ct := resp.Header.Get("Content-Type")
-	return data, strings.HasPrefix(ct, api.MediaMsgpack) || strings.HasPrefix(ct, api.MediaRecords), nil
+	if err := plainToTLS(resp.StatusCode, data); err != nil {
+		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	return nil, &api.Error{Code: api.CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: HTTP %s", method, path, resp.Status)}
 }
 
 // readBody reads resp's body into one array sized by its Content-Length
@@ -334,25 +355,41 @@ type FetchResult struct {
 	Generation uint64
 }
 
-// Fetch is one long-poll fetch; it does not retry (a Consumer does).
+// Fetch is one long-poll fetch; it does not retry (a Consumer does). It
+// holds the whole answer: FetchStream decodes it as it arrives.
 func (c *Client) Fetch(ctx context.Context, group string, req FetchRequest) (*FetchResult, error) {
+	s, err := c.FetchStream(ctx, group, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.collect()
+}
+
+// FetchStream is one long-poll fetch whose answer is decoded as it
+// arrives, one transaction (journal record) at a time: Next returns each
+// while the rest of the answer is still on the way, so a transaction of
+// any size is read holding one of its parts. It returns once the answer's
+// fields (FetchStream.Result) are read; the caller reads the transactions
+// with Next (or All) and calls Close. It does not retry.
+func (c *Client) FetchStream(ctx context.Context, group string, req FetchRequest) (*FetchStream, error) {
 	if c.o.JSON {
 		return nil, errors.New("client: fetch needs msgpack responses (Options.JSON is set)")
 	}
 	body := api.FetchBody{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: api.Duration(req.Wait), FailFast: req.FailFast, LeaseTTL: api.Duration(req.LeaseTTL),
 		Session: req.Session, From: req.From}
-	data, mp, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", api.MediaRecords, body)
+	resp, err := c.send(ctx, http.MethodPost, groupPath(group)+"/fetch", api.MediaRecords, body)
 	if err != nil {
 		return nil, err
 	}
-	if !mp {
+	if !isMsgpack(resp) {
+		resp.Body.Close()
 		return nil, fmt.Errorf("client: fetch %q: the server did not answer with records", group)
 	}
-	res, err := decodeFetch(data)
+	s, err := newFetchStream(group, resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("client: fetch %q: decode response: %w", group, err)
+		return nil, err
 	}
-	return res, nil
+	return s, nil
 }
 
 // Commit commits offset for member (cumulative), retrying transient

@@ -59,9 +59,13 @@ type Consumer struct {
 	group string
 	o     ConsumerOptions
 
-	buf        []*pgq.Transaction // fetched, not yet returned by Next
-	next       pgq.Offset         // NextOffset of the last fetch
-	done       pgq.Offset         // highest offset safe to commit
+	// stream is the answer being read (nil: none): Next decodes its
+	// transactions one at a time, so a transaction of any size is held
+	// one part at a time.
+	stream     *FetchStream
+	caughtUp   bool       // the stream's answer reached the journal's end
+	next       pgq.Offset // NextOffset of the last fetch
+	done       pgq.Offset // highest offset safe to commit
 	committed  pgq.Offset
 	generation uint64 // lease generation of the last fetch
 	session    string // this incarnation, sent with every fetch
@@ -111,21 +115,20 @@ func (cs *Consumer) Member() string { return cs.o.Member }
 
 // Poll does one fetch with the given wait, retrying transient failures
 // (and, unless FailFast, waiting while another member holds the lease),
-// and buffers the result. It reports whether the group has caught up.
+// and opens its answer for Next, which decodes the transactions as they
+// arrive (Buffered counts them). While an answer is still being read,
+// Poll fetches nothing. It reports whether the group has caught up.
 func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool, err error) {
-	var res *FetchResult
+	if cs.stream != nil {
+		return cs.caughtUp, nil
+	}
+	var s *FetchStream
 	err = cs.c.retry(ctx, func() error {
 		var err error
 		// From: what this consumer has received, so that an answer lost
 		// on the way is delivered again rather than skipped.
-		from := pgq.Offset(0)
-		if len(cs.buf) == 0 && cs.next > 0 {
-			from = cs.next
-		} else if len(cs.buf) > 0 {
-			from = cs.buf[len(cs.buf)-1].Offset + 1
-		}
-		res, err = cs.c.Fetch(ctx, cs.group, FetchRequest{Member: cs.o.Member, Max: cs.o.Max, MaxBytes: cs.o.MaxBytes, Wait: wait, LeaseTTL: cs.o.LeaseTTL, FailFast: cs.o.FailFast,
-			Session: cs.session, From: from})
+		s, err = cs.c.FetchStream(ctx, cs.group, FetchRequest{Member: cs.o.Member, Max: cs.o.Max, MaxBytes: cs.o.MaxBytes, Wait: wait, LeaseTTL: cs.o.LeaseTTL, FailFast: cs.o.FailFast,
+			Session: cs.session, From: cs.next})
 		if err != nil && !cs.o.FailFast && errors.Is(err, api.ErrConflict) {
 			// Standby: the holder's lease has not expired within wait.
 			// Asking again at once is what takes over when it does.
@@ -138,32 +141,44 @@ func (cs *Consumer) Poll(ctx context.Context, wait time.Duration) (caughtUp bool
 	if err != nil {
 		return false, err
 	}
-	if res == nil {
+	if s == nil {
 		return false, nil // standby: nothing yet
 	}
+	res := s.Result()
 	if res.Generation != cs.generation && cs.generation != 0 {
 		// A new lease: whatever this member buffered or handled under the
 		// old one without committing is redelivered from the cursor. It
 		// counts here, not when the old lease's commit is refused: that
 		// commit may never be sent (a later one under the new lease
 		// replaces it in the background queue).
-		if len(cs.buf) > 0 || cs.done > res.CommittedOffset {
+		if cs.done > res.CommittedOffset {
 			cs.redeliveries++
 		}
-		cs.buf = nil
 		cs.done, cs.committed = res.CommittedOffset, res.CommittedOffset
 	}
 	cs.generation = res.Generation
-	cs.buf = append(cs.buf, res.Transactions...)
 	cs.next = res.NextOffset
 	if cs.committed == 0 || res.CommittedOffset > cs.committed {
 		cs.committed = res.CommittedOffset
 	}
 	cs.done = max(cs.done, cs.committed)
-	if len(cs.buf) == 0 {
+	cs.caughtUp = res.NextOffset > res.LastOffset
+	if s.Remaining() == 0 {
+		s.Close()
 		cs.done = max(cs.done, res.NextOffset-1) // filtered-out records
+	} else {
+		cs.stream = s
 	}
-	return res.NextOffset > res.LastOffset, nil
+	return cs.caughtUp, nil
+}
+
+// dropStream closes the answer being read; what Next has not returned
+// comes again from the cursor (or From).
+func (cs *Consumer) dropStream() {
+	if cs.stream != nil {
+		cs.stream.Close()
+		cs.stream = nil
+	}
 }
 
 // standbyPause waits briefly before a standby asks again, so that a
@@ -173,14 +188,27 @@ func (cs *Consumer) standbyPause(ctx context.Context, wait time.Duration) error 
 }
 
 // Buffered reports how many fetched transactions Next will return without
-// a fetch.
-func (cs *Consumer) Buffered() int { return len(cs.buf) }
+// a fetch: those of the answer being read that Next has not returned
+// (decoded as Next returns them, not held).
+func (cs *Consumer) Buffered() int {
+	if cs.stream == nil {
+		return 0
+	}
+	return cs.stream.Remaining()
+}
 
-// Next returns the next transaction, long-polling as needed until one
-// arrives or ctx ends. Returned transactions are not committed: call
-// Commit after processing them (at-least-once).
+// Next returns the next transaction (a journal record: a whole
+// transaction, or one part of a multi-part one, Final on its last),
+// long-polling as needed until one arrives or ctx ends. It decodes the
+// answer as it arrives, so a transaction of any size is held one part at
+// a time. Returned transactions are not committed: call Commit after
+// processing them (at-least-once); a commit never lands inside a
+// multi-part transaction, and the end of an answer is committed only once
+// the answer was read to its end. An answer cut short is an error (its
+// transactions from the first incomplete one on come again from the
+// cursor, or from the next fetch's From).
 func (cs *Consumer) Next(ctx context.Context) (*pgq.Transaction, error) {
-	for len(cs.buf) == 0 {
+	for cs.stream == nil {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -188,13 +216,21 @@ func (cs *Consumer) Next(ctx context.Context) (*pgq.Transaction, error) {
 			return nil, err
 		}
 	}
-	tx := cs.buf[0]
-	cs.buf[0] = nil
-	cs.buf = cs.buf[1:]
+	tx, err := cs.stream.Next()
+	if err != nil {
+		cs.dropStream()
+		// Resume after the last whole transaction returned: a fetch from
+		// inside a multi-part transaction is refused.
+		cs.next = cs.done + 1
+		return nil, err
+	}
 	if tx.Final {
 		cs.done = max(cs.done, tx.Offset)
 	}
-	if len(cs.buf) == 0 {
+	if cs.stream.Remaining() == 0 {
+		// Next returned the last transaction only after reading the
+		// answer to its end.
+		cs.dropStream()
 		cs.done = max(cs.done, cs.next-1)
 	}
 	return tx, nil
@@ -255,7 +291,8 @@ func (cs *Consumer) CommitMark(ctx context.Context, m Mark) error {
 func (cs *Consumer) commitFailed(err error) error {
 	if errors.Is(err, api.ErrFenced) || errors.Is(err, api.ErrInvalidCommit) {
 		cs.next = cs.committed + 1
-		cs.buf, cs.done, cs.committed, cs.generation = nil, 0, 0, 0
+		cs.dropStream()
+		cs.done, cs.committed, cs.generation = 0, 0, 0
 		cs.redeliveries++
 		return fmt.Errorf("%w: %w", ErrRedeliver, err)
 	}
@@ -335,16 +372,18 @@ func (cs *Consumer) Consume(ctx context.Context, handler func(context.Context, *
 		}
 		hb.busy(true)
 		err = handler(ctx, tx)
-		hb.busy(false)
+		// An answer still being read keeps the lease renewed too: a big
+		// transaction is handled part by part as it arrives.
+		hb.busy(cs.Buffered() > 0)
 		if err != nil {
 			cs.done = before
-			cs.buf = nil // redelivered after the lease changes
+			cs.dropStream() // redelivered after the lease changes
 			if cerr := commitRest(); cerr != nil {
 				return errors.Join(err, cerr)
 			}
 			return err
 		}
-		if len(cs.buf) == 0 {
+		if cs.Buffered() == 0 {
 			if ctx.Err() != nil {
 				// The handler saw the end coming: keep what it did.
 				if err := commitRest(); err != nil {
@@ -533,5 +572,6 @@ func (cs *Consumer) startHeartbeats(ctx context.Context) *heartbeats {
 // Close releases the lease so another member can take over at once.
 // Uncommitted transactions will be delivered again.
 func (cs *Consumer) Close(ctx context.Context) error {
+	cs.dropStream()
 	return cs.c.Release(ctx, cs.group, cs.o.Member)
 }

@@ -30,6 +30,22 @@
 // a Mark after the transactions of a batch, goes on fetching while it
 // processes them, and commits exactly that batch with CommitMark.
 //
+// # Big transactions
+//
+// An exclusive fetch's answer is decoded as it arrives: FetchStream
+// returns once the answer's fields are read, and its Next decodes one
+// journal record (a transaction, or one part of a multi-part one; Final
+// marks the last) at a time from the body (msgp.ReadValue over a 64 KiB
+// read buffer), so a transaction of any size is held one part at a time.
+// A Consumer's Next reads the same way (Buffered counts what the answer
+// still holds, not decoded yet); its commits never land inside a
+// multi-part transaction, and the end of an answer counts as done only
+// once the answer was read to its end. An answer cut short (pgq aborts a
+// body it cannot finish) is an error wrapping io.ErrUnexpectedEOF from
+// Next, never a short answer: the Consumer fetches again from after the
+// last whole transaction it returned. Fetch reads FetchStream's answer
+// whole into a FetchResult.
+//
 // # Standby and failover
 //
 // Several members may run for one group; one holds the lease and the

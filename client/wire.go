@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 	"time"
@@ -26,35 +28,38 @@ import (
 // errWire is wrapped by every malformed-response error.
 var errWire = errors.New("malformed msgpack response")
 
-// decodeFetch reads a msgpack fetch response (wireFetch). Each transaction
-// gets its own copy of its record body, so keeping one does not keep the
-// whole response alive.
+// decodeFetch reads a whole msgpack fetch response (wireFetch) as
+// FetchStream reads one from the network.
 func decodeFetch(data []byte) (*FetchResult, error) {
-	res := &FetchResult{}
-	err := decodeMap(data, func(r *msgp.Reader, key []byte) (err error) {
-		switch string(key) {
-		case "transactions":
-			res.Transactions, err = transactions(r)
-		case "next_offset":
-			res.NextOffset = pgq.Offset(r.Uint(math.MaxUint64, "next_offset"))
-		case "committed_offset":
-			res.CommittedOffset = pgq.Offset(r.Uint(math.MaxUint64, "committed_offset"))
-			res.Committed = res.CommittedOffset //nolint:staticcheck // filled for one release, see FetchResult
-		case "last_offset":
-			res.LastOffset = pgq.Offset(r.Uint(math.MaxUint64, "last_offset"))
-		case "lease_expires":
-			res.LeaseExpires, err = readTime(r)
-		case "generation":
-			res.Generation = r.Uint(math.MaxUint64, "generation")
-		default:
-			r.Skip()
-		}
-		return err
-	})
+	s, err := newFetchStream("", io.NopCloser(bytes.NewReader(data)))
 	if err != nil {
 		return nil, err
 	}
-	return res, nil
+	return s.collect()
+}
+
+// field reads the value of key, one of the answer's fields other than
+// transactions (unknown keys are skipped), into res.
+func (res *FetchResult) field(r *msgp.Reader, key string) (err error) {
+	switch key {
+	case "next_offset":
+		res.NextOffset = pgq.Offset(r.Uint(math.MaxUint64, "next_offset"))
+	case "committed_offset":
+		res.CommittedOffset = pgq.Offset(r.Uint(math.MaxUint64, "committed_offset"))
+		res.Committed = res.CommittedOffset //nolint:staticcheck // filled for one release, see FetchResult
+	case "last_offset":
+		res.LastOffset = pgq.Offset(r.Uint(math.MaxUint64, "last_offset"))
+	case "lease_expires":
+		res.LeaseExpires, err = readTime(r)
+	case "generation":
+		res.Generation = r.Uint(math.MaxUint64, "generation")
+	default:
+		r.Skip()
+	}
+	if err == nil {
+		err = r.Err
+	}
+	return err
 }
 
 // decodeMap reads a response that is one msgpack map, calling field for
@@ -107,34 +112,27 @@ func readTime(r *msgp.Reader) (time.Time, error) {
 // fetches.
 var bodyDecoders = sync.Pool{New: func() any { return new(record.BodyDecoder) }}
 
-// transactions reads the array of [offset, record body].
-func transactions(r *msgp.Reader) ([]*pgq.Transaction, error) {
-	n := r.ArrayOrNil()
-	if r.Err != nil || n == 0 {
-		return nil, r.Err
+// decodeTx reads transaction i of an answer, [offset, record body],
+// into tx. tx gets its own copy of the body, so keeping it does not keep
+// the buffer it was read from.
+func decodeTx(r *msgp.Reader, i int, bd *record.BodyDecoder, tx *pgq.Transaction) error {
+	if k := r.ArrayLen(); r.Err == nil && k != 2 {
+		r.Fail("transaction %d: want [offset, record], got %d elements", i, k)
 	}
-	bd := bodyDecoders.Get().(*record.BodyDecoder)
-	defer bodyDecoders.Put(bd)
-	txs := make([]*pgq.Transaction, n)
-	all := make([]pgq.Transaction, n) // one allocation for the structs
-	for i := range n {
-		if k := r.ArrayLen(); r.Err == nil && k != 2 {
-			r.Fail("transaction %d: want [offset, record], got %d elements", i, k)
-		}
-		off := r.Uint(math.MaxUint64, "offset")
-		if c, ok := r.Peek(); ok && c == 0xc0 {
-			r.Fail("transaction %d: empty record", i)
-		}
-		body := r.Skip()
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		tx := &all[i]
-		tx.Offset = pgq.Offset(off)
-		if err := bd.Decode(append([]byte(nil), body...), tx); err != nil {
-			return nil, fmt.Errorf("transaction at offset %d: %w", off, err)
-		}
-		txs[i] = tx
+	off := r.Uint(math.MaxUint64, "offset")
+	if c, ok := r.Peek(); ok && c == 0xc0 {
+		r.Fail("transaction %d: empty record", i)
 	}
-	return txs, nil
+	body := r.Skip()
+	if r.Err == nil && r.Left() != 0 {
+		r.Fail("transaction %d: %d bytes after the record", i, r.Left())
+	}
+	if r.Err != nil {
+		return fmt.Errorf("transactions: %w", r.Err)
+	}
+	tx.Offset = pgq.Offset(off)
+	if err := bd.Decode(append([]byte(nil), body...), tx); err != nil {
+		return fmt.Errorf("%w: transaction at offset %d: %w", errWire, off, err)
+	}
+	return nil
 }

@@ -58,9 +58,13 @@
 // # Wire formats
 //
 // The HTTP encodings (JSON, msgpack, the Go client's records form) are
-// package httpapi's; FetchRecords hands it records unchanged by the
+// package httpapi's; FetchStream hands it records unchanged by the
 // group's filter as their journaled bytes, so the records form splices
-// them without decoding. docs/http-api.md lists every endpoint.
+// them without decoding. An exclusive fetch first chooses its records
+// (each read once and checked, only its offset kept), then
+// RecordStream.Records reads them again one at a time as the answer is
+// written: a fetch holds one journal part at a time, whatever the
+// transaction's size. docs/http-api.md lists every endpoint.
 //
 // # Concurrency
 //

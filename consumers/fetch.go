@@ -96,57 +96,52 @@ func (m *Manager) clampFetch(req *FetchRequest) error {
 // group's lease. It long-polls: it returns as soon as at least one
 // transaction passes the filter, or when Wait ends (possibly with none, but
 // with NextOffset moved past filtered-out records). A cursor below the
-// journal's start fails with ErrOutOfRange.
+// journal's start fails with ErrOutOfRange. It holds every delivered
+// record in memory: FetchStream reads them one at a time.
 func (m *Manager) Fetch(ctx context.Context, name string, req FetchRequest) (*FetchResult, error) {
-	b, err := m.fetch(ctx, name, req, true)
+	s, err := m.FetchStream(ctx, name, req, true)
 	if err != nil {
 		return nil, err
 	}
-	res := &FetchResult{NextOffset: b.next, Committed: b.committed, LastOffset: b.last, LeaseExpires: b.leaseExpires}
-	if len(b.recs) > 0 {
-		res.Transactions = make([]*pgq.Transaction, len(b.recs))
-		for i, r := range b.recs {
-			res.Transactions[i] = r.tx
+	res := &FetchResult{NextOffset: s.NextOffset, Committed: s.Committed, LastOffset: s.LastOffset, LeaseExpires: s.LeaseExpires}
+	if s.Len > 0 {
+		res.Transactions = make([]*pgq.Transaction, 0, s.Len)
+	}
+	for r, err := range s.Records() {
+		if err != nil {
+			return nil, err
 		}
+		res.Transactions = append(res.Transactions, r.Tx)
 	}
 	return res, nil
 }
 
-// fetched is one delivered record.
-type fetched struct {
+// planned is one record a fetch delivers: what collect learnt of it
+// while choosing the answer. The record itself is read again when the
+// answer is written (RecordStream.Records), so that a fetch holds one
+// record at a time however large the transaction.
+type planned struct {
 	off   pgq.Offset
 	final bool
 	// commit is the transaction's commit time.
 	commit time.Time
-	// raw is the framed record as journaled, set when the record is
-	// delivered unchanged and the fetch did not ask for decoded
-	// transactions; tx is set otherwise.
-	raw []byte
-	tx  *pgq.Transaction
 }
 
-// body returns the msgpack record body of r: the journaled bytes when r
-// is unchanged, else a fresh encoding of the (filtered) transaction.
-func (r *fetched) body() []byte {
-	if r.raw != nil {
-		return r.raw[record.HeaderSize:]
-	}
-	return record.Append(nil, r.tx)[record.HeaderSize:]
-}
-
-// fetchBatch is what fetch delivered; see FetchResult.
+// fetchBatch is what fetch chose to deliver; see FetchResult.
 type fetchBatch struct {
-	recs                  []fetched
+	recs                  []planned
 	next, committed, last pgq.Offset
 	leaseExpires          time.Time
 	gen                   uint64 // the lease generation the records were delivered under
+	g                     *group
+	// filter is the group's filter collect applied: Records applies it
+	// again to each record it reads.
+	filter Filter
 }
 
-// fetch is Fetch. With decode, every record comes decoded (fetched.tx);
-// without, records that pass the group's filter unchanged come as the
-// journaled bytes (fetched.raw), so that a msgpack response splices them
-// without decoding and re-encoding.
-func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, decode bool) (*fetchBatch, error) {
+// fetch chooses what an exclusive fetch delivers (collect) and marks it
+// delivered; RecordStream reads the records.
+func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest) (*fetchBatch, error) {
 	if err := m.clampFetch(&req); err != nil {
 		return nil, err
 	}
@@ -171,7 +166,7 @@ func (m *Manager) fetch(ctx context.Context, name string, req FetchRequest, deco
 	if err != nil {
 		return nil, err
 	}
-	return m.fetchData(ctx, g, name, &req, decode, gen, deadline, timer)
+	return m.fetchData(ctx, g, name, &req, gen, deadline, timer)
 }
 
 // enterFetch takes g's fetch slot (one fetch of a group at a time),
@@ -275,14 +270,14 @@ func (m *Manager) waitLease(ctx context.Context, free <-chan struct{}, exp time.
 // fetchData collects the records after what g has delivered, under lease
 // generation gen, until some pass the filter or the deadline passes,
 // waiting for the journal to grow in between.
-func (m *Manager) fetchData(ctx context.Context, g *group, name string, req *FetchRequest, decode bool, gen uint64, deadline time.Time, timer *time.Timer) (*fetchBatch, error) {
+func (m *Manager) fetchData(ctx context.Context, g *group, name string, req *FetchRequest, gen uint64, deadline time.Time, timer *time.Timer) (*fetchBatch, error) {
 	waited := false // the records now coming were appended during this fetch
 	for {
 		changed := m.j.Changed()
 		g.mu.Lock()
 		from := g.delivered + 1
 		g.mu.Unlock()
-		res, lastRead, nonFinal, more, err := m.collect(g, from, *req, decode)
+		res, lastRead, nonFinal, more, err := m.collect(g, from, *req)
 		if err != nil {
 			return nil, err
 		}
@@ -336,7 +331,7 @@ func (m *Manager) markDelivered(g *group, name string, req *FetchRequest, gen ui
 // observeTailDelivery observes the commit → delivery latency of the final
 // records in recs. fetchData calls it only for records appended while the
 // fetch waited, so that a backlog does not count as latency.
-func (m *Manager) observeTailDelivery(recs []fetched) {
+func (m *Manager) observeTailDelivery(recs []planned) {
 	now := time.Now()
 	for _, r := range recs {
 		if r.final {
@@ -360,112 +355,106 @@ func (m *Manager) waitData(ctx context.Context, changed <-chan struct{}, timer *
 	return nil
 }
 
-// collect reads whole transactions from offset from. It returns the
-// delivered records, the last offset consumed (delivered or filtered out;
-// from-1 when none), the non-final parts among them, and whether it
-// stopped at scanLimit with more records to read. Without decode, records
-// of a group without filter are only checked (record.Peek), not
-// decoded.
-func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest, decode bool) (res *fetchBatch, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
+// collect chooses whole transactions from offset from: it reads each
+// record once, checking it (record.Peek verifies its checksum) or, for a
+// filtered group, decoding it to see whether any change passes, and keeps
+// only its offset, so it holds one record at a time. It returns the
+// records to deliver, the last offset consumed (delivered or filtered
+// out; from-1 when none), the non-final parts among them, and whether it
+// stopped at scanLimit with more records to read. The limits apply
+// between transactions only: a transaction is delivered whole.
+func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fetchBatch, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
 	g.mu.Lock()
 	filter := g.st.Filter
 	g.mu.Unlock()
-	res = &fetchBatch{}
+	res = &fetchBatch{filter: filter, g: g}
 	first, last := m.bounds()
 	consumed = from - 1
 	if from < first {
 		return nil, 0, nil, false, errf(ErrOutOfRange, "group %q: next offset %d is below the journal start %d (removed by retention); reset the group", g.name, from, first)
 	}
-	peek := filter.IsZero() && !decode
 	var (
 		bytes    int64
 		scanned  int
-		unit     []fetched // parts of the transaction being read
+		inTx     bool      // a transaction's first part was read, not its last
+		unit     []planned // the parts of that transaction that pass
+		unitNF   []pgq.Offset
 		unitSize int64
 	)
 	for off := from; off <= last; off++ {
-		if len(unit) == 0 && (len(res.recs) >= req.Max || (len(res.recs) > 0 && bytes >= req.MaxBytes)) {
+		if !inTx && (len(res.recs) >= req.Max || (len(res.recs) > 0 && bytes >= req.MaxBytes)) {
 			break
 		}
-		if len(unit) == 0 && scanned >= scanLimit {
+		if !inTx && scanned >= scanLimit {
 			more = true
 			break
 		}
-		r, size, err := m.readFetched(g, off, peek, decode)
+		p, pass, size, err := m.planRecord(g, off, &filter)
 		if err != nil {
 			return nil, 0, nil, false, err
 		}
 		scanned++
-		unit = append(unit, r)
 		unitSize += int64(size)
-		if !r.final {
+		if pass {
+			unit = append(unit, p)
+		}
+		if !p.final {
+			inTx = true
+			unitNF = append(unitNF, off)
 			continue
 		}
-		nonFinal = addUnit(res, unit, &filter, nonFinal)
+		res.recs = append(res.recs, unit...)
+		nonFinal = append(nonFinal, unitNF...)
 		bytes += unitSize
 		consumed = off
-		unit, unitSize = unit[:0], 0
+		inTx, unit, unitNF, unitSize = false, unit[:0], unitNF[:0], 0
 	}
 	return res, consumed, nonFinal, more, nil
 }
 
-// readFetched reads the record at off and returns it with its framed
-// size. With peek it is only checked (record.Peek), else decoded; without
-// decode the journaled bytes are kept too, to be spliced if the filter
-// leaves the transaction unchanged.
-func (m *Manager) readFetched(g *group, off pgq.Offset, peek, decode bool) (fetched, int, error) {
+// readJournaled reads the record at off as journaled (a fresh copy).
+func (m *Manager) readJournaled(g *group, off pgq.Offset) ([]byte, error) {
 	raw, err := m.j.ReadRaw(off)
 	if errors.Is(err, journal.ErrNotFound) && off < m.j.FirstOffset() {
-		return fetched{}, 0, errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
+		return nil, errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
 	}
 	if err != nil {
-		return fetched{}, 0, m.readErr(g, off, fmt.Errorf("consumers: fetch %q: %w", g.name, err))
+		return nil, m.readErr(g, off, fmt.Errorf("consumers: fetch %q: %w", g.name, err))
 	}
-	r := fetched{off: off}
-	if peek {
-		ri, err := record.Peek(raw)
-		if err != nil {
-			return fetched{}, 0, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
-		}
-		r.final, r.raw, r.commit = ri.Final, raw, ri.CommitTime
-		return r, len(raw), nil
-	}
-	// ReadRaw returned a copy: decode in place, without another.
+	return raw, nil
+}
+
+// decodeRecord checks and decodes raw, the record at off, in place.
+func decodeRecord(g *group, off pgq.Offset, raw []byte) (*pgq.Transaction, error) {
 	tx := &pgq.Transaction{Offset: off}
-	err = record.Check(raw)
+	err := record.Check(raw)
 	if err == nil {
 		err = record.DecodeBody(raw[record.HeaderSize:], tx)
 	}
 	if err != nil {
-		return fetched{}, 0, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+		return nil, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
 	}
-	r.final, r.tx, r.commit = tx.Final, tx, tx.CommitTime
-	if !decode {
-		r.raw = raw
-	}
-	return r, len(raw), nil
+	return tx, nil
 }
 
-// addUnit appends to res the parts of one whole transaction (unit) that
-// pass filter, and returns nonFinal with the offsets of unit's non-final
-// parts added, filtered out or not.
-func addUnit(res *fetchBatch, unit []fetched, filter *Filter, nonFinal []pgq.Offset) []pgq.Offset {
-	for _, p := range unit {
-		if !p.final {
-			nonFinal = append(nonFinal, p.off)
-		}
-		if p.tx != nil {
-			f := filter.Apply(p.tx)
-			if f == nil {
-				continue
-			}
-			if f != p.tx { // some changes filtered out: re-encode
-				p.tx, p.raw = f, nil
-			} else if p.raw != nil {
-				p.tx = nil // spliced verbatim
-			}
-		}
-		res.recs = append(res.recs, p)
+// planRecord reads the record at off and returns what collect keeps of
+// it, whether any of its changes pass filter, and its framed size.
+// Without a filter it is only checked (record.Peek), else decoded.
+func (m *Manager) planRecord(g *group, off pgq.Offset, filter *Filter) (planned, bool, int, error) {
+	raw, err := m.readJournaled(g, off)
+	if err != nil {
+		return planned{}, false, 0, err
 	}
-	return nonFinal
+	if filter.IsZero() {
+		ri, err := record.Peek(raw)
+		if err != nil {
+			return planned{}, false, 0, fmt.Errorf("consumers: fetch %q: offset %d: %w", g.name, off, err)
+		}
+		return planned{off: off, final: ri.Final, commit: ri.CommitTime}, true, len(raw), nil
+	}
+	tx, err := decodeRecord(g, off, raw)
+	if err != nil {
+		return planned{}, false, 0, err
+	}
+	return planned{off: off, final: tx.Final, commit: tx.CommitTime}, filter.Apply(tx) != nil, len(raw), nil
 }

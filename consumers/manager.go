@@ -177,6 +177,9 @@ type Manager struct {
 	// tailDelivery observes commit time → fetch answer of the records a
 	// long poll waited for (exported by Collector).
 	tailDelivery prometheus.Histogram
+	// fetchAborted counts, per group, fetch answers abandoned after they
+	// started because a record could not be read (exported by Collector).
+	fetchAborted *prometheus.CounterVec
 	// hold is the hold floor of the hold_slot groups (hold.go).
 	hold holdState
 	// stuck maps a *group to the stuckAt of a corrupt record its reads
@@ -199,7 +202,11 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 			Name:    "pgq_tail_delivery_seconds",
 			Help:    "PostgreSQL commit timestamp to the fetch answer carrying the transaction, for transactions a long-polling fetch waited for (the live tail; includes clock skew between hosts).",
 			Buckets: tailDeliveryBuckets,
-		})}
+		}),
+		fetchAborted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgq_fetch_aborted_total",
+			Help: "Exclusive fetch answers abandoned mid-body (connection closed) because a record could not be read after the answer started.",
+		}, []string{"group"})}
 	all, err := o.Index.Groups()
 	if err != nil {
 		return nil, fmt.Errorf("consumers: load groups: %w", err)

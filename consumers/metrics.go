@@ -20,7 +20,8 @@ var tailDeliveryBuckets = prometheus.ExponentialBuckets(0.00025, 1.5, 24)
 // Collector returns a Prometheus collector of the groups' lag:
 // pgq_group_lag_records, pgq_group_lag_bytes, pgq_group_lag_seconds,
 // pgq_group_committed_offset, pgq_group_out_of_range and
-// pgq_retention_lost_records_total, labelled by group, and the
+// pgq_retention_lost_records_total and pgq_fetch_aborted_total,
+// labelled by group, and the
 // histogram pgq_tail_delivery_seconds (commit → fetch answer of the
 // transactions long polls waited for).
 func (m *Manager) Collector() prometheus.Collector {
@@ -38,6 +39,7 @@ func (m *Manager) Collector() prometheus.Collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.m.retentionLost.Describe(ch)
 	c.m.tailDelivery.Describe(ch)
+	c.m.fetchAborted.Describe(ch)
 	c.m.hold.gauge.Describe(ch)
 	ch <- c.records
 	ch <- c.bytes
@@ -56,6 +58,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.m.retentionLost.Collect(ch)
 	c.m.tailDelivery.Collect(ch)
+	c.m.fetchAborted.Collect(ch)
 	c.m.hold.gauge.Collect(ch)
 	for _, gi := range groups {
 		oor := 0.0

@@ -40,7 +40,12 @@
 // exclusive group renders each transaction as a line of `pgq journal
 // dump` (pgq.AppendJSON); with "Accept: application/vnd.pgq.records+msgpack"
 // (the Go client) each is [offset, record body] with the journaled record
-// body spliced verbatim. Errors are always JSON:
+// body spliced verbatim. That answer is written as
+// consumers.RecordStream reads the journal, one write per record, in
+// every form (the msgpack forms take the array's count from the stream),
+// so it holds one journal part at a time; a failure after the 200 aborts
+// the handler (http.ErrAbortHandler) so that the body ends short of its
+// end and no client takes it for complete. Errors are always JSON:
 // {"error":{"code":"...","message":"..."}}, the code from api's table
 // (api.Classify) and the message the error's own (api.Errorf); a 500 names
 // an error id under which pgq logged the detail, never the detail.

@@ -2,6 +2,11 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +14,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/format"
@@ -120,7 +126,15 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 		g.fetchShared(w, r, req)
 		return
 	}
-	res, err := g.m.FetchRecords(r.Context(), r.PathValue("name"), consumers.FetchRequest{
+	mp := wantsMsgpack(r)
+	var rd *format.Renderer
+	if !records {
+		if rd, err = g.renderer(f, jsonValuesFor(mp)); err != nil {
+			WriteError(w, err)
+			return
+		}
+	}
+	s, err := g.m.FetchStream(r.Context(), r.PathValue("name"), consumers.FetchRequest{
 		Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait),
 		FailFast: req.FailFast, LeaseTTL: time.Duration(req.LeaseTTL), Session: req.Session, From: req.From,
 	}, !records)
@@ -128,84 +142,153 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	if records {
-		writeRecords(w, res)
-		return
+	ct, form := "application/json", formJSON
+	switch {
+	case records:
+		ct, form = api.MediaRecords, formRecords
+	case mp:
+		ct, form = api.MediaMsgpack, formMsgpack
 	}
-	b := getBuf()
-	defer putBuf(b)
-	mp := wantsMsgpack(r)
-	rd, err := g.renderer(f, jsonValuesFor(mp))
-	if err != nil {
-		WriteError(w, err)
-		return
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(http.StatusOK)
+	a := fetchAnswer{NextOffset: s.NextOffset, Committed: s.Committed, LastOffset: s.LastOffset, LeaseExpires: s.LeaseExpires,
+		Generation: s.Generation, Len: s.Len, Records: s.Records()}
+	if err := writeFetch(w, a, form, rd); err != nil {
+		// The 200 is sent: only a body cut short (the connection closed
+		// before the end of its chunked encoding) tells the client the
+		// answer is incomplete. consumers logged and counted a read
+		// failure; a write failure is the client's connection.
+		panic(http.ErrAbortHandler)
 	}
-	if mp {
-		mp, err := fetchMsgpack(b, res, rd)
-		if err != nil {
-			WriteError(w, errEncode(err))
-			return
-		}
-		writeBody(w, http.StatusOK, api.MediaMsgpack, mp)
-		return
-	}
-	appendFetchJSON(b, res, rd)
-	writeBody(w, http.StatusOK, "application/json", b.Bytes())
 }
 
-// fetchMsgpack is the language-neutral msgpack form of an exclusive
-// fetch: the JSON answer's maps, except that json and jsonb values are
-// strings of their JSON text (rd renders with pgq.JSONAsText). b is
-// scratch space.
-func fetchMsgpack(b *bytes.Buffer, res *consumers.RecordBatch, rd *format.Renderer) ([]byte, error) {
-	appendFetchJSON(b, res, rd)
-	return jsonToMsgpack(b.Bytes())
+// fetchForm is the encoding of an exclusive fetch's answer.
+type fetchForm int
+
+const (
+	formJSON    fetchForm = iota // each transaction a `pgq journal dump` line
+	formMsgpack                  // the msgpack form of that JSON
+	formRecords                  // api.MediaRecords: wireFetch
+)
+
+// fetchAnswer is what writeFetch writes: consumers.RecordStream's fields
+// and its records.
+type fetchAnswer struct {
+	NextOffset, Committed, LastOffset pgq.Offset
+	LeaseExpires                      time.Time
+	Generation                        uint64
+	Len                               int
+	Records                           iter.Seq2[consumers.FetchedRecord, error]
 }
 
-// writeRecords answers a fetch in the records form: each record body
-// spliced verbatim.
-func writeRecords(w http.ResponseWriter, res *consumers.RecordBatch) {
-	wf := wireFetch{NextOffset: uint64(res.NextOffset), Committed: uint64(res.Committed), LastOffset: uint64(res.LastOffset),
-		LeaseExpires: res.LeaseExpires, Generation: res.Generation, Transactions: make([]wireTx, len(res.Records))}
-	for i := range res.Records {
-		wf.Transactions[i] = wireTx{Offset: uint64(res.Records[i].Offset), Body: res.Records[i].Body}
-	}
+// writeFetch writes an exclusive fetch's answer as s reads its records,
+// one write per record, so that it holds one record at a time: the
+// records form is wireFetch's msgpack with the five fields before the
+// transactions (then the transactions' count, s.Len), the JSON form appendFetchJSON's
+// text, the msgpack form the msgpack of that JSON (a map of the same six
+// keys, each transaction converted alone). rd renders the JSON and
+// msgpack forms. An error means the body is incomplete.
+func writeFetch(w io.Writer, s fetchAnswer, form fetchForm, rd *format.Renderer) error {
 	b := getBuf()
 	defer putBuf(b)
 	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
 	enc.Reset(b)
-	err := enc.Encode(&wf)
-	msgpack.PutEncoder(enc)
-	if err != nil {
-		WriteError(w, errEncode(err))
-		return
+	var err error
+	switch form {
+	case formJSON:
+		b.WriteString(`{"transactions":[`)
+	case formRecords:
+		// The five fields first: a client reading the answer as it
+		// arrives knows the lease generation and the cursor before the
+		// first transaction (the Go client's FetchStream).
+		err = errors.Join(enc.EncodeMapLen(6), encodeFetchTrailer(enc, s, true), enc.EncodeString("transactions"), enc.EncodeArrayLen(s.Len))
+	default:
+		err = errors.Join(enc.EncodeMapLen(6), enc.EncodeString("transactions"), enc.EncodeArrayLen(s.Len))
 	}
-	writeBody(w, http.StatusOK, api.MediaRecords, b.Bytes())
+	buf := make([]byte, 0, 4096)
+	i := 0
+	for rec, rerr := range s.Records {
+		if err = errors.Join(err, rerr); err != nil {
+			return err
+		}
+		switch form {
+		case formRecords:
+			err = enc.Encode(&wireTx{Offset: uint64(rec.Offset), Body: rec.Body})
+		case formJSON:
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			buf = rd.AppendTransaction(buf[:0], rec.Tx)
+			b.Write(buf)
+		case formMsgpack:
+			buf = rd.AppendTransaction(buf[:0], rec.Tx)
+			var m []byte
+			if m, err = jsonToMsgpack(buf); err == nil {
+				b.Write(m)
+			}
+		}
+		i++
+		if err == nil {
+			_, err = w.Write(b.Bytes())
+		}
+		if err != nil {
+			return err
+		}
+		b.Reset()
+	}
+	if i != s.Len {
+		return fmt.Errorf("httpapi: fetch answer: %d records of %d", i, s.Len)
+	}
+	switch form {
+	case formJSON:
+		appendFetchTrailer(b, s)
+	case formMsgpack:
+		err = encodeFetchTrailer(enc, s, false)
+	}
+	if err == nil {
+		_, err = w.Write(b.Bytes())
+	}
+	return err
 }
 
-// appendFetchJSON writes an exclusive fetch's JSON answer, each
-// transaction as a `pgq journal dump` line (exactly so in the pgq format)
-// rendered by rd.
-func appendFetchJSON(b *bytes.Buffer, res *consumers.RecordBatch, rd *format.Renderer) {
-	buf := make([]byte, 0, 4096)
-	b.WriteString(`{"transactions":[`)
-	for i := range res.Records {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		buf = rd.AppendTransaction(buf[:0], res.Records[i].Tx)
-		b.Write(buf)
+// encodeFetchTrailer encodes the five fields after the transactions:
+// as wireFetch's fields (records) or as jsonToMsgpack converts them from
+// the JSON (integers as int64, the lease's end as its RFC 3339 text).
+func encodeFetchTrailer(enc *msgpack.Encoder, s fetchAnswer, records bool) error {
+	var lease any = s.LeaseExpires
+	num := func(v uint64) any { return v }
+	if !records {
+		lease = s.LeaseExpires.UTC().Format(time.RFC3339Nano)
+		num = func(v uint64) any { return numbersOf(json.Number(strconv.FormatUint(v, 10))) }
 	}
+	for _, kv := range []struct {
+		k string
+		v any
+	}{
+		{"next_offset", num(uint64(s.NextOffset))}, {"committed_offset", num(uint64(s.Committed))},
+		{"last_offset", num(uint64(s.LastOffset))}, {"lease_expires", lease}, {"generation", num(s.Generation)},
+	} {
+		if err := errors.Join(enc.EncodeString(kv.k), enc.Encode(kv.v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendFetchTrailer writes the JSON answer's fields after the
+// transactions.
+func appendFetchTrailer(b *bytes.Buffer, s fetchAnswer) {
 	b.WriteString(`],"next_offset":`)
-	b.WriteString(strconv.FormatUint(uint64(res.NextOffset), 10))
+	b.WriteString(strconv.FormatUint(uint64(s.NextOffset), 10))
 	b.WriteString(`,"committed_offset":`)
-	b.WriteString(strconv.FormatUint(uint64(res.Committed), 10))
+	b.WriteString(strconv.FormatUint(uint64(s.Committed), 10))
 	b.WriteString(`,"last_offset":`)
-	b.WriteString(strconv.FormatUint(uint64(res.LastOffset), 10))
+	b.WriteString(strconv.FormatUint(uint64(s.LastOffset), 10))
 	b.WriteString(`,"lease_expires":"`)
-	b.WriteString(res.LeaseExpires.UTC().Format(time.RFC3339Nano))
+	b.WriteString(s.LeaseExpires.UTC().Format(time.RFC3339Nano))
 	b.WriteString(`","generation":`)
-	b.WriteString(strconv.FormatUint(res.Generation, 10))
+	b.WriteString(strconv.FormatUint(s.Generation, 10))
 	b.WriteString("}\n")
 }
 

@@ -74,11 +74,13 @@ func FuzzMsgpackAnswer(f *testing.F) {
 			}
 			return rd
 		}
-		appendFetchJSON(&jb1, res, own(pgq.JSONEmbedded))
-		mp, err := fetchMsgpack(&jb2, res, own(pgq.JSONAsText))
-		if err != nil {
-			t.Fatalf("fetchMsgpack: %v", err)
+		if err := writeFetch(&jb1, batchAnswer(res), formJSON, own(pgq.JSONEmbedded)); err != nil {
+			t.Fatalf("writeFetch JSON: %v", err)
 		}
+		if err := writeFetch(&jb2, batchAnswer(res), formMsgpack, own(pgq.JSONAsText)); err != nil {
+			t.Fatalf("writeFetch msgpack: %v", err)
+		}
+		mp := jb2.Bytes()
 		compareAnswers(t, tx, jb1.Bytes(), mp, func(js, m any) (any, any) {
 			ts := m.(map[string]any)["transactions"].([]any)
 			return js.(map[string]any)["transactions"].([]any)[0].(map[string]any)["changes"],
@@ -227,4 +229,16 @@ func isJSONColumn(path, k string) bool {
 		}
 	}
 	return false
+}
+
+// batchAnswer is the fetchAnswer of a RecordBatch.
+func batchAnswer(res *consumers.RecordBatch) fetchAnswer {
+	return fetchAnswer{NextOffset: res.NextOffset, Committed: res.Committed, LastOffset: res.LastOffset, LeaseExpires: res.LeaseExpires,
+		Generation: res.Generation, Len: len(res.Records), Records: func(yield func(consumers.FetchedRecord, error) bool) {
+			for _, r := range res.Records {
+				if !yield(r, nil) {
+					return
+				}
+			}
+		}}
 }

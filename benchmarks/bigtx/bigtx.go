@@ -17,7 +17,32 @@
 //
 // Before chunks were restamped into parts (parts re-encoded from decoded
 // changes, 32 MiB committer pending, two cached segments) the same run
-// peaked at 229 MiB (5M) and 244 MiB (10M). Without the soft memory limit
+// peaked at 229 MiB (5M) and 244 MiB (10M).
+//
+// With -fetch (make bench), the journaled transaction is then fetched whole through the
+// HTTP API (exclusive group, max 1, JSON; the answer is written as the
+// journal is read) and a COPY of the same rows is timed in the same run
+// (pgq's VmHWM reset before the fetch, so it includes the RSS ingest left):
+//
+//	rows       answer   fetch  COPY   fetch/COPY  peak RSS during fetch
+//	  300,000   81 MiB  0.81s  0.59s  1.4         208.9 MiB
+//	1,000,000  272 MiB  1.91s  0.98s  2.0         193.3 MiB
+//	2,000,000  546 MiB  3.59s  1.59s  2.3         211.1 MiB
+//
+// The same transaction is then consumed through the Go client (a
+// client.Consumer of another group, max 1: the answer decoded part by part
+// as it arrives, every change counted, committed after the last part),
+// with this process's heap sampled and pgq's VmHWM reset again:
+//
+//	rows       fetch  COPY   Go consume  consume/COPY  client peak heap  pgq peak RSS
+//	2,000,000  8.53s  5.92s  4.75s       0.8           +5.5 MiB          212.0 MiB
+//
+// (that run on a loaded machine, hence its fetch and COPY times; the Go
+// client reads the records form, which skips the JSON rendering). Before,
+// the client read the 546 MiB answer whole before returning its first part.
+//
+// Before, the answer was built whole: a 400,000-row transaction's fetch
+// took pgq from 228 MiB to 850 MiB. Without the soft memory limit
 // and with 64 MiB segments, a 1M-row transaction peaked at ~670 MiB:
 // tidwall/wal holds the tail segment and cached segments in memory, and
 // the garbage collector lets the heap double on top of the live set.
@@ -35,12 +60,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -59,6 +88,11 @@ type Options struct {
 	PGQArgs []string
 	// Settings are extra postgresql.conf lines.
 	Settings []string
+	// Fetch, after the transaction is journaled, fetches it whole through
+	// the HTTP API (an exclusive group, max 1, JSON) and measures pgq's
+	// peak RSS during the fetch and its time against a COPY of the same
+	// rows (COPY big TO STDOUT) timed in the same run.
+	Fetch bool
 	// Logger reports progress; nil → slog.Default().
 	Logger *slog.Logger
 }
@@ -74,6 +108,17 @@ type Result struct {
 	PeakRSS       int64         // VmHWM of pgq at the end
 	InsertTime    time.Duration // the INSERT ... COMMIT on the server
 	JournalLag    time.Duration // from COMMIT returning to the transaction being durable in the journal
+	// With Options.Fetch:
+	FetchRSS   int64         // VmHWM of pgq during the fetch (reset before it)
+	FetchBytes int64         // bytes of the fetch's answer
+	FetchTime  time.Duration // the fetch, from request to the answer's last byte
+	CopyTime   time.Duration // COPY big TO STDOUT of the same rows
+	// The same transaction consumed through the Go client (a
+	// client.Consumer of another group, max 1), counting its changes:
+	ConsumeTime    time.Duration // first fetch to the commit after the last part
+	ConsumeChanges int           // changes decoded
+	ConsumeHeap    int64         // this process's peak heap during it, above the heap before
+	ConsumeRSS     int64         // VmHWM of pgq during it (reset before it)
 }
 
 // Run measures each size in o.Rows on one cluster, a fresh pgq process
@@ -202,7 +247,130 @@ func runOne(ctx context.Context, c *pgtest.Cluster, o Options, n int) (Result, e
 	res.PgoutputBytes = int64(m["pgq_pgoutput_bytes_received_total"])
 	res.Streamed = m["pgq_streamed_transactions_total"] > 0
 	res.JournalBytes = dirSize(filepath.Join(dataDir, "journal"))
+	if o.Fetch {
+		if err := fetchWhole(ctx, c, db, base, pid, &res); err != nil {
+			return res, err
+		}
+		if err := consumeGo(ctx, base, pid, n, &res); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// fetchWhole fetches the journaled transaction through the HTTP API with
+// pgq's peak RSS reset first (clear_refs 5), then times a COPY of the
+// same rows.
+func fetchWhole(ctx context.Context, c *pgtest.Cluster, db, base string, pid int, res *Result) error {
+	post := func(path, body string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := post("/v1/groups", `{"name":"bigtx","from":"earliest"}`)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("create group: HTTP %d", resp.StatusCode)
+	}
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		return fmt.Errorf("reset peak RSS: %w", err)
+	}
+	start := time.Now()
+	resp, err = post("/v1/groups/bigtx/fetch", `{"member":"bench","max":1}`)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch: HTTP %d, %d bytes: %v", resp.StatusCode, n, err)
+	}
+	res.FetchTime, res.FetchBytes = time.Since(start), n
+	if res.FetchRSS, err = procStatus(pid, "VmHWM"); err != nil {
+		return err
+	}
+	conn, err := c.Connect(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	start = time.Now()
+	if _, err := conn.PgConn().CopyTo(ctx, io.Discard, "COPY big TO STDOUT"); err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	res.CopyTime = time.Since(start)
+	return nil
+}
+
+// consumeGo consumes the journaled transaction through the Go client
+// (client.Consumer, max 1: its answer is the whole transaction, decoded
+// part by part as it arrives) with pgq's peak RSS reset first, sampling
+// this process's heap while it runs.
+func consumeGo(ctx context.Context, base string, pid, rows int, res *Result) error {
+	cl, err := client.New(base, client.Options{})
+	if err != nil {
+		return err
+	}
+	if _, err := cl.CreateGroup(ctx, api.CreateRequest{Name: "bigtx-go", From: "earliest"}); err != nil {
+		return fmt.Errorf("create group: %w", err)
+	}
+	cs, err := cl.Consumer("bigtx-go", client.ConsumerOptions{Member: "bench", Max: 1, Wait: time.Second})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		return fmt.Errorf("reset peak RSS: %w", err)
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	start := time.Now()
+	n := 0
+	for n < rows {
+		tx, err := cs.Next(ctx)
+		if err != nil {
+			close(stop)
+			<-sampled
+			return fmt.Errorf("consume after %d changes: %w", n, err)
+		}
+		n += len(tx.Changes)
+	}
+	err = cs.Commit(ctx)
+	res.ConsumeTime = time.Since(start)
+	close(stop)
+	<-sampled
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	res.ConsumeChanges = n
+	res.ConsumeHeap = int64(peak.Load()) - int64(before)
+	res.ConsumeRSS, err = procStatus(pid, "VmHWM")
+	return err
 }
 
 type status struct {
@@ -290,6 +458,24 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// WriteFetchTable prints the fetch measurements of rs as a Markdown table.
+func WriteFetchTable(w io.Writer, rs []Result) error {
+	const mib = 1 << 20
+	if _, err := fmt.Fprintln(w, "| rows | answer MiB | fetch | COPY | fetch/COPY | peak RSS during fetch MiB | Go consume | consume/COPY | client peak heap MiB | pgq peak RSS during consume MiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if _, err := fmt.Fprintf(w, "| %d | %.0f | %s | %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f |\n", r.Rows, float64(r.FetchBytes)/mib,
+			r.FetchTime.Round(10*time.Millisecond), r.CopyTime.Round(10*time.Millisecond),
+			r.FetchTime.Seconds()/r.CopyTime.Seconds(), float64(r.FetchRSS)/mib,
+			r.ConsumeTime.Round(10*time.Millisecond), r.ConsumeTime.Seconds()/r.CopyTime.Seconds(),
+			float64(r.ConsumeHeap)/mib, float64(r.ConsumeRSS)/mib); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -13,6 +13,10 @@
 // slot; a callback that comes after Publish returned (its context ended)
 // changes nothing.
 //
+// A Publish sends one bridge batch, at most bridge.Options.MaxInFlight
+// messages (a transaction larger is published in several, each
+// acknowledged before the next), Window of them unacknowledged at once.
+//
 // At start, after a reconnect, a failed Publish and a duplicate
 // acknowledgement, Publish first reads the stream's last sequence and
 // last message: the message's position (bridge.ParseID of its

@@ -33,6 +33,10 @@
 // (bridge.ErrShared): a topic takes one bridge. A topic that does not
 // exist is an error unless Options.CreateTopics.
 //
+// A Publish sends one bridge batch, at most bridge.Options.MaxInFlight
+// messages (a transaction larger is published in several, each
+// acknowledged before the next), and waits for all its acknowledgements.
+//
 // A Publisher is used by one goroutine at a time (the bridge's publishing
 // goroutine).
 package kafka

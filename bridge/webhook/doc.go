@@ -17,6 +17,12 @@
 //	Pgq-Group: <group>
 //	Pgq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
 //
+// The signature is computed as the body is built. A body larger than
+// Options.MaxBodyMemory (8 MiB) is built in a temporary file in
+// Options.SpoolDir (pgq-webhook-*.json; default os.TempDir()) instead of
+// memory and sent from it with its Content-Length; the file is removed
+// once the attempt ended, failed or not (a retry builds it again).
+//
 // A batch is whatever the bridge fetched, cut into BatchSize requests.
 // It leaves as soon as it is fetched, unless the bridge lingers
 // (bridge.Options.Linger, `pgq bridge webhook --linger`): then a batch
@@ -62,6 +68,7 @@
 // # Concurrency
 //
 // The bridge calls Publish from one goroutine at a time; a Publisher
-// keeps one request body buffer and the attempt count of the failing
-// batch. Sign and Verify are safe anywhere.
+// keeps one request body buffer per lane (and at most one spool file
+// per lane, while its request is sent) and the attempt count of the
+// failing batch. Sign and Verify are safe anywhere.
 package webhook

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -9,10 +10,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +75,14 @@ type Options struct {
 	Client *http.Client
 	// Now is the signature's clock; nil → time.Now.
 	Now func() time.Time
+	// MaxBodyMemory bounds a request body held in memory: a larger one
+	// is written (spooled) to a temporary file in SpoolDir while its
+	// signature is computed, sent from the file with its Content-Length,
+	// and removed once the request is done (also when it failed: a retry
+	// builds it again); zero → 8 MiB.
+	MaxBodyMemory int64
+	// SpoolDir holds the spooled bodies; "" → os.TempDir().
+	SpoolDir string
 }
 
 // Validate checks the options.
@@ -84,7 +95,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("webhook: options: URL: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("webhook: options: URL %q: want http or https", o.URL)
-	case o.BatchSize < 0 || o.Timeout < 0 || o.MaxAttempts < 0 || o.Concurrency < 0:
+	case o.BatchSize < 0 || o.Timeout < 0 || o.MaxAttempts < 0 || o.Concurrency < 0 || o.MaxBodyMemory < 0:
 		return errors.New("webhook: options: negative limit")
 	}
 	return nil
@@ -123,6 +134,12 @@ func New(o Options) (*Publisher, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxBodyMemory == 0 {
+		o.MaxBodyMemory = 8 << 20
+	}
+	if o.SpoolDir == "" {
+		o.SpoolDir = os.TempDir()
+	}
 	ct := "application/json"
 	if o.Format == format.CloudEvents {
 		ct = "application/cloudevents-batch+json"
@@ -140,11 +157,24 @@ func (p *Publisher) Name() string { return "webhook" }
 // Sign returns the HeaderSignature value of body at t:
 // "t=<unix seconds>,v1=<hex of HMAC-SHA256(secret, "<t>.<body>")>".
 func Sign(secret, body []byte, t time.Time) string {
+	mac, ts := newSigner(secret, t)
+	mac.Write(body)
+	return signature(mac, ts)
+}
+
+// newSigner returns the HMAC of a signature at t, fed "<t>." already:
+// the body is written to it next (as it is built, when it is spooled).
+func newSigner(secret []byte, t time.Time) (hash.Hash, string) {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(ts))
 	mac.Write([]byte{'.'})
-	mac.Write(body)
+	return mac, ts
+}
+
+// signature is the HeaderSignature value of a newSigner's HMAC fed the
+// whole body.
+func signature(mac hash.Hash, ts string) string {
 	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
 }
 
@@ -284,27 +314,39 @@ func (ln *lane) run(ctx context.Context, p *Publisher, msgs []bridge.Message, ac
 	return nil
 }
 
-// post sends one request: the messages ln.sel names.
+// post sends one request: the messages ln.sel names. The body is built
+// in ln.body, or spooled to a file past MaxBodyMemory, and signed as it
+// is built.
 func (ln *lane) post(ctx context.Context, p *Publisher, msgs []bridge.Message, batch string, attempt int) error {
 	ln.body.Reset()
-	ln.body.WriteByte('[')
+	bw := &bodyWriter{buf: &ln.body, limit: p.o.MaxBodyMemory, dir: p.o.SpoolDir}
+	defer bw.remove()
+	var ts string
+	if len(p.o.Secret) > 0 {
+		bw.mac, ts = newSigner(p.o.Secret, p.o.Now())
+	}
+	bw.write([]byte{'['})
 	ln.ids = ln.ids[:0]
 	for k, i := range ln.sel {
 		if k > 0 {
-			ln.body.WriteByte(',')
+			bw.write([]byte{','})
 			ln.ids = append(ln.ids, ',')
 		}
-		ln.body.Write(msgs[i].Payload)
+		bw.write(msgs[i].Payload)
 		ln.ids = append(ln.ids, msgs[i].ID...)
 	}
-	ln.body.WriteByte(']')
-	body := ln.body.Bytes()
+	bw.write([]byte{']'})
+	body, err := bw.reader()
+	if err != nil {
+		return fmt.Errorf("spool the body: %w", err)
+	}
 	rctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, p.o.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, p.o.URL, body)
 	if err != nil {
 		return err
 	}
+	req.ContentLength = bw.n
 	for k, v := range p.o.Header {
 		req.Header[k] = v
 	}
@@ -315,8 +357,8 @@ func (ln *lane) post(ctx context.Context, p *Publisher, msgs []bridge.Message, b
 	if g := msgs[ln.sel[0]].Group; g != "" {
 		req.Header.Set(HeaderGroup, g)
 	}
-	if len(p.o.Secret) > 0 {
-		req.Header.Set(HeaderSignature, Sign(p.o.Secret, body, p.o.Now()))
+	if bw.mac != nil {
+		req.Header.Set(HeaderSignature, signature(bw.mac, ts))
 	}
 	resp, err := p.o.Client.Do(req)
 	if err != nil {
@@ -341,4 +383,68 @@ func noRedirects(c *http.Client) *http.Client {
 	cp := *c
 	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &cp
+}
+
+// bodyWriter builds a request body in buf until it passes limit, then in
+// a temporary file in dir (spooled), feeding mac (when set) as it goes.
+type bodyWriter struct {
+	buf   *bytes.Buffer
+	limit int64
+	dir   string
+	mac   hash.Hash
+	f     *os.File // the spool file; nil: in buf
+	w     *bufio.Writer
+	n     int64 // bytes written
+	err   error
+}
+
+func (b *bodyWriter) write(p []byte) {
+	if b.err != nil {
+		return
+	}
+	b.n += int64(len(p))
+	if b.mac != nil {
+		b.mac.Write(p)
+	}
+	if b.f == nil && b.n > b.limit {
+		if b.f, b.err = os.CreateTemp(b.dir, "pgq-webhook-*.json"); b.err != nil {
+			return
+		}
+		b.w = bufio.NewWriterSize(b.f, 64<<10)
+		_, b.err = b.w.Write(b.buf.Bytes())
+		b.buf.Reset()
+	}
+	if b.f != nil {
+		if b.err == nil {
+			_, b.err = b.w.Write(p)
+		}
+		return
+	}
+	b.buf.Write(p)
+}
+
+// reader returns the body to send: buf's bytes, or the spool file from
+// its start (closed by the request; remove deletes it).
+func (b *bodyWriter) reader() (io.Reader, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if b.f == nil {
+		return bytes.NewReader(b.buf.Bytes()), nil
+	}
+	if err := b.w.Flush(); err != nil {
+		return nil, err
+	}
+	if _, err := b.f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.NopCloser(b.f), nil
+}
+
+// remove closes and deletes the spool file, if any.
+func (b *bodyWriter) remove() {
+	if b.f != nil {
+		_ = b.f.Close()
+		_ = os.Remove(b.f.Name())
+	}
 }

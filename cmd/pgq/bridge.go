@@ -37,6 +37,8 @@ type BridgeWebhookCmd struct {
 	MaxAttempts int           `name:"max-attempts" default:"0" env:"PGQ_WEBHOOK_MAX_ATTEMPTS" help:"Give up (exit non-zero, naming the batch) after this many failed attempts of one batch; 0 retries forever."`
 	Concurrency int           `default:"1" env:"PGQ_WEBHOOK_CONCURRENCY" help:"Requests in flight at once. 1 sends one at a time, all changes in order; above 1 the changes are shared out over that many lanes by row key, each lane in order (per-key order), for a receiver that serves requests in parallel."`
 	Linger      time.Duration `default:"0s" env:"PGQ_WEBHOOK_LINGER" help:"Hold a fetched batch of fewer than --batch-size changes up to this long, fetching more into it (fuller requests for a trickle of changes, at that much latency); 0 posts what was fetched at once."`
+	MaxBodyMem  ByteSize      `name:"max-body-memory" default:"8MiB" env:"PGQ_WEBHOOK_MAX_BODY_MEMORY" help:"A request body larger is written to a temporary file in --spool-dir while it is signed, sent from it and removed."`
+	SpoolDir    string        `name:"spool-dir" env:"PGQ_WEBHOOK_SPOOL_DIR" type:"existingdir" help:"Directory of the spooled request bodies (default: the system's temporary directory, $TMPDIR)."`
 }
 
 // Run bridges until interrupted or the receiver failed a batch
@@ -53,7 +55,11 @@ func (c *BridgeWebhookCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if c.Linger < 0 {
 		return usage(fmt.Errorf("--linger %s: negative", c.Linger))
 	}
-	p, err := webhook.New(webhook.Options{URL: c.URL, Secret: []byte(c.Secret), Format: fm, BatchSize: c.BatchSize, Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, TLS: tc})
+	if c.MaxBodyMem <= 0 {
+		return usage(fmt.Errorf("--max-body-memory %d: want a positive size", c.MaxBodyMem))
+	}
+	p, err := webhook.New(webhook.Options{URL: c.URL, Secret: []byte(c.Secret), Format: fm, BatchSize: c.BatchSize, Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, TLS: tc,
+		MaxBodyMemory: int64(c.MaxBodyMem), SpoolDir: c.SpoolDir})
 	if err != nil {
 		return usage(err)
 	}
@@ -63,16 +69,17 @@ func (c *BridgeWebhookCmd) Run(ctx context.Context, log *slog.Logger) error {
 // BridgeFlags are the flags both brokers share.
 type BridgeFlags struct {
 	APIFlags
-	Group      string        `required:"" env:"PGQ_BRIDGE_GROUP" help:"Consumer group to publish (must exist: pgq groups create)."`
-	Member     string        `env:"PGQ_BRIDGE_MEMBER" help:"Member id prefix (default: host name); a random suffix is added per run."`
-	Listen     string        `env:"PGQ_BRIDGE_LISTEN" help:"Serve /metrics (Prometheus), /status and /healthz on this address (e.g. 127.0.0.1:5481)."`
-	MaxTx      int           `name:"max-tx" default:"1000" env:"PGQ_BRIDGE_MAX_TX" help:"Transactions per fetched batch."`
-	BackoffMax time.Duration `name:"backoff-max" default:"10s" env:"PGQ_BRIDGE_BACKOFF_MAX" help:"Longest wait between publish retries while the broker is down."`
-	LeaseTTL   time.Duration `name:"lease-ttl" default:"30s" env:"PGQ_BRIDGE_LEASE_TTL" help:"Group lease; a restarted bridge waits this long for a dead one's lease."`
-	TLSCA      string        `name:"tls-ca" env:"PGQ_BRIDGE_TLS_CA" type:"existingfile" help:"Broker TLS: CA certificates (PEM). Any --tls-* flag enables TLS."`
-	TLSCert    string        `name:"tls-cert" env:"PGQ_BRIDGE_TLS_CERT" type:"existingfile" help:"Broker TLS: client certificate (PEM)."`
-	TLSKey     string        `name:"tls-key" env:"PGQ_BRIDGE_TLS_KEY" type:"existingfile" help:"Broker TLS: client key (PEM)."`
-	TLS        bool          `name:"tls" env:"PGQ_BRIDGE_TLS" help:"Broker TLS with the system roots."`
+	Group       string        `required:"" env:"PGQ_BRIDGE_GROUP" help:"Consumer group to publish (must exist: pgq groups create)."`
+	Member      string        `env:"PGQ_BRIDGE_MEMBER" help:"Member id prefix (default: host name); a random suffix is added per run."`
+	Listen      string        `env:"PGQ_BRIDGE_LISTEN" help:"Serve /metrics (Prometheus), /status and /healthz on this address (e.g. 127.0.0.1:5481)."`
+	MaxTx       int           `name:"max-tx" default:"1000" env:"PGQ_BRIDGE_MAX_TX" help:"Transactions per fetched batch."`
+	MaxInFlight int           `name:"max-in-flight" default:"10000" env:"PGQ_BRIDGE_MAX_IN_FLIGHT" help:"Most changes handed to the broker and not acknowledged at once: a larger transaction is published in windows of this many, the cursor committed after its last."`
+	BackoffMax  time.Duration `name:"backoff-max" default:"10s" env:"PGQ_BRIDGE_BACKOFF_MAX" help:"Longest wait between publish retries while the broker is down."`
+	LeaseTTL    time.Duration `name:"lease-ttl" default:"30s" env:"PGQ_BRIDGE_LEASE_TTL" help:"Group lease; a restarted bridge waits this long for a dead one's lease."`
+	TLSCA       string        `name:"tls-ca" env:"PGQ_BRIDGE_TLS_CA" type:"existingfile" help:"Broker TLS: CA certificates (PEM). Any --tls-* flag enables TLS."`
+	TLSCert     string        `name:"tls-cert" env:"PGQ_BRIDGE_TLS_CERT" type:"existingfile" help:"Broker TLS: client certificate (PEM)."`
+	TLSKey      string        `name:"tls-key" env:"PGQ_BRIDGE_TLS_KEY" type:"existingfile" help:"Broker TLS: client key (PEM)."`
+	TLS         bool          `name:"tls" env:"PGQ_BRIDGE_TLS" help:"Broker TLS with the system roots."`
 
 	// --format, --format-db, --format-slot
 	FormatFlags `envprefix:"PGQ_BRIDGE_"`
@@ -217,7 +224,10 @@ func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publis
 		return err
 	}
 	m := bridge.NewMetrics()
-	o := bridge.Options{Client: cl, Group: f.Group, Member: f.Member, Publisher: p, MaxTransactions: f.MaxTx,
+	if f.MaxInFlight <= 0 {
+		return usage(fmt.Errorf("--max-in-flight %d: want a positive number of changes", f.MaxInFlight))
+	}
+	o := bridge.Options{Client: cl, Group: f.Group, Member: f.Member, Publisher: p, MaxTransactions: f.MaxTx, MaxInFlight: f.MaxInFlight,
 		BackoffMax: f.BackoffMax, LeaseTTL: f.LeaseTTL, Metrics: m, Logger: log,
 		Format: fm, FormatOptions: fo}
 	for _, set := range opts {

@@ -288,39 +288,64 @@ func (r *Reader) Skip() []byte {
 // sized reads the length fields after code c (0xc4..0xdf) and returns the
 // payload size and, for containers, the number of values inside.
 func (r *Reader) sized(c byte) (size, add uint64) {
+	sh, ok := shapeOf(c)
+	if !ok {
+		r.Fail("invalid code 0x%02x", c)
+		return 0, 0
+	}
+	return sh.sized(r.BE(sh.lenBytes))
+}
+
+// shape is what follows a code of 0xc4..0xdf: lenBytes of big-endian
+// length (0: none), then a payload of fixed bytes (no length), of the
+// length plus extra bytes (str, bin, ext), or per*length values
+// (arrays, maps).
+type shape struct {
+	lenBytes          int
+	fixed, extra, per uint64
+}
+
+// sized returns the payload size and the number of values inside from
+// the length read (0 when lenBytes is 0).
+func (s shape) sized(length uint64) (size, add uint64) {
+	switch {
+	case s.per > 0:
+		return 0, s.per * length
+	case s.lenBytes > 0:
+		return length + s.extra, 0
+	}
+	return s.fixed, 0
+}
+
+// shapeOf describes code c (0xc4..0xdf); false: an invalid code.
+func shapeOf(c byte) (shape, bool) {
 	switch c {
 	case 0xc4, 0xd9: // bin8, str8
-		size = r.BE(1)
+		return shape{lenBytes: 1}, true
 	case 0xc5, 0xda:
-		size = r.BE(2)
+		return shape{lenBytes: 2}, true
 	case 0xc6, 0xdb:
-		size = r.BE(4)
+		return shape{lenBytes: 4}, true
 	case 0xc7, 0xc8, 0xc9: // ext8/16/32: length, then the type byte
-		size = r.BE(1<<(c-0xc7)) + 1
-	case 0xca:
-		size = 4
-	case 0xcb:
-		size = 8
+		return shape{lenBytes: 1 << (c - 0xc7), extra: 1}, true
+	case 0xca, 0xce, 0xd2:
+		return shape{fixed: 4}, true
+	case 0xcb, 0xcf, 0xd3:
+		return shape{fixed: 8}, true
 	case 0xcc, 0xd0:
-		size = 1
+		return shape{fixed: 1}, true
 	case 0xcd, 0xd1:
-		size = 2
-	case 0xce, 0xd2:
-		size = 4
-	case 0xcf, 0xd3:
-		size = 8
+		return shape{fixed: 2}, true
 	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1/2/4/8/16 plus the type byte
-		size = 1 + 1<<(c-0xd4)
+		return shape{fixed: 1 + 1<<(c-0xd4)}, true
 	case 0xdc:
-		add = r.BE(2)
+		return shape{lenBytes: 2, per: 1}, true
 	case 0xdd:
-		add = r.BE(4)
+		return shape{lenBytes: 4, per: 1}, true
 	case 0xde:
-		add = 2 * r.BE(2)
+		return shape{lenBytes: 2, per: 2}, true
 	case 0xdf:
-		add = 2 * r.BE(4)
-	default:
-		r.Fail("invalid code 0x%02x", c)
+		return shape{lenBytes: 4, per: 2}, true
 	}
-	return size, add
+	return shape{}, false
 }

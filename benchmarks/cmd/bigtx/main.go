@@ -23,14 +23,15 @@ func main() {
 	bin := flag.String("pgq", "bin/pgq", "pgq binary")
 	work := flag.String("work", "", "work directory (default: a new temporary directory)")
 	pgqArgs := flag.String("pgq-args", "", "extra `pgq run` arguments, space-separated")
+	fetch := flag.Bool("fetch", false, "also fetch the transaction whole through the HTTP API (peak RSS, time against COPY)")
 	flag.Parse()
-	if err := run(*rows, *bin, *work, strings.Fields(*pgqArgs)); err != nil {
+	if err := run(*rows, *bin, *work, strings.Fields(*pgqArgs), *fetch); err != nil {
 		fmt.Fprintln(os.Stderr, "bigtx:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rowsFlag, bin, work string, pgqArgs []string) error {
+func run(rowsFlag, bin, work string, pgqArgs []string, fetch bool) error {
 	var rows []int
 	for _, s := range strings.Split(rowsFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -49,10 +50,15 @@ func run(rowsFlag, bin, work string, pgqArgs []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rs, err := bigtx.Run(ctx, bigtx.Options{PGQBin: bin, Rows: rows, WorkDir: work, PGQArgs: pgqArgs})
+	rs, err := bigtx.Run(ctx, bigtx.Options{PGQBin: bin, Rows: rows, WorkDir: work, PGQArgs: pgqArgs, Fetch: fetch})
 	if len(rs) > 0 {
 		if werr := bigtx.WriteTable(os.Stdout, rs); werr != nil && err == nil {
 			err = werr
+		}
+		if fetch {
+			if werr := bigtx.WriteFetchTable(os.Stdout, rs); werr != nil && err == nil {
+				err = werr
+			}
 		}
 	}
 	return err
