@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-
 )
 
 // SumSuffix is appended to a sealed segment file's name to name its
