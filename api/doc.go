@@ -11,7 +11,10 @@
 //
 // # Encodings
 //
-// Request bodies are JSON. Responses are JSON, or msgpack when the request
+// Request bodies are JSON, read strictly by the server (keys as
+// documented, exact case, none twice, no null). A Duration in a request is
+// 0 (the default) or at least MinDuration; CheckDurations, which both the
+// server and the client apply, refuses anything else. Responses are JSON, or msgpack when the request
 // has "Accept: application/msgpack": the same maps with the same field
 // names (docs/http-api.md describes both), except that a json or jsonb
 // value in a change is a msgpack string holding its JSON text byte for

@@ -3,7 +3,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/pgq-dev/pgq"
@@ -37,6 +39,63 @@ func (d *Duration) UnmarshalText(b []byte) error {
 		return fmt.Errorf("invalid duration %q (want e.g. \"2s\")", b)
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// MinDuration is the least duration a request may carry: 0 (or the key
+// left out) means the field's default, and any other duration below
+// MinDuration, a negative one included, is refused as bad_request rather
+// than rounded into the default ("1ns" once became the 30s default).
+const MinDuration = time.Millisecond
+
+// CheckDuration refuses d unless it is 0 or at least MinDuration; key
+// names the field in the error (api.ErrBadRequest).
+func CheckDuration(key string, d time.Duration) error {
+	if d != 0 && d < MinDuration {
+		return Errorf(ErrBadRequest, "%s %s: want 0 (the default) or at least %s", key, d, MinDuration)
+	}
+	return nil
+}
+
+// CheckDurations applies CheckDuration to every Duration and []Duration
+// field of the request body v (a struct or a pointer to one), named by its
+// JSON key ("backoff[1]" for a list's element). Server and client both
+// call it, so that neither sends nor accepts a duration the API document
+// refuses.
+func CheckDurations(v any) error {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return nil
+		}
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return nil
+	}
+	rt := rv.Type()
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if key == "" {
+			key = f.Name
+		}
+		switch fv := rv.Field(i).Interface().(type) {
+		case Duration:
+			if err := CheckDuration(key, time.Duration(fv)); err != nil {
+				return err
+			}
+		case []Duration:
+			for j, d := range fv {
+				if err := CheckDuration(fmt.Sprintf("%s[%d]", key, j), time.Duration(d)); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	return nil
 }
 

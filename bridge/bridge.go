@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/backoff"
@@ -366,7 +367,9 @@ func (b *Bridge) fetch(ctx context.Context, bt *batch, wait time.Duration) error
 		if deadline.IsZero() {
 			deadline = time.Now().Add(b.o.Linger)
 		}
-		if wait = time.Until(deadline); wait <= 0 {
+		// Less than api.MinDuration left: the server would refuse such
+		// a wait, and lingering that little more gains nothing.
+		if wait = time.Until(deadline); wait < api.MinDuration {
 			return nil
 		}
 	}

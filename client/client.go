@@ -197,6 +197,11 @@ func isMsgpack(resp *http.Response) bool {
 func (c *Client) send(ctx context.Context, method, path, accept string, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
+		// The server refuses a duration that is neither 0 nor at least
+		// api.MinDuration; say so here, before the round trip.
+		if err := api.CheckDurations(body); err != nil {
+			return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+		}
 		b, err := json.Marshal(body)
 		if err != nil {
 			return nil, fmt.Errorf("client: %s %s: encode: %w", method, path, err)

@@ -36,10 +36,17 @@ type ConsumerOptions struct {
 	FailFast bool
 }
 
-// Validate rejects negative values.
+// Validate rejects negative values, and a Wait or LeaseTTL that is neither
+// 0 nor at least api.MinDuration (the server refuses shorter durations).
 func (o ConsumerOptions) Validate() error {
 	if o.Max < 0 || o.MaxBytes < 0 || o.Wait < 0 || o.LeaseTTL < 0 || len(o.Member) > api.MaxMemberLen {
 		return errors.New("client: consumer options: negative limit or member over 256 bytes")
+	}
+	if err := api.CheckDuration("Wait", o.Wait); err != nil {
+		return fmt.Errorf("client: consumer options: %w", err)
+	}
+	if err := api.CheckDuration("LeaseTTL", o.LeaseTTL); err != nil {
+		return fmt.Errorf("client: consumer options: %w", err)
 	}
 	return nil
 }

@@ -145,6 +145,9 @@ func (c *Client) SharedConsumer(group string, o SharedConsumerOptions) (*SharedC
 	if o.Concurrency < 0 || o.Prefetch < 0 || o.Wait < 0 {
 		return nil, errors.New("client: shared consumer: negative concurrency, prefetch or wait")
 	}
+	if err := api.CheckDuration("Wait", o.Wait); err != nil {
+		return nil, fmt.Errorf("client: shared consumer: %w", err)
+	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
 	}

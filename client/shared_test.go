@@ -241,8 +241,8 @@ func TestSharedWire(t *testing.T) {
 	if m := rec["messages"][0]; fmt.Sprint(m[0], m[1], m[2]) != "1 0 3" {
 		t.Fatalf("records fetch: offset, index, delivery %v", m[:3])
 	}
-	for _, path := range []string{"/commit", "/heartbeat", "/release"} {
-		resp, b = post(path, "application/json", `{"member":"m"}`)
+	for path, body := range map[string]string{"/commit": `{"member":"m","offset":0}`, "/heartbeat": `{"member":"m"}`, "/release": `{"member":"m"}`} {
+		resp, b = post(path, "application/json", body)
 		if resp.StatusCode != 400 || !strings.Contains(string(b), "shared group") {
 			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
 		}

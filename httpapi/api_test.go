@@ -25,7 +25,7 @@ func TestErrorsCarryTheirOwnMessage(t *testing.T) {
 		{"GET", "/v1/backfills/bf9", "", 404, api.CodeNotFound, `backfill "bf9" not found`},
 		{"DELETE", "/v1/backfills/bf9", "", 404, api.CodeNotFound, `backfill "bf9" not found`},
 		{"PATCH", "/v1/backfills/bf9", `{"max_rate":5}`, 404, api.CodeNotFound, `backfill "bf9" not found`},
-		{"PATCH", "/v1/backfills/bf9", `{}`, 400, api.CodeBadRequest, `want {"max_rate": rows per second} (0 lifts the cap)`},
+		{"PATCH", "/v1/backfills/bf9", `{}`, 400, api.CodeBadRequest, `invalid JSON body: missing required key "max_rate"`},
 		{"POST", "/v1/backfills", `{"tables":[]}`, 400, api.CodeBadRequest, `backfill: at least one table is required`},
 		{"GET", "/v1/nope", "", 404, api.CodeNotFound, `no route GET /v1/nope`},
 		{"GET", "/v1/groups/nope", "", 404, api.CodeNotFound, `group "nope" not found`},

@@ -31,8 +31,15 @@
 // Request bodies are JSON labelled application/json (anything else,
 // curl -d's form label included, is 415 unsupported_media_type: a web
 // page sends text/plain, forms and multipart cross-site without a
-// preflight): at most MaxRequestBytes (413 too_large beyond), unknown fields rejected,
-// exactly one value. Answers are JSON, or msgpack when the request says
+// preflight): at most MaxRequestBytes (413 too_large beyond), then read
+// strictly (strict.go, go-json-experiment/json) as openapi.json describes
+// them, so that anything reading a body by the document sees the request
+// pgq acts on: one object, keys matched case-sensitively, unknown,
+// duplicate and null keys (null only where a field is tagged
+// pgq:"nullable") and missing required keys (no omitempty) refused, every
+// duration 0 or at least api.MinDuration; each refusal is 400 bad_request
+// naming the key. Route.Body (RequestBodies) names each route's body
+// type; tests hold it to the document's request schemas. Answers are JSON, or msgpack when the request says
 // "Accept: application/msgpack": the same maps as the JSON, except that
 // json and jsonb values of changes are strings holding their JSON text
 // byte for byte (rendered with pgq.JSONAsText before the conversion, which

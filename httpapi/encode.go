@@ -47,8 +47,11 @@ func WriteError(w http.ResponseWriter, err error) {
 }
 
 // decodeRequest reads a JSON body strictly: labelled application/json,
-// at most MaxRequestBytes, no unknown fields, exactly one value. Its
-// errors are api.ErrMediaType, api.ErrBadRequest or api.ErrTooLarge.
+// at most MaxRequestBytes, then decoded by decodeStrict (strict.go): one
+// object whose keys are exactly the documented ones, none twice, no
+// null the document does not allow, required keys present, durations 0
+// or at least api.MinDuration. Its errors are api.ErrMediaType,
+// api.ErrBadRequest or api.ErrTooLarge.
 func decodeRequest(w http.ResponseWriter, r *http.Request, dst any) error {
 	// Only application/json: a web page can send text/plain, a form or
 	// multipart cross-site without a CORS preflight, never
@@ -57,26 +60,15 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, dst any) error {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); r.ContentLength != 0 && (err != nil || mt != "application/json") {
 		return api.Errorf(api.ErrMediaType, "Content-Type %q: request bodies are application/json", r.Header.Get("Content-Type"))
 	}
-	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(dst)
-	if err == nil {
-		if _, err = dec.Token(); errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err == nil {
-			return api.Errorf(api.ErrBadRequest, "invalid JSON body: trailing data after the object")
-		}
-	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return api.Errorf(api.ErrTooLarge, "request body over %d bytes", MaxRequestBytes)
-	case errors.Is(err, io.EOF):
-		return api.Errorf(api.ErrBadRequest, "empty request body: want a JSON object")
+	case err != nil:
+		return api.Errorf(api.ErrBadRequest, "reading the request body: %v", err)
 	}
-	return api.Errorf(api.ErrBadRequest, "invalid JSON body: %v", err)
+	return decodeStrict(data, dst)
 }
 
 // decoded reads the request's JSON body into dst; on failure it answers

@@ -119,8 +119,12 @@ type Route struct {
 	Pattern string
 	// Statuses are every HTTP status the route answers with.
 	Statuses []int
-	part     part
-	probe    bool // also served by ProbeHandler
+	// Body is a pointer to a zero value of the route's JSON request body
+	// type (nil: the route reads no body): what its handler decodes
+	// strictly (strict.go) and openapi.json's requestBody describes.
+	Body  any
+	part  part
+	probe bool // also served by ProbeHandler
 	// static: the console's files, served without a token and left out
 	// of Routes (and so of openapi.json): they are a page, not API
 	// (docs/http-api.md names them).
@@ -211,6 +215,7 @@ func (a *API) routes() []Route {
 		return Route{Method: method, Pattern: pattern, Statuses: st, part: p, handler: h}
 	}
 	probe := func(r Route) Route { r.probe = true; return r }
+	reads := func(v any, r Route) Route { r.Body = v; return r }
 	page := console.Handler().ServeHTTP
 	static := func(pattern string) Route {
 		return Route{Method: "GET", Pattern: pattern, Statuses: []int{http.StatusOK}, static: true, handler: page}
@@ -226,34 +231,34 @@ func (a *API) routes() []Route {
 		static("/ui"),
 		static(console.Prefix),
 
-		rt("POST", "/v1/groups", partGroups, statuses(http.StatusCreated, body, conflict, outOfRange, internal, busy), g.create),
+		reads(&api.CreateRequest{}, rt("POST", "/v1/groups", partGroups, statuses(http.StatusCreated, body, conflict, outOfRange, internal, busy), g.create)),
 		rt("GET", "/v1/groups", partGroups, statuses(http.StatusOK, busy), g.list),
 		rt("GET", "/v1/groups/{name}", partGroups, statuses(http.StatusOK, named, busy), g.get),
 		rt("DELETE", "/v1/groups/{name}", partGroups, statuses(http.StatusOK, named, internal, busy), g.delete),
-		rt("POST", "/v1/groups/{name}/reset", partGroups, statuses(http.StatusOK, body, named, outOfRange, internal, busy), g.reset),
-		rt("POST", "/v1/groups/{name}/fetch", partGroups, statuses(http.StatusOK, body, named, conflict, outOfRange, internal, busy), g.fetch),
-		rt("POST", "/v1/groups/{name}/commit", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.commit),
+		reads(&api.ResetBody{}, rt("POST", "/v1/groups/{name}/reset", partGroups, statuses(http.StatusOK, body, named, outOfRange, internal, busy), g.reset)),
+		reads(&api.FetchBody{}, rt("POST", "/v1/groups/{name}/fetch", partGroups, statuses(http.StatusOK, body, named, conflict, outOfRange, internal, busy), g.fetch)),
+		reads(&api.CommitBody{}, rt("POST", "/v1/groups/{name}/commit", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.commit)),
 		// A heartbeat writes nothing: no internal error.
-		rt("POST", "/v1/groups/{name}/heartbeat", partGroups, statuses(http.StatusOK, body, named, conflict, busy), g.heartbeat),
+		reads(&api.MemberBody{}, rt("POST", "/v1/groups/{name}/heartbeat", partGroups, statuses(http.StatusOK, body, named, conflict, busy), g.heartbeat)),
 		// Releasing a lease the member does not hold is a no-op: no conflict.
-		rt("POST", "/v1/groups/{name}/release", partGroups, statuses(http.StatusOK, body, named, internal, busy), g.release),
-		rt("POST", "/v1/groups/{name}/ack", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleAck)),
-		rt("POST", "/v1/groups/{name}/nak", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleNak)),
-		rt("POST", "/v1/groups/{name}/term", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleTerm)),
-		rt("POST", "/v1/groups/{name}/progress", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleProgress)),
+		reads(&api.MemberBody{}, rt("POST", "/v1/groups/{name}/release", partGroups, statuses(http.StatusOK, body, named, internal, busy), g.release)),
+		reads(&api.AckBody{}, rt("POST", "/v1/groups/{name}/ack", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleAck))),
+		reads(&api.AckBody{}, rt("POST", "/v1/groups/{name}/nak", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleNak))),
+		reads(&api.AckBody{}, rt("POST", "/v1/groups/{name}/term", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleTerm))),
+		reads(&api.AckBody{}, rt("POST", "/v1/groups/{name}/progress", partGroups, statuses(http.StatusOK, body, named, conflict, internal, busy), g.settle(settleProgress))),
 		// A parked message whose record retention removed is listed with a
 		// null change, not refused.
 		rt("GET", "/v1/groups/{name}/parked", partGroups, statuses(http.StatusOK, named, internal, busy), g.parked),
 		// Requeueing a message whose record retention removed is
 		// out_of_range (drop it instead).
-		rt("POST", "/v1/groups/{name}/parked/requeue", partGroups, statuses(http.StatusOK, body, named, outOfRange, internal, busy), g.parkedAction(true)),
-		rt("POST", "/v1/groups/{name}/parked/drop", partGroups, statuses(http.StatusOK, body, named, internal, busy), g.parkedAction(false)),
+		reads(&api.AckBody{}, rt("POST", "/v1/groups/{name}/parked/requeue", partGroups, statuses(http.StatusOK, body, named, outOfRange, internal, busy), g.parkedAction(true))),
+		reads(&api.AckBody{}, rt("POST", "/v1/groups/{name}/parked/drop", partGroups, statuses(http.StatusOK, body, named, internal, busy), g.parkedAction(false))),
 
 		// 404: a table that does not exist; 503: PostgreSQL unreachable.
-		rt("POST", "/v1/backfills", partBackfills, statuses(http.StatusCreated, body, missing, internal, busy), b.start),
+		reads(&api.BackfillRequest{}, rt("POST", "/v1/backfills", partBackfills, statuses(http.StatusCreated, body, missing, internal, busy), b.start)),
 		rt("GET", "/v1/backfills", partBackfills, statuses(http.StatusOK, busy), b.list),
 		rt("GET", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, missing, busy), b.get),
-		rt("PATCH", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, body, missing, internal, busy), b.update),
+		reads(&api.BackfillUpdate{}, rt("PATCH", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, body, missing, internal, busy), b.update)),
 		rt("DELETE", "/v1/backfills/{id}", partBackfills, statuses(http.StatusOK, missing, internal, busy), b.cancel),
 	}
 	for i := range rs {
