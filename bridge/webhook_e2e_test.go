@@ -19,14 +19,46 @@ import (
 	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/syncbuf"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
-const webhookSecret = "s3cret"
+// webhookSecret is a Standard Webhooks secret (the specification's
+// example: a 24-byte key) and webhookKey its key, what Options.Secret
+// takes.
+const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+var webhookKey = func() []byte {
+	key, legacy, err := webhook.ParseSecret(webhookSecret)
+	if err != nil || legacy {
+		panic(fmt.Sprintf("test secret: %v (legacy %v)", err, legacy))
+	}
+	return key
+}()
+
+// verifyStandard verifies a request's webhook-* headers with the
+// Standard Webhooks Go library, as a receiver written from that
+// project's documentation would, and the deprecated Pgq-Signature with
+// the same key.
+func verifyStandard(body []byte, h http.Header) error {
+	wh, err := standardwebhooks.NewWebhook(webhookSecret)
+	if err != nil {
+		return err
+	}
+	if err := wh.Verify(body, h); err != nil {
+		return err
+	}
+	return webhook.Verify(webhookKey, body, h.Get(webhook.HeaderSignature), time.Now(), time.Minute)
+}
+
+// stableID is the id a receiver names a change of a pgq-format body by:
+// "<commit_lsn>.<ordinal>", both signed in the body.
+func stableID(p payload) string { return fmt.Sprintf("%s.%d", p.CommitLSN, p.Ordinal) }
 
 // receiver is a webhook endpoint over a real HTTP server. It verifies
-// every request's signature and records, in arrival order, the changes
-// of the requests it answered 2xx (acked; a duplicate is recognized by
-// its id). fail is the share of requests answered 500 (half of them
+// every request's signature with the Standard Webhooks library and
+// records, in arrival order, the changes of the requests it answered 2xx
+// (acked; a duplicate is recognized by its stable id, read from the
+// signed body). fail is the share of requests answered 500 (half of them
 // after "storing" the batch: the redelivery is a duplicate on the wire
 // the receiver must recognize), hang the share left unanswered until
 // the client gives up.
@@ -61,7 +93,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	if err := webhook.Verify([]byte(webhookSecret), body, r.Header.Get(webhook.HeaderSignature), time.Now(), time.Minute); err != nil {
+	if err := verifyStandard(body, r.Header); err != nil {
 		rc.mu.Lock()
 		rc.badSig++
 		rc.mu.Unlock()
@@ -90,12 +122,9 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
-	ids := strings.Split(r.Header.Get(webhook.HeaderIDs), ",")
-	if len(ids) != len(pls) {
-		rc.mu.Unlock()
-		rc.t.Errorf("%d ids for %d changes", len(ids), len(pls))
-		http.Error(w, "bad ids", http.StatusBadRequest)
-		return
+	ids := make([]string, len(pls))
+	for i, p := range pls {
+		ids[i] = stableID(p)
 	}
 	if x < rc.hang+rc.fail { // stored, but the answer says no
 		rc.failed++
@@ -138,7 +167,7 @@ func (rc *receiver) check(t *testing.T, src *source) int {
 // under write load for d, then until caught up.
 func webhookRun(t *testing.T, src *source, url string, timeout, d time.Duration, lanes int) {
 	t.Helper()
-	p, err := webhook.New(webhook.Options{URL: url, Secret: []byte(webhookSecret), BatchSize: 50, Timeout: timeout, Concurrency: lanes})
+	p, err := webhook.New(webhook.Options{URL: url, Secret: webhookKey, BatchSize: 50, Timeout: timeout, Concurrency: lanes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +273,7 @@ func TestWebhookMaxAttempts(t *testing.T) {
 	_, srv := startReceiver(t, 2, 0) // every request fails
 	src := startSource(t, 50)
 	src.append(5)
-	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: []byte(webhookSecret), MaxAttempts: 3})
+	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,17 +327,15 @@ func TestWebhookKillUnderLoad(t *testing.T) {
 
 // TestWebhookCloudEvents: with the cloudevents format a request is a
 // structured-mode CloudEvents JSON batch whose events carry the stable
-// ids of Pgq-Ids, in order, and the change as data.
+// ids of the journal's changes, each once, and the change as data.
 func TestWebhookCloudEvents(t *testing.T) {
 	var mu sync.Mutex
 	var bodies [][]byte
-	var ids []string
 	var cts []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		bodies, cts = append(bodies, body), append(cts, r.Header.Get("Content-Type"))
-		ids = append(ids, strings.Split(r.Header.Get(webhook.HeaderIDs), ",")...)
 		mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -345,8 +372,17 @@ func TestWebhookCloudEvents(t *testing.T) {
 			got = append(got, e.ID)
 		}
 	}
-	if len(got) != src.changes || strings.Join(got, ",") != strings.Join(ids, ",") {
-		t.Fatalf("event ids %v, Pgq-Ids %v, %d changes", got, ids, src.changes)
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	seen := map[string]bool{}
+	for _, id := range got {
+		if _, ok := src.ids[id]; !ok || seen[id] {
+			t.Fatalf("event id %q: not a change of the journal, or twice", id)
+		}
+		seen[id] = true
+	}
+	if len(got) != src.changes {
+		t.Fatalf("%d event ids, %d changes", len(got), src.changes)
 	}
 }
 
@@ -475,7 +511,7 @@ func TestWebhookRedirect(t *testing.T) {
 	defer srv.Close()
 	src := startSource(t, 5)
 	src.append(5)
-	p, err := webhook.New(webhook.Options{URL: srv.URL + "/hook", Secret: []byte(webhookSecret), Client: &http.Client{}})
+	p, err := webhook.New(webhook.Options{URL: srv.URL + "/hook", Secret: webhookKey, Client: &http.Client{}})
 	if err != nil {
 		t.Fatal(err)
 	}
