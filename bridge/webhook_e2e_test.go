@@ -10,11 +10,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/format"
@@ -69,6 +72,7 @@ type receiver struct {
 	mu          sync.Mutex
 	ids         []string  // acknowledged, in order
 	pls         []payload // their payloads
+	sizes       []int     // changes of each acknowledged request
 	stored      map[string]int
 	requests    int
 	inFlight    int // requests being served; maxInFlight the most at once
@@ -140,6 +144,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rc.ids = append(rc.ids, ids...)
 	rc.pls = append(rc.pls, pls...)
+	rc.sizes = append(rc.sizes, len(pls))
 	rc.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -544,4 +549,129 @@ func TestWebhookRedirect(t *testing.T) {
 	if len(rc.ids) != src.changes {
 		t.Fatalf("%d changes acknowledged, %d journaled", len(rc.ids), src.changes)
 	}
+}
+
+// TestWebhookLargeBatchHeaderLimit: with --batch-size 5000, a transaction
+// of 6000 changes is delivered through a receiver whose server takes at
+// most 8 KiB of headers (nginx's default is of that order): no header
+// grows with the batch (a header listing the batch's ids, as Pgq-Ids
+// did, is some 70 KB here and every attempt failed with 431 forever).
+// Every request verifies with the Standard Webhooks library.
+func TestWebhookLargeBatchHeaderLimit(t *testing.T) {
+	rc := &receiver{t: t, stored: map[string]int{}}
+	srv := httptest.NewUnstartedServer(rc)
+	srv.Config.MaxHeaderBytes = 8 << 10
+	srv.Start()
+	t.Cleanup(srv.Close)
+	src := startSource(t, 50)
+	src.appendParts(2, 3000, false)
+	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, BatchSize: 5000, Timeout: 30 * time.Second, MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	cl := dialPGQ(t, src.addr)
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		select {
+		case err := <-done:
+			t.Fatalf("the bridge ended: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if gi, err := cl.Group(ctx, "g"); err == nil && gi.CommittedOffset >= src.j.LastOffset() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not caught up after 60s")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if dups := rc.check(t, src); dups != 0 {
+		t.Fatalf("%d changes acknowledged twice", dups)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if slices.Max(rc.sizes) != 5000 {
+		t.Fatalf("requests of %v changes, want one of 5000", rc.sizes)
+	}
+	t.Logf("requests of %v changes through an 8 KiB header limit", rc.sizes)
+}
+
+// TestWebhookDebeziumSequence: in the Debezium format every event of a
+// webhook body names its change by source.sequence, a JSON string of
+// ["<commit LSN>","<ordinal>"] (not null as before), from which the
+// receiver rebuilds the change's stable id: each journaled change once.
+// The body is signed, so the names are too.
+func TestWebhookDebeziumSequence(t *testing.T) {
+	var mu sync.Mutex
+	var seqs []string
+	bad := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := verifyStandard(body, r.Header); err != nil {
+			mu.Lock()
+			bad++
+			mu.Unlock()
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		var evs []struct {
+			Source struct {
+				Sequence *string `json:"sequence"`
+			} `json:"source"`
+		}
+		if err := json.Unmarshal(body, &evs); err != nil {
+			t.Errorf("body %s: %v", body, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range evs {
+			if e.Source.Sequence == nil {
+				t.Errorf("an event without source.sequence in %s", body)
+				continue
+			}
+			seqs = append(seqs, *e.Source.Sequence)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	src := startSource(t, 50)
+	src.appendParts(2, 5, false) // a transaction in two records: ordinals across parts
+	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, Format: format.Debezium, BatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridgeFormat(t, p, src, format.Debezium)
+	mu.Lock()
+	defer mu.Unlock()
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if bad > 0 {
+		t.Fatalf("%d requests failed verification", bad)
+	}
+	seen := map[string]bool{}
+	for _, sq := range seqs {
+		var pair []string
+		if err := json.Unmarshal([]byte(sq), &pair); err != nil || len(pair) != 2 {
+			t.Fatalf("source.sequence %q: want a JSON array of 2 strings (%v)", sq, err)
+		}
+		lsn, err1 := strconv.ParseUint(pair[0], 10, 64)
+		ord, err2 := strconv.ParseUint(pair[1], 10, 32)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("source.sequence %q: not numbers", sq)
+		}
+		id := bridge.MessageID(pgq.LSN(lsn), uint32(ord), "")
+		if _, ok := src.ids[id]; !ok || seen[id] {
+			t.Fatalf("source.sequence %q (%s): not a change of the journal, or twice", sq, id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != src.changes {
+		t.Fatalf("%d changes named, %d journaled", len(seen), src.changes)
+	}
+	t.Logf("%d changes named by source.sequence, e.g. %s", len(seen), seqs[0])
 }
