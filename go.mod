@@ -14,6 +14,7 @@ require (
 	github.com/pb33f/libopenapi-validator v0.16.3
 	github.com/prometheus/client_golang v1.25.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/tidwall/tinylru v1.1.0
 	github.com/tidwall/wal v1.2.1
 	github.com/twmb/franz-go v1.22.3
@@ -71,7 +72,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rogpeppe/go-internal v1.12.0 // indirect
-	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0 // indirect
 	github.com/tidwall/gjson v1.10.2 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.0 // indirect
