@@ -15,6 +15,7 @@ require (
 	github.com/pb33f/libopenapi-validator v0.16.3
 	github.com/prometheus/client_golang v1.25.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/tidwall/tinylru v1.1.0
 	github.com/tidwall/wal v1.2.1
 	github.com/twmb/franz-go v1.22.3

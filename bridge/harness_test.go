@@ -70,7 +70,7 @@ func runChild(broker string) error {
 		}
 		pub = p
 	case "webhook":
-		p, err := webhook.New(webhook.Options{URL: os.Getenv("BROKER_URL"), Secret: []byte(webhookSecret), BatchSize: 50, Timeout: 5 * time.Second})
+		p, err := webhook.New(webhook.Options{URL: os.Getenv("BROKER_URL"), Secret: webhookKey, BatchSize: 50, Timeout: 5 * time.Second})
 		if err != nil {
 			return err
 		}

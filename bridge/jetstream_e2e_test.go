@@ -52,8 +52,9 @@ func writer(src *source, stop <-chan struct{}) *sync.WaitGroup {
 
 // payload is the part of a message's JSON the checks read.
 type payload struct {
-	Offset uint64 `json:"offset"`
-	Index  int    `json:"index"`
+	Offset    uint64 `json:"offset"`
+	CommitLSN string `json:"commit_lsn"`
+	Index     int    `json:"index"`
 	// Ordinal is the change's ordinal in its transaction (message ids).
 	Ordinal int `json:"ordinal"`
 	Count   int `json:"count"`

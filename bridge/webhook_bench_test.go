@@ -78,7 +78,7 @@ func BenchmarkWebhookVsPlainPost(b *testing.B) {
 			}
 			hook := func(lanes int) func(string) time.Duration {
 				return func(group string) time.Duration {
-					hp, err := webhook.New(webhook.Options{URL: url, Secret: []byte(webhookSecret), BatchSize: batch, Concurrency: lanes})
+					hp, err := webhook.New(webhook.Options{URL: url, Secret: webhookKey, BatchSize: batch, Concurrency: lanes})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -162,8 +162,8 @@ func runReceiver(kind string) error {
 			if err != nil {
 				return
 			}
-			if sig := r.Header.Get(webhook.HeaderSignature); sig != "" {
-				if err := webhook.Verify([]byte(webhookSecret), body, sig, time.Now(), time.Minute); err != nil {
+			if r.Header.Get(webhook.HeaderWebhookSignature) != "" {
+				if err := verifyStandard(body, r.Header); err != nil {
 					http.Error(w, err.Error(), http.StatusUnauthorized)
 					return
 				}

@@ -10,23 +10,58 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/syncbuf"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
-const webhookSecret = "s3cret"
+// webhookSecret is a Standard Webhooks secret (the specification's
+// example: a 24-byte key) and webhookKey its key, what Options.Secret
+// takes.
+const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+var webhookKey = func() []byte {
+	key, legacy, err := webhook.ParseSecret(webhookSecret)
+	if err != nil || legacy {
+		panic(fmt.Sprintf("test secret: %v (legacy %v)", err, legacy))
+	}
+	return key
+}()
+
+// verifyStandard verifies a request's webhook-* headers with the
+// Standard Webhooks Go library, as a receiver written from that
+// project's documentation would, and the deprecated Pgq-Signature with
+// the same key.
+func verifyStandard(body []byte, h http.Header) error {
+	wh, err := standardwebhooks.NewWebhook(webhookSecret)
+	if err != nil {
+		return err
+	}
+	if err := wh.Verify(body, h); err != nil {
+		return err
+	}
+	return webhook.Verify(webhookKey, body, h.Get(webhook.HeaderSignature), time.Now(), time.Minute)
+}
+
+// stableID is the id a receiver names a change of a pgq-format body by:
+// "<commit_lsn>.<ordinal>", both signed in the body.
+func stableID(p payload) string { return fmt.Sprintf("%s.%d", p.CommitLSN, p.Ordinal) }
 
 // receiver is a webhook endpoint over a real HTTP server. It verifies
-// every request's signature and records, in arrival order, the changes
-// of the requests it answered 2xx (acked; a duplicate is recognized by
-// its id). fail is the share of requests answered 500 (half of them
+// every request's signature with the Standard Webhooks library and
+// records, in arrival order, the changes of the requests it answered 2xx
+// (acked; a duplicate is recognized by its stable id, read from the
+// signed body). fail is the share of requests answered 500 (half of them
 // after "storing" the batch: the redelivery is a duplicate on the wire
 // the receiver must recognize), hang the share left unanswered until
 // the client gives up.
@@ -37,6 +72,7 @@ type receiver struct {
 	mu          sync.Mutex
 	ids         []string  // acknowledged, in order
 	pls         []payload // their payloads
+	sizes       []int     // changes of each acknowledged request
 	stored      map[string]int
 	requests    int
 	inFlight    int // requests being served; maxInFlight the most at once
@@ -61,7 +97,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	if err := webhook.Verify([]byte(webhookSecret), body, r.Header.Get(webhook.HeaderSignature), time.Now(), time.Minute); err != nil {
+	if err := verifyStandard(body, r.Header); err != nil {
 		rc.mu.Lock()
 		rc.badSig++
 		rc.mu.Unlock()
@@ -90,12 +126,9 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
-	ids := strings.Split(r.Header.Get(webhook.HeaderIDs), ",")
-	if len(ids) != len(pls) {
-		rc.mu.Unlock()
-		rc.t.Errorf("%d ids for %d changes", len(ids), len(pls))
-		http.Error(w, "bad ids", http.StatusBadRequest)
-		return
+	ids := make([]string, len(pls))
+	for i, p := range pls {
+		ids[i] = stableID(p)
 	}
 	if x < rc.hang+rc.fail { // stored, but the answer says no
 		rc.failed++
@@ -111,6 +144,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rc.ids = append(rc.ids, ids...)
 	rc.pls = append(rc.pls, pls...)
+	rc.sizes = append(rc.sizes, len(pls))
 	rc.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -138,7 +172,7 @@ func (rc *receiver) check(t *testing.T, src *source) int {
 // under write load for d, then until caught up.
 func webhookRun(t *testing.T, src *source, url string, timeout, d time.Duration, lanes int) {
 	t.Helper()
-	p, err := webhook.New(webhook.Options{URL: url, Secret: []byte(webhookSecret), BatchSize: 50, Timeout: timeout, Concurrency: lanes})
+	p, err := webhook.New(webhook.Options{URL: url, Secret: webhookKey, BatchSize: 50, Timeout: timeout, Concurrency: lanes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +278,7 @@ func TestWebhookMaxAttempts(t *testing.T) {
 	_, srv := startReceiver(t, 2, 0) // every request fails
 	src := startSource(t, 50)
 	src.append(5)
-	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: []byte(webhookSecret), MaxAttempts: 3})
+	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,17 +332,15 @@ func TestWebhookKillUnderLoad(t *testing.T) {
 
 // TestWebhookCloudEvents: with the cloudevents format a request is a
 // structured-mode CloudEvents JSON batch whose events carry the stable
-// ids of Pgq-Ids, in order, and the change as data.
+// ids of the journal's changes, each once, and the change as data.
 func TestWebhookCloudEvents(t *testing.T) {
 	var mu sync.Mutex
 	var bodies [][]byte
-	var ids []string
 	var cts []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		bodies, cts = append(bodies, body), append(cts, r.Header.Get("Content-Type"))
-		ids = append(ids, strings.Split(r.Header.Get(webhook.HeaderIDs), ",")...)
 		mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -345,8 +377,17 @@ func TestWebhookCloudEvents(t *testing.T) {
 			got = append(got, e.ID)
 		}
 	}
-	if len(got) != src.changes || strings.Join(got, ",") != strings.Join(ids, ",") {
-		t.Fatalf("event ids %v, Pgq-Ids %v, %d changes", got, ids, src.changes)
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	seen := map[string]bool{}
+	for _, id := range got {
+		if _, ok := src.ids[id]; !ok || seen[id] {
+			t.Fatalf("event id %q: not a change of the journal, or twice", id)
+		}
+		seen[id] = true
+	}
+	if len(got) != src.changes {
+		t.Fatalf("%d event ids, %d changes", len(got), src.changes)
 	}
 }
 
@@ -475,7 +516,7 @@ func TestWebhookRedirect(t *testing.T) {
 	defer srv.Close()
 	src := startSource(t, 5)
 	src.append(5)
-	p, err := webhook.New(webhook.Options{URL: srv.URL + "/hook", Secret: []byte(webhookSecret), Client: &http.Client{}})
+	p, err := webhook.New(webhook.Options{URL: srv.URL + "/hook", Secret: webhookKey, Client: &http.Client{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,4 +549,129 @@ func TestWebhookRedirect(t *testing.T) {
 	if len(rc.ids) != src.changes {
 		t.Fatalf("%d changes acknowledged, %d journaled", len(rc.ids), src.changes)
 	}
+}
+
+// TestWebhookLargeBatchHeaderLimit: with --batch-size 5000, a transaction
+// of 6000 changes is delivered through a receiver whose server takes at
+// most 8 KiB of headers (nginx's default is of that order): no header
+// grows with the batch (a header listing the batch's ids, as Pgq-Ids
+// did, is some 70 KB here and every attempt failed with 431 forever).
+// Every request verifies with the Standard Webhooks library.
+func TestWebhookLargeBatchHeaderLimit(t *testing.T) {
+	rc := &receiver{t: t, stored: map[string]int{}}
+	srv := httptest.NewUnstartedServer(rc)
+	srv.Config.MaxHeaderBytes = 8 << 10
+	srv.Start()
+	t.Cleanup(srv.Close)
+	src := startSource(t, 50)
+	src.appendParts(2, 3000, false)
+	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, BatchSize: 5000, Timeout: 30 * time.Second, MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	cl := dialPGQ(t, src.addr)
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		select {
+		case err := <-done:
+			t.Fatalf("the bridge ended: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if gi, err := cl.Group(ctx, "g"); err == nil && gi.CommittedOffset >= src.j.LastOffset() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not caught up after 60s")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if dups := rc.check(t, src); dups != 0 {
+		t.Fatalf("%d changes acknowledged twice", dups)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if slices.Max(rc.sizes) != 5000 {
+		t.Fatalf("requests of %v changes, want one of 5000", rc.sizes)
+	}
+	t.Logf("requests of %v changes through an 8 KiB header limit", rc.sizes)
+}
+
+// TestWebhookDebeziumSequence: in the Debezium format every event of a
+// webhook body names its change by source.sequence, a JSON string of
+// ["<commit LSN>","<ordinal>"] (not null as before), from which the
+// receiver rebuilds the change's stable id: each journaled change once.
+// The body is signed, so the names are too.
+func TestWebhookDebeziumSequence(t *testing.T) {
+	var mu sync.Mutex
+	var seqs []string
+	bad := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := verifyStandard(body, r.Header); err != nil {
+			mu.Lock()
+			bad++
+			mu.Unlock()
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		var evs []struct {
+			Source struct {
+				Sequence *string `json:"sequence"`
+			} `json:"source"`
+		}
+		if err := json.Unmarshal(body, &evs); err != nil {
+			t.Errorf("body %s: %v", body, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range evs {
+			if e.Source.Sequence == nil {
+				t.Errorf("an event without source.sequence in %s", body)
+				continue
+			}
+			seqs = append(seqs, *e.Source.Sequence)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	src := startSource(t, 50)
+	src.appendParts(2, 5, false) // a transaction in two records: ordinals across parts
+	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, Format: format.Debezium, BatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridgeFormat(t, p, src, format.Debezium)
+	mu.Lock()
+	defer mu.Unlock()
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if bad > 0 {
+		t.Fatalf("%d requests failed verification", bad)
+	}
+	seen := map[string]bool{}
+	for _, sq := range seqs {
+		var pair []string
+		if err := json.Unmarshal([]byte(sq), &pair); err != nil || len(pair) != 2 {
+			t.Fatalf("source.sequence %q: want a JSON array of 2 strings (%v)", sq, err)
+		}
+		lsn, err1 := strconv.ParseUint(pair[0], 10, 64)
+		ord, err2 := strconv.ParseUint(pair[1], 10, 32)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("source.sequence %q: not numbers", sq)
+		}
+		id := bridge.MessageID(pgq.LSN(lsn), uint32(ord), "")
+		if _, ok := src.ids[id]; !ok || seen[id] {
+			t.Fatalf("source.sequence %q (%s): not a change of the journal, or twice", sq, id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != src.changes {
+		t.Fatalf("%d changes named, %d journaled", len(seen), src.changes)
+	}
+	t.Logf("%d changes named by source.sequence, e.g. %s", len(seen), seqs[0])
 }

@@ -122,7 +122,7 @@ const unavailable = "__debezium_unavailable_value"
 func (r *Renderer) appendDebezium(b []byte, tx *pgq.Transaction, i, k int) []byte {
 	c := &tx.Changes[i]
 	if c.Op == pgq.OpMessage {
-		return r.appendDebeziumMessage(b, tx, c)
+		return r.appendDebeziumMessage(b, tx, i, c)
 	}
 	r.dco.prepare(tx)
 	var (
@@ -164,7 +164,7 @@ func (r *Renderer) appendDebezium(b []byte, tx *pgq.Transaction, i, k int) []byt
 	b = append(b, `,"after":`...)
 	b = r.appendRow(b, c.Columns, after, false, toast)
 	b = append(b, `,"source":`...)
-	b = r.appendSource(b, tx, schema, table, c.Op == pgq.OpRead, true)
+	b = r.appendSource(b, tx, i, schema, table, c.Op == pgq.OpRead, true)
 	b = append(b, `,"transaction":`...)
 	if c.Op == pgq.OpRead {
 		b = append(b, "null"...)
@@ -179,9 +179,9 @@ func (r *Renderer) appendDebezium(b []byte, tx *pgq.Transaction, i, k int) []byt
 // appendDebeziumMessage appends a logical decoding message as Debezium's
 // message event: no before/after, the prefix and the content (base64, the
 // JSON converter's form of bytes); txId only when it is transactional.
-func (r *Renderer) appendDebeziumMessage(b []byte, tx *pgq.Transaction, c *pgq.Change) []byte {
+func (r *Renderer) appendDebeziumMessage(b []byte, tx *pgq.Transaction, i int, c *pgq.Change) []byte {
 	b = append(b, `{"source":`...)
-	b = r.appendSource(b, tx, "", "", false, c.Transactional)
+	b = r.appendSource(b, tx, i, "", "", false, c.Transactional)
 	b = append(b, `,"op":"m"`...)
 	b = r.appendNow(b)
 	b = b[:len(b)-1]
@@ -207,11 +207,12 @@ func (r *Renderer) appendNow(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendSource appends Debezium's source block. pgq keeps one LSN per
-// transaction, not per change: lsn is the commit LSN. A backfill read
-// is a row of Debezium's incremental snapshot: snapshot "incremental",
-// and no txId or lsn, as Debezium writes them.
-func (r *Renderer) appendSource(b []byte, tx *pgq.Transaction, schema, table string, read, withTx bool) []byte {
+// appendSource appends Debezium's source block of change i. pgq keeps one
+// LSN per transaction, not per change: lsn is the commit LSN. A backfill
+// read is a row of Debezium's incremental snapshot: snapshot
+// "incremental", and no txId or lsn, as Debezium writes them. sequence
+// names the change (appendSequence).
+func (r *Renderer) appendSource(b []byte, tx *pgq.Transaction, i int, schema, table string, read, withTx bool) []byte {
 	us := tx.CommitTime.UnixMicro()
 	b = append(b, `{"version":`...)
 	b = appendString(b, r.o.Version)
@@ -227,7 +228,9 @@ func (r *Renderer) appendSource(b []byte, tx *pgq.Transaction, schema, table str
 	}
 	b = append(b, `,"db":`...)
 	b = appendString(b, r.o.Database)
-	b = append(b, `,"sequence":null,"ts_us":`...)
+	b = append(b, `,"sequence":`...)
+	b = appendSequence(b, tx, i)
+	b = append(b, `,"ts_us":`...)
 	b = strconv.AppendInt(b, us, 10)
 	b = append(b, `,"ts_ns":`...)
 	b = strconv.AppendInt(b, us*1000, 10)
@@ -253,6 +256,34 @@ func (r *Renderer) appendSource(b []byte, tx *pgq.Transaction, schema, table str
 		b = appendString(b, tx.Origin)
 	}
 	return append(b, '}')
+}
+
+// appendSequence appends source.sequence of change i: a JSON string
+// holding a JSON array of strings, as Debezium's PostgreSQL connector
+// writes it ("[\"<last commit LSN>\",\"<LSN>\"]"), but pgq's pair is
+// the commit LSN (a number, as source.lsn) and the change's ordinal in
+// its transaction, with the backfill id as a third element for a
+// backfill row: the change's place in PostgreSQL's history (ChangeID),
+// set also where transaction is null (a backfill read, a
+// non-transactional message, a Debezium pipeline that drops the block).
+func appendSequence(b []byte, tx *pgq.Transaction, i int) []byte {
+	if tx.Backfill != "" {
+		var buf [96]byte
+		in := append(buf[:0], `["`...)
+		in = strconv.AppendUint(in, uint64(tx.CommitLSN), 10)
+		in = append(in, `","`...)
+		in = strconv.AppendUint(in, uint64(tx.Ordinal(i)), 10)
+		in = append(in, `",`...)
+		in = appendString(in, tx.Backfill)
+		in = append(in, ']')
+		return appendString(b, string(in))
+	}
+	// Digits only: nothing to escape but the quotes.
+	b = append(b, `"[\"`...)
+	b = strconv.AppendUint(b, uint64(tx.CommitLSN), 10)
+	b = append(b, `\",\"`...)
+	b = strconv.AppendUint(b, uint64(tx.Ordinal(i)), 10)
+	return append(b, `\"]"`...)
 }
 
 // appendTxBlock appends the transaction block: the id Debezium writes,

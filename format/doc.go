@@ -42,7 +42,8 @@
 //
 // Source: lsn is the transaction's commit LSN as a number (pgq keeps no
 // per-change LSN); txId the xid; ts_ms/ts_us/ts_ns the commit time;
-// sequence null; origin only when the transaction has one; version is
+// sequence names the change (below); origin only when the transaction
+// has one; version is
 // Options.Version ("pgq"), name Options.Name ("pgq"), db
 // Options.Database. The transaction block's id is "<xid>:<commit LSN>"
 // (Debezium's form, with the one LSN pgq has, so stable across the
@@ -53,6 +54,16 @@
 // bridge), else from the record (a shared group's message of a later
 // part). The top-level ts_ms/ts_us/ts_ns is the time of rendering
 // (Options.Now), as Debezium's is the time it processed the event.
+//
+// source.sequence is, as in Debezium, a JSON string holding a JSON array
+// of strings, but not Debezium's pair [last commit LSN, LSN]: pgq's is
+// the commit LSN (a decimal number, as source.lsn) and the change's
+// ordinal in its transaction, "[\"97500059720\",\"3\"]", and for a
+// backfill row the backfill id as a third element: the change's place in
+// PostgreSQL's history (ChangeID), so every event names its change even
+// where transaction is null (a backfill read, a non-transactional
+// message) or dropped by a pipeline. The two events of an update that
+// changed the key share it (as they share total_order).
 //
 // Keys (AppendDebeziumKey): the row's key columns (primary key, also
 // under REPLICA IDENTITY FULL) as an object ({"id":1}), from the old

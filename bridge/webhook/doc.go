@@ -9,15 +9,36 @@
 // (format debezium), both as application/json, or, in the cloudevents
 // format, a CloudEvents JSON batch (structured mode,
 // application/cloudevents-batch+json: an array of events, one per
-// change, each carrying its stable id as "id"). Headers:
+// change, each carrying its stable id as "id"). The body names each
+// change, signed with it: a pgq payload by commit_lsn and ordinal, a
+// CloudEvent by id, a Debezium value by source.sequence (package format).
+// No header grows with the batch (a list of the batch's ids did, as
+// Pgq-Ids: 75 KB at 5,000 changes, past common header limits, a 431
+// forever). Headers:
 //
-//	Pgq-Ids: 0/1A2B3C8.0,0/1A2B3C8.1,…   stable ids, in body order
+//	webhook-id: pgq_<32 hex>             BatchID: the batch's idempotency key
+//	webhook-timestamp: <unix seconds>    the attempt's time
+//	webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>
 //	Pgq-Batch: <first id>..<last id>     names the batch
 //	Pgq-Attempt: 1                       attempts of this batch so far
 //	Pgq-Group: <group>
-//	Pgq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
+//	Pgq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(key, "<t>.<body>")>
 //
-// The signature is computed as the body is built. A body larger than
+// The signatures are the Standard Webhooks scheme
+// (https://www.standardwebhooks.com; receivers verify with its libraries
+// in any language) and, deprecated and sent for one more release,
+// pgq's earlier Pgq-Signature, which does not cover the id. Both are sent
+// only with Options.Secret, the key: ParseSecret turns a "whsec_" +
+// base64 secret into it (at least MinKeyLen bytes) and takes a plain
+// secret's bytes as its key (deprecated; "whsec_" + its base64 is the
+// same key). webhook-id is BatchID of the group, the format and the
+// stable ids of the request's changes (from PostgreSQL's history, never
+// a journal offset): every attempt of the same changes has the same one,
+// also after a restart or on a fresh data dir, and a batch cut
+// differently (other ends, another BatchSize or Concurrency) another.
+//
+// The signatures are computed as the body is built (Signing, an
+// io.Writer the body is written to). A body larger than
 // Options.MaxBodyMemory (8 MiB) is built in a temporary file in
 // Options.SpoolDir (pgq-webhook-*.json; default os.TempDir()) instead of
 // memory and sent from it with its Content-Length; the file is removed
@@ -48,27 +69,32 @@
 //
 // Delivery is at least once: a receiver that stored a batch whose answer
 // was lost (a timeout, a crash of the bridge before its commit) gets it
-// again. Receivers deduplicate by the stable ids (Pgq-Ids, or the
-// CloudEvents id): an id names one change forever.
+// again. Receivers deduplicate by the stable ids in the body (an id names
+// one change forever) or by webhook-id (one batch).
 //
 // # Verifying the signature
 //
-// Verify does it in Go; in any language: split the header at ',' into
-// t and v1, compute HMAC-SHA256 with the shared secret over the bytes
-// "<t>.<raw body>", compare its hex with v1 in constant time, and refuse
-// a t too far from now (replays):
+// With a Standard Webhooks library (in Go
+// github.com/standard-webhooks/standard-webhooks/libraries/go):
 //
-//	sig := r.Header.Get("Pgq-Signature")
+//	wh, err := standardwebhooks.NewWebhook(secret) // "whsec_…"
 //	body, _ := io.ReadAll(r.Body)
-//	if err := webhook.Verify(secret, body, sig, time.Now(), 5*time.Minute); err != nil {
+//	if err := wh.Verify(body, r.Header); err != nil {
 //		http.Error(w, "bad signature", http.StatusUnauthorized)
 //		return
 //	}
+//
+// By hand: HMAC-SHA256 with the key over "<webhook-id>.<webhook-timestamp>.<raw
+// body>", its standard base64 after "v1," compared in constant time with
+// each space-separated signature of webhook-signature, and a timestamp
+// too far from now refused (replays). SignStandard computes it; Verify
+// checks the deprecated Pgq-Signature.
 //
 // # Concurrency
 //
 // The bridge calls Publish from one goroutine at a time; a Publisher
 // keeps one request body buffer per lane (and at most one spool file
 // per lane, while its request is sent) and the attempt count of the
-// failing batch. Sign and Verify are safe anywhere.
+// failing batch. ParseSecret, BatchID, SignStandard, Sign and Verify are
+// safe anywhere; a Signing belongs to one request.
 package webhook

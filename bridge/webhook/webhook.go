@@ -4,20 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,11 +24,12 @@ import (
 const (
 	// HeaderSignature carries "t=<unix seconds>,v1=<hex HMAC-SHA256>"
 	// (see Sign) when Options.Secret is set.
+	//
+	// Deprecated: it does not cover HeaderID; verify
+	// HeaderWebhookSignature. Sent for one more release.
 	HeaderSignature = "Pgq-Signature"
-	// HeaderIDs lists the stable ids of the batch's changes, in body
-	// order, comma-separated.
-	HeaderIDs = "Pgq-Ids"
-	// HeaderBatch names the batch: "<first id>..<last id>".
+	// HeaderBatch names the batch: "<first id>..<last id>" (the stable
+	// ids of its first and last change; the body names each change).
 	HeaderBatch = "Pgq-Batch"
 	// HeaderGroup is the group bridged.
 	HeaderGroup = "Pgq-Group"
@@ -45,7 +41,9 @@ const (
 type Options struct {
 	// URL the batches are POSTed to; required (http or https).
 	URL string
-	// Secret signs each request (HeaderSignature); "" → unsigned.
+	// Secret is the key that signs each request (HeaderWebhookSignature,
+	// and the deprecated HeaderSignature): the decoded bytes of a whsec_
+	// secret (ParseSecret); empty → unsigned.
 	Secret []byte
 	// Format of the changes (the bridge's Options.Format, for the
 	// Content-Type): a JSON array of pgq payloads or Debezium values
@@ -154,61 +152,6 @@ func New(o Options) (*Publisher, error) {
 // Name is "webhook".
 func (p *Publisher) Name() string { return "webhook" }
 
-// Sign returns the HeaderSignature value of body at t:
-// "t=<unix seconds>,v1=<hex of HMAC-SHA256(secret, "<t>.<body>")>".
-func Sign(secret, body []byte, t time.Time) string {
-	mac, ts := newSigner(secret, t)
-	mac.Write(body)
-	return signature(mac, ts)
-}
-
-// newSigner returns the HMAC of a signature at t, fed "<t>." already:
-// the body is written to it next (as it is built, when it is spooled).
-func newSigner(secret []byte, t time.Time) (hash.Hash, string) {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(ts))
-	mac.Write([]byte{'.'})
-	return mac, ts
-}
-
-// signature is the HeaderSignature value of a newSigner's HMAC fed the
-// whole body.
-func signature(mac hash.Hash, ts string) string {
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
-}
-
-// ErrSignature is Verify's error for a missing, malformed, wrong or
-// too old signature.
-var ErrSignature = errors.New("webhook: bad signature")
-
-// Verify checks a HeaderSignature value against body: the HMAC matches
-// and t is within tolerance of now (a replay guard; zero → no check).
-func Verify(secret, body []byte, header string, now time.Time, tolerance time.Duration) error {
-	var ts, v1 string
-	for _, kv := range strings.Split(header, ",") {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			v1 = v
-		}
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || v1 == "" {
-		return fmt.Errorf("%w: malformed %q", ErrSignature, header)
-	}
-	want := Sign(secret, body, time.Unix(sec, 0))
-	if !hmac.Equal([]byte(want[strings.Index(want, "v1=")+3:]), []byte(v1)) {
-		return fmt.Errorf("%w: mismatch", ErrSignature)
-	}
-	if d := now.Sub(time.Unix(sec, 0)); tolerance > 0 && (d > tolerance || d < -tolerance) {
-		return fmt.Errorf("%w: timestamp %s off by %s", ErrSignature, ts, d)
-	}
-	return nil
-}
-
 // Publish POSTs the unacknowledged messages in order, BatchSize at a
 // time, one request at a time per lane (Options.Concurrency; one lane:
 // all in order): a 2xx answer acknowledges the request's messages;
@@ -265,7 +208,6 @@ type lane struct {
 	attempt int    // failed attempts of the request named failed
 	failed  string // HeaderBatch of the request that failed last
 	body    bytes.Buffer
-	ids     []byte
 	sel     []int // the request's message indexes
 }
 
@@ -321,19 +263,24 @@ func (ln *lane) post(ctx context.Context, p *Publisher, msgs []bridge.Message, b
 	ln.body.Reset()
 	bw := &bodyWriter{buf: &ln.body, limit: p.o.MaxBodyMemory, dir: p.o.SpoolDir}
 	defer bw.remove()
-	var ts string
+	group := msgs[ln.sel[0]].Group
+	id := BatchID(group, p.o.Format.String(), func(yield func(string) bool) {
+		for _, i := range ln.sel {
+			if !yield(msgs[i].ID) {
+				return
+			}
+		}
+	})
+	now := p.o.Now()
 	if len(p.o.Secret) > 0 {
-		bw.mac, ts = newSigner(p.o.Secret, p.o.Now())
+		bw.sig = NewSigning(p.o.Secret, id, now)
 	}
 	bw.write([]byte{'['})
-	ln.ids = ln.ids[:0]
 	for k, i := range ln.sel {
 		if k > 0 {
 			bw.write([]byte{','})
-			ln.ids = append(ln.ids, ',')
 		}
 		bw.write(msgs[i].Payload)
-		ln.ids = append(ln.ids, msgs[i].ID...)
 	}
 	bw.write([]byte{']'})
 	body, err := bw.reader()
@@ -351,14 +298,16 @@ func (ln *lane) post(ctx context.Context, p *Publisher, msgs []bridge.Message, b
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", p.ct)
-	req.Header.Set(HeaderIDs, string(ln.ids))
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set(HeaderBatch, batch)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
-	if g := msgs[ln.sel[0]].Group; g != "" {
-		req.Header.Set(HeaderGroup, g)
+	if group != "" {
+		req.Header.Set(HeaderGroup, group)
 	}
-	if bw.mac != nil {
-		req.Header.Set(HeaderSignature, signature(bw.mac, ts))
+	if bw.sig != nil {
+		req.Header.Set(HeaderWebhookSignature, bw.sig.Signature())
+		req.Header.Set(HeaderSignature, bw.sig.LegacySignature())
 	}
 	resp, err := p.o.Client.Do(req)
 	if err != nil {
@@ -386,12 +335,12 @@ func noRedirects(c *http.Client) *http.Client {
 }
 
 // bodyWriter builds a request body in buf until it passes limit, then in
-// a temporary file in dir (spooled), feeding mac (when set) as it goes.
+// a temporary file in dir (spooled), feeding sig (when set) as it goes.
 type bodyWriter struct {
 	buf   *bytes.Buffer
 	limit int64
 	dir   string
-	mac   hash.Hash
+	sig   *Signing
 	f     *os.File // the spool file; nil: in buf
 	w     *bufio.Writer
 	n     int64 // bytes written
@@ -403,8 +352,8 @@ func (b *bodyWriter) write(p []byte) {
 		return
 	}
 	b.n += int64(len(p))
-	if b.mac != nil {
-		b.mac.Write(p)
+	if b.sig != nil {
+		_, _ = b.sig.Write(p) // never fails
 	}
 	if b.f == nil && b.n > b.limit {
 		if b.f, b.err = os.CreateTemp(b.dir, "pgq-webhook-*.json"); b.err != nil {

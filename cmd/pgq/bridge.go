@@ -24,14 +24,14 @@ import (
 type BridgeCmd struct {
 	Jetstream BridgeJetStreamCmd `cmd:"" help:"Publish a consumer group into a NATS JetStream stream (resumes after the stream's last message; Nats-Msg-Id dedup as a second guard: exactly once as the stream sees it)."`
 	Kafka     BridgeKafkaCmd     `cmd:"" help:"Publish a consumer group into Kafka (idempotent producer; resumes after each partition's last record: exactly once across bridge crashes)."`
-	Webhook   BridgeWebhookCmd   `cmd:"" help:"POST a consumer group's changes to a URL in signed batches (2xx = acknowledged; at least once, duplicates recognizable by the Pgq-Ids stable ids)."`
+	Webhook   BridgeWebhookCmd   `cmd:"" help:"POST a consumer group's changes to a URL in batches signed as Standard Webhooks (2xx = acknowledged; at least once: webhook-id names the batch, the body each change)."`
 }
 
 // BridgeWebhookCmd is `pgq bridge webhook`.
 type BridgeWebhookCmd struct {
 	BridgeFlags
 	URL         string        `name:"url" required:"" env:"PGQ_WEBHOOK_URL" help:"URL the batches are POSTed to."`
-	Secret      string        `env:"PGQ_WEBHOOK_SECRET" help:"HMAC-SHA256 secret: each request carries Pgq-Signature: t=<unix seconds>,v1=<hex HMAC(secret, \"<t>.<body>\")>."`
+	Secret      string        `env:"PGQ_WEBHOOK_SECRET" help:"Standard Webhooks secret, whsec_ + base64 of a key of at least 24 bytes (e.g. whsec_$(head -c 32 /dev/urandom | base64)): each request carries webhook-signature: v1,<base64 HMAC-SHA256(key, \"<webhook-id>.<webhook-timestamp>.<body>\")>. A plain secret (deprecated) still works for this release, its bytes as the key: whsec_ + its base64 is the same key."`
 	BatchSize   int           `name:"batch-size" default:"100" env:"PGQ_WEBHOOK_BATCH_SIZE" help:"Most changes per request."`
 	Timeout     time.Duration `name:"request-timeout" default:"10s" env:"PGQ_WEBHOOK_REQUEST_TIMEOUT" help:"A request not answered within it fails and is retried."`
 	MaxAttempts int           `name:"max-attempts" default:"0" env:"PGQ_WEBHOOK_MAX_ATTEMPTS" help:"Give up (exit non-zero, naming the batch) after this many failed attempts of one batch; 0 retries forever."`
@@ -58,7 +58,17 @@ func (c *BridgeWebhookCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if c.MaxBodyMem <= 0 {
 		return usage(fmt.Errorf("--max-body-memory %d: want a positive size", c.MaxBodyMem))
 	}
-	p, err := webhook.New(webhook.Options{URL: c.URL, Secret: []byte(c.Secret), Format: fm, BatchSize: c.BatchSize, Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, TLS: tc,
+	key, legacy, err := webhook.ParseSecret(c.Secret)
+	if err != nil {
+		return usage(fmt.Errorf("--secret: %w", err))
+	}
+	if legacy {
+		log.Warn("--secret is a plain secret, deprecated: the next release takes only whsec_ + base64 (Standard Webhooks); whsec_ + the base64 of this secret is the same key (printf %s \"$OLD\" | base64), so receivers keep verifying", "key_bytes", len(key))
+		if len(key) < webhook.MinKeyLen {
+			log.Warn("--secret is shorter than the Standard Webhooks minimum; use a new random key", "key_bytes", len(key), "min", webhook.MinKeyLen)
+		}
+	}
+	p, err := webhook.New(webhook.Options{URL: c.URL, Secret: key, Format: fm, BatchSize: c.BatchSize, Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, TLS: tc,
 		MaxBodyMemory: int64(c.MaxBodyMem), SpoolDir: c.SpoolDir})
 	if err != nil {
 		return usage(err)

@@ -49,6 +49,10 @@ func TestUsageErrorsHint(t *testing.T) {
 		{"missing argument", []string{"groups", "info"}, `pgq: expected "<name>" (see pgq groups info --help)`},
 		{"usage error found while running", []string{"groups", "parked", "drop", "g"}, "pgq: give ack ids or --all (see pgq groups parked drop --help)"},
 		{"negative linger", []string{"bridge", "webhook", "--group", "g", "--url", "http://127.0.0.1:1/", "--linger=-1s"}, "pgq: --linger -1s: negative (see pgq bridge webhook --help)"},
+		{"short webhook secret", []string{"bridge", "webhook", "--group", "g", "--url", "http://127.0.0.1:1/", "--secret", "whsec_c2hvcnQ="},
+			"pgq: --secret: webhook: bad secret: the key of the whsec_ secret is 5 bytes, want at least 24 (e.g. whsec_$(head -c 32 /dev/urandom | base64)) (see pgq bridge webhook --help)"},
+		{"webhook secret not base64", []string{"bridge", "webhook", "--group", "g", "--url", "http://127.0.0.1:1/", "--secret", "whsec_!!"},
+			"pgq: --secret: webhook: bad secret: what follows whsec_ is not standard base64: illegal base64 data at input byte 0 (see pgq bridge webhook --help)"},
 	}
 	for _, tc := range other {
 		t.Run(tc.name, func(t *testing.T) {
