@@ -70,6 +70,11 @@ type Options struct {
 	// PGURL of the database (required); each running backfill holds one
 	// connection.
 	PGURL string
+	// Publication is the name of pgq's publication, the one its slot
+	// decodes with (required): a backfill reads only the tables it
+	// publishes, only the columns and rows it publishes of them, and
+	// never a table of a system schema.
+	Publication string
 	// Dir of the Pebble store of backfills (required).
 	Dir string
 	// Registry is ingest's chunk registry (required).
@@ -151,8 +156,8 @@ func (j *job) waitPace(ctx context.Context, n int) bool {
 
 // Open opens (or creates) the store and loads the backfills.
 func Open(o Options) (*Manager, error) {
-	if o.PGURL == "" || o.Dir == "" || o.Registry == nil || o.Durable == nil {
-		return nil, errors.New("backfill: PGURL, Dir, Registry and Durable are required")
+	if o.PGURL == "" || o.Dir == "" || o.Publication == "" || o.Registry == nil || o.Durable == nil {
+		return nil, errors.New("backfill: PGURL, Dir, Publication, Registry and Durable are required")
 	}
 	if o.HighTimeout <= 0 {
 		o.HighTimeout = 2 * time.Minute
@@ -262,7 +267,8 @@ func (m *Manager) launch(j *job) {
 }
 
 // Start validates the request against the database (tables, keys,
-// predicate) and starts the backfill.
+// predicate; each table must be in Options.Publication and outside the
+// system schemas) and starts the backfill.
 func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	if len(req.Tables) == 0 {
 		return Status{}, api.Errorf(api.ErrBadRequest, "backfill: at least one table is required")
@@ -276,19 +282,20 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	if err := checkRate(req.MaxRate); err != nil {
 		return Status{}, err
 	}
+	// Before any connection: a malformed name, or one of a system schema.
+	names, err := distinctTables(req.Tables)
+	if err != nil {
+		return Status{}, err
+	}
 	conn, err := m.connect(ctx)
 	if err != nil {
 		return Status{}, api.Errorf(api.ErrUnavailable, "backfill: connect to PostgreSQL: %v", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	st := Status{Backfill: api.Backfill{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, MaxRate: req.MaxRate, CreatedAt: time.Now().UTC()}}
-	names, err := distinctTables(req.Tables)
-	if err != nil {
-		return Status{}, err
-	}
 	seen := map[string]bool{}
 	for _, name := range names {
-		t, err := describe(ctx, conn, name)
+		t, err := describePublished(ctx, conn, m.o.Publication, name)
 		if err != nil {
 			return Status{}, err
 		}
@@ -322,8 +329,9 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 }
 
 // distinctTables is names without the ones that parse to a table named
-// before, in their order, or an error for a name that does not parse or
-// for more than MaxTables distinct names. It needs no database, so a
+// before, in their order, or an error for a name that does not parse,
+// one that names a system schema (ErrSystemTable), or for more than
+// MaxTables distinct names. It needs no database, so a
 // request of many copies of one name costs no more than one.
 func distinctTables(names []string) ([]string, error) {
 	var out []string
@@ -332,6 +340,11 @@ func distinctTables(names []string) ([]string, error) {
 		ref, err := parseTable(name)
 		if err != nil {
 			return nil, err
+		}
+		if ref.dotted == "" {
+			if err := checkSystem(ref.schema, ref.name); err != nil {
+				return nil, err
+			}
 		}
 		if seen[ref] {
 			continue
@@ -526,7 +539,7 @@ func (m *Manager) update(j *job, f func(st *Status)) (bool, error) {
 }
 
 // permanent reports errors that retrying will not fix: a missing table
-// or key, a bad predicate, a privilege.
+// or key, a bad predicate, a privilege, a table no longer published.
 func permanent(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -599,7 +612,10 @@ func (m *Manager) runOnce(ctx context.Context, j *job) error {
 		return err
 	}
 	for ti := st.TableIndex; ti < len(st.Tables); ti++ {
-		t, err := describe(ctx, conn, st.Tables[ti])
+		// Checked again each time a table starts or resumes: the
+		// publication may have changed since Start (a table taken out of
+		// it fails the backfill with ErrNotPublished).
+		t, err := describePublished(ctx, conn, m.o.Publication, st.Tables[ti])
 		if err != nil {
 			return err
 		}

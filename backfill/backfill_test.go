@@ -31,14 +31,25 @@ type running struct {
 	stop func()
 }
 
+// allTables is the publication startManager uses unless told otherwise,
+// created FOR ALL TABLES when missing.
+const allTables = "pgq_all"
+
 // startManager opens a Manager on dir whose chunks no ingest ever takes
-// (nothing reads the slot): every high watermark times out.
+// (nothing reads the slot): every high watermark times out. Its
+// publication is allTables unless mod sets another.
 func startManager(t *testing.T, db *pgtest.DB, dir string, fs vfs.FS, mod func(*Options)) *running {
 	t.Helper()
 	o := Options{PGURL: db.URL, Dir: dir, FS: fs, Registry: ingest.NewBackfills(), Durable: func() pgq.LSN { return 0 },
-		Logger: quiet(), RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}
+		Publication: allTables, Logger: quiet(), RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}
 	if mod != nil {
 		mod(&o)
+	}
+	if o.Publication == allTables {
+		db.Exec(t, `DO $$ BEGIN
+			IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '`+allTables+`') THEN
+				CREATE PUBLICATION `+allTables+` FOR ALL TABLES;
+			END IF; END $$`)
 	}
 	m, err := Open(o)
 	if err != nil {

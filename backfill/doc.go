@@ -104,6 +104,24 @@
 // fails the backfill with ErrRedoLimit and an error that says so, rather
 // than retrying forever.
 //
+// # What a backfill reads
+//
+// A backfill reads only what the slot itself would carry: tables of
+// Options.Publication (pgq's publication), as pg_publication_tables lists
+// them (FOR ALL TABLES, FOR TABLES IN SCHEMA and partitions resolved as
+// the walsender does), checked at Start and again each time a table
+// starts or resumes reading, so that a table taken out of the publication
+// fails the backfill. On PostgreSQL 15 and later the publication's column
+// list narrows the columns read (one leaving out a key column is refused)
+// and its row filter the rows; a chunk then reads from a subquery of the
+// published columns and rows, so a where predicate cannot name the
+// others. Tables of system schemas (pg_catalog, information_schema,
+// pg_toast, any other pg_*) are refused whatever the publication says.
+// Refusals are api.ErrBadRequest errors wrapping ErrNotPublished or
+// ErrSystemTable, naming the table (and the publication). A where
+// predicate is otherwise still SQL run with the connection's role: a
+// subquery in it can read other tables that role can read.
+//
 // # Pacing
 //
 // Unthrottled, a backfill reads as fast as PostgreSQL serves its chunks,

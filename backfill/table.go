@@ -30,6 +30,13 @@ type table struct {
 	keyCols      []string
 	keyIdx       []int // indexes of keyCols in columns
 	estimate     int64
+	// rowFilter is the publication's row filter of the table (SQL, from
+	// pg_publication_tables; "": none), and'ed to every chunk's read.
+	rowFilter string
+	// narrowed: the publication's column list leaves columns out; a
+	// chunk then reads from a subquery of the published columns, so that
+	// the request's where cannot name the others either.
+	narrowed bool
 }
 
 func (t *table) qualified() string { return qualifiedName(t.schema, t.name) }
@@ -44,14 +51,24 @@ const baseTypeOf = `COALESCE((WITH RECURSIVE d(base) AS (
 
 // describe loads the columns of the table named qualified (parseTable)
 // as pgoutput sends them (not dropped, not generated, in attnum order),
-// its key and its row estimate.
+// its key and its row estimate. A table of a system schema is refused
+// (ErrSystemTable), before any query when the name gives its schema.
 func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, error) {
 	ref, err := parseTable(qualified)
 	if err != nil {
 		return nil, err
 	}
+	if ref.dotted == "" {
+		// Refused before the catalog is asked anything.
+		if err := checkSystem(ref.schema, ref.name); err != nil {
+			return nil, err
+		}
+	}
 	schema, name, err := resolve(ctx, conn, ref)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSystem(schema, name); err != nil {
 		return nil, err
 	}
 	t := &table{schema: schema, name: name}
@@ -138,7 +155,7 @@ func (t *table) chunkSQL(where string, after bool, limit int) string {
 		conds = append(conds, past)
 	}
 	b.WriteString(" FROM ")
-	b.WriteString(pgx.Identifier{t.schema, t.name}.Sanitize())
+	b.WriteString(t.source())
 	if where != "" {
 		// The newline ends a -- comment the predicate ends with.
 		conds = append(conds, "("+where+"\n)")
@@ -155,6 +172,33 @@ func (t *table) chunkSQL(where string, after bool, limit int) string {
 		b.WriteString(pgx.Identifier{t.columns[i].Name}.Sanitize())
 	}
 	fmt.Fprintf(&b, " LIMIT %d", limit)
+	return b.String()
+}
+
+// source is what a chunk reads from: the table, or, when its publication
+// narrows it (a column list, a row filter), a subquery of its published
+// columns and rows named like the table (a where's t.col still works),
+// whose columns are the only ones the where can name.
+func (t *table) source() string {
+	tbl := pgx.Identifier{t.schema, t.name}.Sanitize()
+	if !t.narrowed && t.rowFilter == "" {
+		return tbl
+	}
+	var b strings.Builder
+	b.WriteString("(SELECT ")
+	for i, c := range t.columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
+	}
+	b.WriteString(" FROM " + tbl)
+	if t.rowFilter != "" {
+		// PostgreSQL's own deparsed expression (pg_get_expr), which may
+		// name columns the column list leaves out.
+		b.WriteString(" WHERE (" + t.rowFilter + ")")
+	}
+	b.WriteString(") AS " + pgx.Identifier{t.name}.Sanitize())
 	return b.String()
 }
 

@@ -258,7 +258,8 @@ func TestResumeRechecksWhere(t *testing.T) {
 	db := pgtest.Shared(t).NewDB(t)
 	db.Exec(t, `CREATE TABLE t (id int PRIMARY KEY)`, `INSERT INTO t SELECT generate_series(1, 50)`)
 	dir := t.TempDir()
-	m, err := Open(Options{PGURL: db.URL, Dir: dir, Registry: ingest.NewBackfills(), Durable: func() pgq.LSN { return 0 }, Logger: quiet()})
+	m, err := Open(Options{PGURL: db.URL, Dir: dir, Registry: ingest.NewBackfills(), Durable: func() pgq.LSN { return 0 },
+		Publication: allTables, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

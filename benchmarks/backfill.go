@@ -42,6 +42,11 @@ func (e *env) backfillRows(ctx context.Context, p *pgqProc) []Row {
 		INSERT INTO bench_backfill SELECT g, g %% 1000, (g %% 10000) / 100.0, 'backfilled row ' || g, now() FROM generate_series(1, %d) g`, rows)); err != nil {
 		return fail("create the table: " + trimErr(err))
 	}
+	// A backfill reads only published tables; added once filled, so the
+	// filling itself is not journaled.
+	if _, err := e.conn.Exec(ctx, `ALTER PUBLICATION `+publication+` ADD TABLE bench_backfill`); err != nil {
+		return fail("publish the table: " + trimErr(err))
+	}
 	// Hint bits and statistics set before either side reads the table,
 	// and its pages written out, as a table that predates a backfill has
 	// them: otherwise the backfill's index scans, which go through shared

@@ -74,7 +74,7 @@ func startWith(t *testing.T, token string, l httpapi.Limits, set func(*httpapi.O
 	if err != nil {
 		t.Fatal(err)
 	}
-	bf, err := backfill.Open(backfill.Options{PGURL: "postgres://127.0.0.1:1/none", Dir: filepath.Join(dir, "backfill"),
+	bf, err := backfill.Open(backfill.Options{PGURL: "postgres://127.0.0.1:1/none", Publication: "pgq", Dir: filepath.Join(dir, "backfill"),
 		Registry: ingest.NewBackfills(), Durable: j.LastEndLSN})
 	if err != nil {
 		t.Fatal(err)

@@ -11,10 +11,12 @@ import (
 // openBackfills opens the backfill store (DataDir/backfill).
 func (s *Server) openBackfills() (*backfill.Manager, error) {
 	return backfill.Open(backfill.Options{
-		PGURL:    s.o.Ingest.PGURL,
-		Dir:      filepath.Join(s.o.DataDir, "backfill"),
-		Registry: s.Ingester.Backfills(),
-		FS:       s.o.FS,
+		PGURL: s.o.Ingest.PGURL,
+		// A backfill reads only what pgq's slot publishes.
+		Publication: s.o.Ingest.Publication,
+		Dir:         filepath.Join(s.o.DataDir, "backfill"),
+		Registry:    s.Ingester.Backfills(),
+		FS:          s.o.FS,
 		// The committer's published LSN, not the journal's fsynced one: a
 		// chunk's buffer is reused once its record is durable, and the
 		// committer's after-append hook (indexBatch) still reads the
