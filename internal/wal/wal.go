@@ -85,7 +85,10 @@ type Options struct {
 	//   LastIndex() return 1 and 0, respectively.
 	//   Without AllowEmpty, both return 0.
 	AllowEmpty bool
-	// DirPerms are the permission bits of a created log directory.
+	// DirPerms are the permission bits asked for a created log directory.
+	// Open wraps FS in vfsutil.OwnerOnly, which makes every directory it
+	// creates vfsutil.DirMode (0700) and every file 0600 whatever is asked
+	// and whatever the umask, so only 0700 has an effect.
 	DirPerms os.FileMode
 	// OnSync, when set, is called after every fsync, of a segment file or
 	// of the directory (path names which), with its latency, whether it
