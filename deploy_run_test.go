@@ -245,6 +245,27 @@ func testImageDataDir(t *testing.T, bin string, facts imageFacts) {
 	if _, err := os.Stat(filepath.Join(good, "journal")); err != nil {
 		t.Errorf("pgq wrote no journal into the image's volume (exit %d: %s): %v", code, stderr, err)
 	}
+	// The volume and what pgq wrote into it are the image user's only,
+	// whatever the umask pgq ran under (the test's, usually 022).
+	err := filepath.WalkDir(good, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if want := os.FileMode(0o600); info.Mode().Perm()&0o077 != 0 || d.IsDir() && info.Mode().Perm() != 0o700 {
+			if d.IsDir() {
+				want = 0o700
+			}
+			t.Errorf("%s is %v in the image's volume: want %v", strings.TrimPrefix(p, good), info.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 	bad := volumeDir(t, 0, 0, 0o755)
 	if code, stderr := run(bad); code == 0 || !strings.Contains(stderr, "permission denied") {
 		t.Errorf("on a root:root 0755 volume pgq exited %d without permission denied: %s (the test cannot see the failure)", code, stderr)

@@ -165,19 +165,21 @@ type imageFacts struct {
 }
 
 // TestDockerfileDataDir fails when the image's data dir would not be
-// writable by the image's user: it must be a VOLUME whose directory the
-// final stage gets, before the VOLUME, from a build stage that created it,
-// copied with --chown to the image's (non-root) user.
+// writable by the image's user, or would be readable by anyone else: it
+// must be a VOLUME whose directory the final stage gets, before the
+// VOLUME, from a build stage that created it 0700 (install -d -m 0700: a
+// new named volume takes the image directory's mode, and the data dir
+// holds the watermark secret and every change), copied with --chown to
+// the image's (non-root) user.
 func TestDockerfileDataDir(t *testing.T) {
 	facts := dockerfileFacts(t)
 	if facts.User == "" || facts.User == "root" || strings.HasPrefix(facts.User, "root:") || strings.HasPrefix(facts.User, "0") {
 		t.Errorf("the final stage runs as %q: want a non-root USER", facts.User)
 	}
-	if facts.dirMode != "" {
-		m, err := strconv.ParseUint(facts.dirMode, 8, 32)
-		if err != nil || m&0o700 != 0o700 {
-			t.Errorf("the data dir is created with mode %s: its owner needs rwx", facts.dirMode)
-		}
+	if facts.dirMode == "" {
+		t.Error("the data dir is created without -m: mkdir and install -d make it 0755, readable by every user; want -m 0700")
+	} else if m, err := strconv.ParseUint(facts.dirMode, 8, 32); err != nil || m != 0o700 {
+		t.Errorf("the data dir is created with mode %s: want 0700 (its owner's only)", facts.dirMode)
 	}
 }
 
@@ -535,5 +537,12 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	if dataDir == "" || !slices.Contains(svc["ReadWritePaths"], dataDir) || !slices.Contains(svc["StateDirectory"], strings.TrimPrefix(dataDir, "/var/lib/")) {
 		t.Errorf("data dir %q: want it the StateDirectory (created for User=) and in ReadWritePaths %q", dataDir, svc["ReadWritePaths"])
+	}
+	// systemd creates the StateDirectory with StateDirectoryMode, 0755
+	// when unset; pgq tightens the data dir to 0700 at start, which an
+	// older unit's 0750 then disagrees with. The data dir holds the
+	// watermark secret and every change: the pgq user's only.
+	if got := svc["StateDirectoryMode"]; len(got) != 1 || got[0] != "0700" {
+		t.Errorf("StateDirectoryMode=%q: want 0700 (systemd's default is 0755)", got)
 	}
 }

@@ -80,7 +80,9 @@ type Options struct {
 	// Registry is ingest's chunk registry (required).
 	Registry *ingest.Backfills
 	// FS does every file operation of the store (vfs.Default when nil):
-	// the sidecar's seam, and tests' fault injection.
+	// the sidecar's seam, and tests' fault injection. It is wrapped in
+	// vfsutil.OwnerOnly: the store (which holds the watermark secret,
+	// where clauses and row keys) is 0700 and its files 0600.
 	FS vfs.FS
 	// Durable returns the end LSN of the newest record that is fsynced and
 	// that the journal's readers are done with (required): a chunk's

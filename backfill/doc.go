@@ -142,7 +142,10 @@
 //
 // Progress lives in a Pebble store (DataDir/backfill): key "b/<id>" holds
 // the backfill's JSON (Status plus the last key as a list of text forms),
-// key "seq" the last id number. A chunk's progress is stored (synced)
+// key "seq" the last id number. The store holds the watermark secret,
+// where clauses and row key values: every file operation goes through
+// Options.FS wrapped in vfsutil.OwnerOnly, so its directory is 0700 and
+// its files 0600, whatever the umask. A chunk's progress is stored (synced)
 // only after its record is durable in the journal, so after a SIGKILL or
 // a PostgreSQL restart the backfill resumes after the last completed
 // chunk; a chunk journaled but not yet recorded as complete is read and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/internal/pebblefs"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 )
 
 // ErrStoreFailed wraps every error of a write refused or lost because the
@@ -32,7 +33,7 @@ var ErrStoreFailed = api.Errorf(api.ErrUnavailable, "backfill store failed")
 // Pebble's goroutines.
 type store struct {
 	dir  string
-	fs   vfs.FS // Options.FS (or vfs.Default) wrapped by pebblefs.WatchFS
+	fs   vfs.FS // Options.FS (or vfs.Default) wrapped by vfsutil.OwnerOnly and pebblefs.WatchFS
 	lock *pebble.Lock
 	log  *slog.Logger
 	db   *pebble.DB // nil after a failed reopen
@@ -44,14 +45,12 @@ type store struct {
 }
 
 func openStore(dir string, base vfs.FS, log *slog.Logger) (*store, error) {
-	if base == nil {
-		base = vfs.Default
-	}
+	base = vfsutil.OwnerOnly(base) // nil: vfs.Default
 	s := &store{dir: dir, log: log}
 	s.fs = &pebblefs.WatchFS{FS: base, OnFail: func(op, path string, err error) {
 		s.fail(fmt.Errorf("%s %s: %w", op, path, err))
 	}}
-	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := s.fs.MkdirAll(dir, vfsutil.DirMode); err != nil {
 		return nil, fmt.Errorf("backfill: create store %s: %w", dir, err)
 	}
 	lock, err := pebble.LockDirectory(dir, s.fs)

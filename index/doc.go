@@ -64,7 +64,9 @@
 // Options.OnSync receives every fsync's latency (hook a histogram on it)
 // and one slower than Options.SlowSync (DefaultSlowSync, 1 s) is logged at
 // WARN. Tests inject faults with vfs/errorfs and crashes with
-// vfs.NewCrashableMem.
+// vfs.NewCrashableMem. Options.FS is wrapped in vfsutil.OwnerOnly: the
+// index's directory is 0700 and every file Pebble creates in it 0600,
+// whatever the umask (it holds the consumer groups' state and entries).
 //
 // # On-disk format
 //

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pebblefs"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 )
 
 // Sentinel errors. Every error returned by this package wraps one of these
@@ -61,7 +62,8 @@ type Options struct {
 	Logger *slog.Logger
 	// FS is the file system every file operation of the index (Pebble's
 	// included) goes through; nil means vfs.Default, the operating
-	// system's. Tests use it to inject faults (vfs/errorfs) and to simulate
+	// system's. It is wrapped in vfsutil.OwnerOnly: the index's directory
+	// is 0700 and its files 0600, whatever the umask. Tests use it to inject faults (vfs/errorfs) and to simulate
 	// crashes (vfs.NewCrashableMem).
 	FS vfs.FS
 	// OnSync, when set, is called with the latency of every fsync of an
@@ -167,17 +169,14 @@ func Open(opts Options) (*Index, error) {
 		logger = slog.Default()
 	}
 	logger = logger.With("component", "index")
-	base := opts.FS
-	if base == nil {
-		base = vfs.Default
-	}
+	base := vfsutil.OwnerOnly(opts.FS) // nil: vfs.Default
 	ix := &Index{dir: opts.Dir, log: logger, onSync: opts.OnSync, slowSync: opts.SlowSync}
 	if ix.slowSync == 0 {
 		ix.slowSync = DefaultSlowSync
 	}
 	ix.h.init()
 	ix.fs = &pebblefs.WatchFS{FS: base, OnSync: ix.observeSync, OnFail: ix.fileFailed}
-	if err := ix.fs.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := ix.fs.MkdirAll(opts.Dir, vfsutil.DirMode); err != nil {
 		return nil, fmt.Errorf("index: create %s: %w", opts.Dir, err)
 	}
 	lock, err := pebble.LockDirectory(opts.Dir, ix.fs)

@@ -87,7 +87,10 @@
 // xid is first seen, StreamEnded on its commit or abort). A session's
 // spills die with it: after a reconnect or restart the server streams
 // in-progress transactions again from their start, and New removes
-// leftover spill files.
+// leftover spill files. Spill files hold the rows of a transaction:
+// Options.FS (which also writes the coverage file) is wrapped in
+// vfsutil.OwnerOnly, so the spill directory is 0700 and its files 0600,
+// whatever the umask.
 //
 // Transactions that are not streamed are assembled in memory (the fast
 // path); one whose changes outgrow MaxRecordBytes before its Commit (a

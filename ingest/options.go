@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/feedback"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/pgq-dev/pgq/journal"
 )
 
@@ -114,7 +115,9 @@ type Options struct {
 	// CoveragePath is the coverage file (see feedback.Coverage); empty →
 	// Journal.Dir()/COVERAGE.
 	CoveragePath string
-	// FS does the coverage file's I/O; nil → vfs.Default. Tests fault it.
+	// FS does the coverage file's and the spill files' I/O; nil →
+	// vfs.Default. It is wrapped in vfsutil.OwnerOnly (directories 0700,
+	// files 0600). Tests fault it.
 	FS vfs.FS
 	// Logger; zero → slog.Default().
 	Logger *slog.Logger
@@ -255,9 +258,7 @@ func (o *Options) fillParts() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.FS == nil {
-		o.FS = vfs.Default
-	}
+	o.FS = vfsutil.OwnerOnly(o.FS) // nil: vfs.Default
 	if o.CoveragePath == "" {
 		o.CoveragePath = filepath.Join(o.Journal.Dir(), feedback.CoverageFile)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/pgq-dev/pgq/record"
 )
 
@@ -38,7 +39,7 @@ const maxSpillChunk = 1 << 30
 // cleanSpillDir creates dir and removes the spill files a previous process
 // left behind (a spill never outlives its replication session).
 func cleanSpillDir(fs vfs.FS, dir string) (removed int, err error) {
-	if err := fs.MkdirAll(dir, 0o750); err != nil {
+	if err := fs.MkdirAll(dir, vfsutil.DirMode); err != nil {
 		return 0, fmt.Errorf("ingest: spill dir %s: %w", dir, err)
 	}
 	names, err := fs.List(dir)

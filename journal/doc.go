@@ -161,6 +161,11 @@
 // Dir if needed and then fsyncs its parent. Scan and Verify read the
 // operating system's files.
 //
+// The journal holds every change of the database: Options.FS is wrapped
+// in vfsutil.OwnerOnly, so Dir (and the parents Open creates) is 0700 and
+// every file the journal creates or writes (segments, checksum files,
+// relations, DURABLE, LOCK) is 0600, whatever the umask.
+//
 // # Fail-stop
 //
 // The first write or fsync error (of an Append's write or fsync, of the

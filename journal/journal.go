@@ -56,7 +56,9 @@ type Options struct {
 	// nil means slog.Default().
 	Logger *slog.Logger
 	// FS is the file system every file operation of the journal goes
-	// through; nil means vfs.Default (the operating system's). Tests use it
+	// through; nil means vfs.Default (the operating system's). It is
+	// wrapped in vfsutil.OwnerOnly: the journal's directory is 0700 and
+	// its files 0600, whatever the umask. Tests use it
 	// to inject faults (vfs/errorfs) and simulate crashes.
 	FS vfs.FS
 	// OnSync, when set, is called with the latency of every fsync of
@@ -157,9 +159,7 @@ func newJournal(opts Options) *Journal {
 	if j.log == nil {
 		j.log = slog.Default()
 	}
-	if j.fs == nil {
-		j.fs = vfs.Default
-	}
+	j.fs = vfsutil.OwnerOnly(j.fs) // nil: vfs.Default
 	if j.slowSync == 0 {
 		j.slowSync = DefaultSlowSync
 	}
@@ -222,7 +222,7 @@ func (j *Journal) open() error {
 		SegmentSize:      j.opts.SegmentSize,
 		SegmentCacheSize: 1,
 		AllowEmpty:       true,
-		DirPerms:         0o750,
+		DirPerms:         vfsutil.DirMode,
 		OnSync:           j.onSync,
 		OnSeal:           j.onSeal,
 	})
@@ -741,7 +741,7 @@ func (j *Journal) mkdirAll() error {
 		}
 		d = parent
 	}
-	if err := j.fs.MkdirAll(j.dir, 0o750); err != nil {
+	if err := j.fs.MkdirAll(j.dir, vfsutil.DirMode); err != nil {
 		return err
 	}
 	for _, d := range created {

@@ -25,7 +25,18 @@
 // order when ctx is cancelled or ingest fails; it closes everything on
 // return. Spill files of in-progress transactions live under
 // DataDir/spill. Options.FS carries every file operation of the journal,
-// the index, the coverage file and the backfill store (tests fault it).
+// the index, the coverage file, the spill files and the backfill store
+// (tests fault it), wrapped in vfsutil.OwnerOnly.
+//
+// The data dir is its owner's only: it holds every change of the
+// database, the backfills' where clauses and row keys and the secret that
+// keys their watermarks. Open creates it and every directory under it
+// 0700 and every file 0600, whatever the umask (vfsutil.OwnerOnly), and
+// at start tightens what an older pgq left there (0755 and 0644 under
+// umask 022, the data dir itself included) with vfsutil.TightenTree,
+// logging once at INFO how many it changed and one of them; what it
+// cannot tighten (a mount point owned by another user) is a WARN, not a
+// refusal.
 // cmd/pgq is a thin CLI over this package; nothing below it imports it.
 //
 // Storage failures: the journal is fail-stop, so a failed write or fsync

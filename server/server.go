@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -27,6 +26,7 @@ import (
 	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/pgq-dev/pgq/journal"
 )
 
@@ -51,9 +51,11 @@ type Options struct {
 	// scrub (pgq run's --scrub-rate defaults to 16MiB).
 	ScrubRate int64
 	// FS does every file operation of the journal, the index, the
-	// coverage file and the backfill store; nil → the operating system
-	// (vfs.Default). Tests
-	// fault it (errorfs) to prove the storage invariants.
+	// coverage file, the spill files and the backfill store; nil → the
+	// operating system (vfs.Default). Open wraps it in vfsutil.OwnerOnly:
+	// what pgq creates under DataDir is 0700 (directories) and 0600
+	// (files), whatever the umask. Tests fault it (errorfs) to prove the
+	// storage invariants.
 	FS vfs.FS
 	// Logger; zero → slog.Default().
 	Logger *slog.Logger
@@ -163,9 +165,11 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+	o.FS = vfsutil.OwnerOnly(o.FS) // nil: vfs.Default
+	if err := o.FS.MkdirAll(o.DataDir, vfsutil.DirMode); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
+	tightenDataDir(o.DataDir, o.Logger)
 	s := &Server{o: o, Registry: prometheus.NewRegistry()}
 	for _, step := range []func(context.Context) error{s.openStores, s.openConsumers, s.registerMetrics, s.openIngest, s.registerIngestMetrics, s.openHTTP} {
 		if err := step(ctx); err != nil {
@@ -174,6 +178,22 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// tightenDataDir makes what an older pgq left under the data dir its
+// owner's only (vfsutil.TightenTree) and logs what it changed, once: the
+// next start finds nothing. A failure (say, a mount point owned by
+// another user) is a warning, not a refusal: the modes are no looser than
+// before, and pgq's own files are still tightened.
+func tightenDataDir(dir string, log *slog.Logger) {
+	t, err := vfsutil.TightenTree(dir)
+	if t.Count > 0 {
+		log.Info("data dir: made what an older pgq left its owner's only (directories 0700, files 0600)",
+			"data_dir", dir, "tightened", t.Count, "example", t.Example)
+	}
+	if err != nil {
+		log.Warn("data dir: could not make everything its owner's only", "data_dir", dir, "error", err)
+	}
 }
 
 // openStores opens the journal and the index and catches the index up

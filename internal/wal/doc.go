@@ -58,7 +58,11 @@
 //     transactions). Memory: the tail and the cached segments each hold up
 //     to 1.25 × SegmentSize, as before once full.
 //   - Removed: the JSON log format (and the gjson dependency), NoCopy,
-//     FilePerms (vfs creates files with mode 0666 before umask), ClearCache
-//     and the ":memory:" path check. Paths are used as given, not made
-//     absolute.
+//     FilePerms, ClearCache and the ":memory:" path check. Paths are used
+//     as given, not made absolute.
+//   - Every file operation goes through Options.FS wrapped in
+//     vfsutil.OwnerOnly: the log directory (and missing parents) is 0700
+//     and every segment and NAME.START/NAME.END file 0600, whatever the
+//     umask (upstream: DirPerms 0750 and FilePerms 0640, subject to the
+//     umask); DirPerms defaults to 0700.
 package wal

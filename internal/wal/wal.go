@@ -16,8 +16,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/tidwall/tinylru"
+
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 )
 
 var (
@@ -84,7 +85,10 @@ type Options struct {
 	//   LastIndex() return 1 and 0, respectively.
 	//   Without AllowEmpty, both return 0.
 	AllowEmpty bool
-	// DirPerms are the permission bits of a created log directory.
+	// DirPerms are the permission bits asked for a created log directory.
+	// Open wraps FS in vfsutil.OwnerOnly, which makes every directory it
+	// creates vfsutil.DirMode (0700) and every file 0600 whatever is asked
+	// and whatever the umask, so only 0700 has an effect.
 	DirPerms os.FileMode
 	// OnSync, when set, is called after every fsync, of a segment file or
 	// of the directory (path names which), with its latency, whether it
@@ -106,7 +110,7 @@ var DefaultOptions = &Options{
 	SegmentSize:      20971520, // 20 MB log segment files
 	SegmentCacheSize: 2,        // Number of cached in-memory segments
 	AllowEmpty:       false,    // Do not allow empty log. 1+ entries required
-	DirPerms:         0750,     // Permissions for the created directories
+	DirPerms:         0700,     // Permissions for the created directories
 }
 
 // Log represents a write ahead log
@@ -168,9 +172,7 @@ func Open(path string, opts *Options) (*Log, error) {
 	if o.DirPerms == 0 {
 		o.DirPerms = DefaultOptions.DirPerms
 	}
-	if o.FS == nil {
-		o.FS = vfs.Default
-	}
+	o.FS = vfsutil.OwnerOnly(o.FS) // nil: vfs.Default
 	if path == "" {
 		return nil, errors.New("wal: empty path")
 	}
@@ -699,7 +701,7 @@ func (l *Log) writeBatch(b *Batch) error {
 // write appends p to the tail file. vfs.File.Write may modify p, so it
 // writes a copy when the FS is not the OS one.
 func (l *Log) write(p []byte) error {
-	if l.fs != vfs.Default {
+	if !vfsutil.IsDefault(l.fs) {
 		p = slices.Clone(p)
 	}
 	n, err := l.sfile.Write(p)
