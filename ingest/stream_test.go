@@ -213,7 +213,7 @@ func stSetup(t *testing.T) *pgtest.DB {
 	db := pgtest.Shared(t).NewDB(t)
 	db.Exec(t, "CREATE TABLE t (id int PRIMARY KEY, pad text)", "CREATE TABLE u (id int PRIMARY KEY, pad text)")
 	t.Cleanup(func() {
-		db.Exec(t, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '"+stSlot(db)+"'")
+		db.DropSlot(t, stSlot(db))
 	})
 	return db
 }

@@ -337,6 +337,24 @@ func (c *Cluster) NewDB(t testing.TB) *DB {
 	return &DB{C: c, Name: name, URL: c.URL(name)}
 }
 
+// DropSlot drops a replication slot of this database once its walsender
+// has gone: a client that just closed its replication connection leaves
+// the slot active for a moment while the server ends that walsender, and
+// dropping it then fails with "is active for PID". It waits up to 10s.
+func (d *DB) DropSlot(t testing.TB, slot string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var active bool
+		d.QueryRow(t, fmt.Sprintf("SELECT coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = '%s'", slot), &active)
+		if !active || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.Exec(t, fmt.Sprintf("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '%s'", slot))
+}
+
 // Exec runs statements or fails the test.
 func (d *DB) Exec(t testing.TB, sqls ...string) {
 	t.Helper()
