@@ -8,22 +8,30 @@ import (
 
 // Status is the body of GET /v1/status (httpapi/openapi.json, schema
 // Status): ingest's state, the journal's and the index's health, and each
-// group's cursor and lag. The server builds it from ingest.Status; the
-// schema forbids other fields, so this type holds the whole document.
+// group's cursor and lag. The schema forbids other fields, so this type
+// holds the whole document. The server builds it directly: ingest fills
+// the fields up to SpillError (ingest.Ingester.Status), the composition
+// root the rest. The server writes the object's keys (and the index's
+// and each group's) in alphabetical order; a client must not rely on an
+// order.
 type Status struct {
-	Running   bool `json:"running"`
+	Running bool `json:"running"`
+	// Connected is true while a replication connection is streaming.
 	Connected bool `json:"connected"`
 	// LastErrorAt is when LastError happened; LastMessageAt when
 	// PostgreSQL last sent anything (data or keepalive).
-	LastErrorAt    *time.Time `json:"last_error_at"`
-	LastMessageAt  *time.Time `json:"last_message_at"`
-	ChangesWritten uint64     `json:"changes_written"`
-	LastError      *string    `json:"last_error"`
-	Slot           string     `json:"slot"`
-	Publication    string     `json:"publication"`
-	ProtoVersion   int        `json:"proto_version"`
-	Streaming      bool       `json:"streaming"`
-	// SlotFailover: the slot survives a promotion (PostgreSQL 17+).
+	LastErrorAt   *time.Time `json:"last_error_at"`
+	LastMessageAt *time.Time `json:"last_message_at"`
+	// ChangesWritten counts the changes in fsynced records.
+	ChangesWritten uint64  `json:"changes_written"`
+	LastError      *string `json:"last_error"`
+	Slot           string  `json:"slot"`
+	Publication    string  `json:"publication"`
+	ProtoVersion   int     `json:"proto_version"`
+	Streaming      bool    `json:"streaming"`
+	// SlotFailover is true when pgq's slot is a failover slot
+	// (PostgreSQL 17+): standbys synchronizing slots keep it, so a
+	// promotion does not lose it. False before the first session.
 	SlotFailover       bool       `json:"slot_failover"`
 	LastReceivedLSN    pgq.LSN    `json:"last_received_lsn"`
 	ServerWALEnd       pgq.LSN    `json:"server_wal_end"`
@@ -32,12 +40,16 @@ type Status struct {
 	JournalLastOffset  pgq.Offset `json:"journal_last_offset"`
 	JournalLastEndLSN  pgq.LSN    `json:"journal_last_end_lsn"`
 	// CoveredLSN: every transaction of the slot ending at or below it is
-	// in the journal.
-	CoveredLSN     pgq.LSN                `json:"covered_lsn"`
-	RecordsWritten uint64                 `json:"records_written"`
-	Reconnects     uint64                 `json:"reconnects"`
-	SpillError     *string                `json:"spill_error"`
-	Groups         map[string]GroupStatus `json:"groups"`
+	// in the journal; pgq never confirms past it.
+	CoveredLSN     pgq.LSN `json:"covered_lsn"`
+	RecordsWritten uint64  `json:"records_written"`
+	Reconnects     uint64  `json:"reconnects"`
+	// SpillError is the spill file failure (a full spill disk) that
+	// interrupted streaming, until a spill write succeeds or the journal
+	// moves past where it happened; nil while healthy.
+	SpillError *string `json:"spill_error"`
+	// Groups is each group's cursor and lag, by name.
+	Groups map[string]GroupStatus `json:"groups"`
 	// JournalError is the journal's first write or sync error.
 	JournalError *string     `json:"journal_error"`
 	Index        IndexStatus `json:"index"`

@@ -66,6 +66,7 @@ func Values(m *pgtype.Map, c *pgq.Change, img Image) (map[string]any, error) {
 	if vals == nil {
 		return nil, nil
 	}
+	// A row's values: open-ended (the table's column names and types).
 	out := make(map[string]any, len(vals))
 	for i, v := range vals {
 		if i >= len(c.Columns) || v.Kind == pgq.ValueUnchangedTOAST || (old && c.OldKind == pgq.OldKey && !c.Columns[i].Key) {

@@ -22,6 +22,28 @@ type Sample struct {
 	ChangesWritten uint64 `json:"changes_written"`
 }
 
+// StatusHistory is the body of GET /v1/status/history (httpapi/openapi.json,
+// schema StatusHistory). Its fields, and Retention's, are in alphabetical
+// order of their keys: the order the document has always been written in.
+type StatusHistory struct {
+	// Interval is the time between samples (a Go duration, "5s").
+	Interval string `json:"interval"`
+	// Retention is the journal's retention: "0s" or 0 means no such bound.
+	Retention HistoryRetention `json:"retention"`
+	// Samples are oldest first.
+	Samples []Sample `json:"samples"`
+	// Window is how far back samples are kept (a Go duration).
+	Window string `json:"window"`
+}
+
+// HistoryRetention is StatusHistory's retention: the journal's bounds
+// (durations as Go durations, "24h0m0s").
+type HistoryRetention struct {
+	MaxAge   string `json:"max_age"`
+	MaxBytes int64  `json:"max_bytes"`
+	MinAge   string `json:"min_age"`
+}
+
 // HistoryOptions configures a History.
 type HistoryOptions struct {
 	// Interval between samples; zero: 5s.

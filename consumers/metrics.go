@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgq-dev/pgq/api"
 )
 
 // collector exports per-group gauges computed at scrape time.
@@ -83,19 +85,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Status returns the "groups" object of /v1/status: group name → its
-// committed offset and lag.
-func (m *Manager) Status() map[string]any {
-	out := map[string]any{}
+// committed offset, lease holder and lag (and, when a corrupt record
+// stops it, where and why).
+func (m *Manager) Status() map[string]api.GroupStatus {
+	out := map[string]api.GroupStatus{}
 	for _, gi := range m.List(context.Background()) {
-		gs := map[string]any{
-			"committed_offset": gi.CommittedOffset,
-			"member":           gi.Member,
-			"lag":              gi.Lag,
-		}
-		if gi.StuckAt != 0 {
-			gs["stuck_at"], gs["journal_error"] = gi.StuckAt, gi.JournalError
-		}
-		out[gi.Name] = gs
+		out[gi.Name] = api.GroupStatus{CommittedOffset: gi.CommittedOffset, Member: gi.Member, Lag: gi.Lag,
+			StuckAt: gi.StuckAt, JournalError: gi.JournalError}
 	}
 	return out
 }

@@ -14,7 +14,7 @@ import (
 
 // historyDoc is a GET /v1/status/history document as the server builds it
 // (server/console.go), with two samples.
-func historyDoc() any {
+func historyDoc() console.StatusHistory {
 	h, err := console.NewHistory(console.HistoryOptions{})
 	if err != nil {
 		panic(err) // default options are valid
@@ -22,9 +22,9 @@ func historyDoc() any {
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	h.Add(console.Sample{Time: t0, Connected: true, SlotLagBytes: 1024, JournalBytes: 1 << 20, ChangesWritten: 10})
 	h.Add(console.Sample{Time: t0.Add(h.Interval()), Connected: false, JournalBytes: 2 << 20, ChangesWritten: 30})
-	return map[string]any{"interval": h.Interval().String(), "window": h.Window().String(),
-		"retention": map[string]any{"min_age": "0s", "max_age": "24h0m0s", "max_bytes": 1 << 30},
-		"samples":   h.Snapshot()}
+	return console.StatusHistory{Interval: h.Interval().String(), Window: h.Window().String(),
+		Retention: console.HistoryRetention{MinAge: "0s", MaxAge: "24h0m0s", MaxBytes: 1 << 30},
+		Samples:   h.Snapshot()}
 }
 
 // TestStatusHistory: GET /v1/status/history answers the samples (the

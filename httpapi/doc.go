@@ -56,6 +56,10 @@
 // {"error":{"code":"...","message":"..."}}, the code from api's table
 // (api.Classify) and the message the error's own (api.Errorf); a 500 names
 // an error id under which pgq logged the detail, never the detail.
+// GET /v1/status answers Options.Status, an api.Status, typed end to end:
+// statusJSON writes its keys (and the index's and each group's) in
+// alphabetical order, the order the document has always had;
+// GET /v1/status/history answers a console.StatusHistory.
 //
 // # Limits
 //

@@ -190,7 +190,7 @@ func numbersOf(v any) any {
 		}
 		f, _ := x.Float64()
 		return f
-	case map[string]any:
+	case map[string]any: // a decoded JSON object: open-ended
 		for k, e := range x {
 			x[k] = numbersOf(e)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/backfill"
+	"github.com/pgq-dev/pgq/console"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/httpapi"
 	"github.com/pgq-dev/pgq/httpapi/apitest"
@@ -83,17 +84,18 @@ func startWith(t *testing.T, token string, l httpapi.Limits, set func(*httpapi.O
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector())
 	o := httpapi.Options{Groups: m, Backfills: bf, AuthToken: token,
-		Status: func() any {
+		Status: func() api.Status {
 			if e.unencodable.Load() {
-				return map[string]any{"bad": func() {}}
+				return api.Status{LastErrorAt: &unencodableTime}
 			}
-			return statusDoc(t, m)
+			return statusDoc(m)
 		},
-		History: func() any {
+		History: func() console.StatusHistory {
+			h := historyDoc()
 			if e.unencodable.Load() {
-				return map[string]any{"bad": func() {}}
+				h.Samples[0].Time = unencodableTime
 			}
-			return historyDoc()
+			return h
 		},
 		NotReady: func() string { return e.ready },
 		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
@@ -193,21 +195,13 @@ func (e *env) do(method, path, body string, hdr ...string) (*http.Response, []by
 }
 
 // statusDoc is what package server answers on /v1/status for an ingest
-// that never connected: ingest.Status's fields, "groups", "journal_error"
-// and "index" (the server's tests validate its own answer).
-func statusDoc(t *testing.T, m *consumers.Manager) map[string]any {
-	raw, err := json.Marshal(ingest.Status{})
-	if err != nil {
-		t.Error(err)
-	}
-	doc := map[string]any{}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Error(err)
-	}
-	doc["groups"] = m.Status()
-	doc["journal_error"] = nil
-	doc["journal_corrupt"] = nil
-	doc["journal_scrub"] = api.ScrubStatus{}
-	doc["index"] = map[string]any{"stale": false, "failed_updates": 0, "heals": 0, "last_error": nil}
-	return doc
+// that never connected: ingest's part zero, the groups, no journal or
+// index trouble (the server's tests validate its own answer).
+func statusDoc(m *consumers.Manager) api.Status {
+	return api.Status{Groups: m.Status()}
 }
+
+// unencodableTime is a time encoding/json refuses (year 10000): the
+// documents of /v1/status and /v1/status/history holding it fail to
+// encode, an internal error.
+var unencodableTime = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)

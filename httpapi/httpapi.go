@@ -27,12 +27,12 @@ type Options struct {
 	Groups *consumers.Manager
 	// Backfills serves /v1/backfills; nil: not mounted.
 	Backfills *backfill.Manager
-	// Status returns the document of GET /v1/status (encoded as JSON);
-	// nil: not mounted.
-	Status func() any
+	// Status returns the document of GET /v1/status (encoded as JSON,
+	// see statusJSON); nil: not mounted.
+	Status func() api.Status
 	// History returns the document of GET /v1/status/history (the
 	// console's samples, encoded as JSON); nil: not mounted.
-	History func() any
+	History func() console.StatusHistory
 	// NotReady returns why pgq cannot take changes, "" when it can: GET
 	// /readyz answers 503 with it, else 200. nil: /readyz is not mounted.
 	NotReady func() string

@@ -245,6 +245,8 @@ func kindName(k jsontext.Kind) string {
 // one, by "METHOD pattern" (Route.Body: a pointer to a zero value of its
 // type). openapi.json's requestBody of each such operation describes that
 // type, key for key (a test holds the two together).
+//
+// The values are any: each route's body is a type of its own.
 func RequestBodies() map[string]any {
 	out := map[string]any{}
 	for _, r := range Routes(false) {

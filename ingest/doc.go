@@ -217,8 +217,8 @@
 // transaction, covered more WAL, or streamed at least ReconnectMax and
 // failed between transactions): an error that recurs inside the same
 // transaction, such as a full spill directory (ErrSpill, shown in
-// Status.SpillError), backs off and gives up however far each session
-// streams. Configuration errors found on reconnect (slot or publication
+// Ingester.Status's SpillError), backs off and gives up however far each
+// session streams. Configuration errors found on reconnect (slot or publication
 // dropped, privilege revoked) are fatal. A slot this process created is
 // dropped when Run fails before any session streamed from it (a refused
 // start); a slot that existed before never is. When ctx is cancelled, the

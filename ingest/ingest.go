@@ -17,48 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/feedback"
 	"github.com/pgq-dev/pgq/internal/backoff"
 	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/pgoutput"
 )
-
-// Status is the ingest part of `GET /v1/status`.
-type Status struct {
-	Running bool `json:"running"`
-	// Connected is true while a replication connection is streaming.
-	Connected bool `json:"connected"`
-	// LastErrorAt is when LastError happened; LastMessageAt when the
-	// server last sent anything (data or keepalive).
-	LastErrorAt   *time.Time `json:"last_error_at"`
-	LastMessageAt *time.Time `json:"last_message_at"`
-	// ChangesWritten counts the changes in fsynced records.
-	ChangesWritten     uint64     `json:"changes_written"`
-	LastError          *string    `json:"last_error"`
-	Slot               string     `json:"slot"`
-	Publication        string     `json:"publication"`
-	ProtoVersion       int        `json:"proto_version"`
-	Streaming          bool       `json:"streaming"`
-	LastReceivedLSN    pgq.LSN    `json:"last_received_lsn"`
-	ServerWALEnd       pgq.LSN    `json:"server_wal_end"`
-	ConfirmedLSN       pgq.LSN    `json:"confirmed_lsn"`
-	JournalFirstOffset pgq.Offset `json:"journal_first_offset"`
-	JournalLastOffset  pgq.Offset `json:"journal_last_offset"`
-	JournalLastEndLSN  pgq.LSN    `json:"journal_last_end_lsn"`
-	// CoveredLSN: every transaction of the slot ending at or below it is
-	// in the journal; pgq never confirms past it.
-	CoveredLSN     pgq.LSN `json:"covered_lsn"`
-	RecordsWritten uint64  `json:"records_written"`
-	Reconnects     uint64  `json:"reconnects"`
-	// SlotFailover is true when pgq's slot is a failover slot
-	// (PostgreSQL 17+): standbys synchronizing slots keep it, so a
-	// promotion does not lose it. False before the first session.
-	SlotFailover bool `json:"slot_failover"`
-	// SpillError is the spill file failure (a full spill disk) that
-	// interrupted streaming, until a spill write succeeds or the journal
-	// moves past where it happened; nil while healthy.
-	SpillError *string `json:"spill_error"`
-}
 
 // Ingester reads one slot and appends committed transactions to the
 // journal. Run owns the replication connection; the committer goroutine
@@ -201,10 +165,13 @@ func (in *Ingester) wake() {
 	}
 }
 
-// Status returns a snapshot for /v1/status.
-func (in *Ingester) Status() Status {
+// Status returns a snapshot of ingest's part of GET /v1/status: the
+// fields of api.Status up to SpillError (the connection, the slot, the
+// LSNs, the journal's extent and the counters). The composition root
+// fills the rest (groups, the journal's and the index's health).
+func (in *Ingester) Status() api.Status {
 	in.mu.Lock()
-	s := Status{
+	s := api.Status{
 		Running:         in.running,
 		Connected:       in.connected,
 		Slot:            in.o.Slot,

@@ -32,12 +32,12 @@ func (s *Server) sample() console.Sample {
 }
 
 // historyDoc is the document of GET /v1/status/history.
-func (s *Server) historyDoc() any {
+func (s *Server) historyDoc() console.StatusHistory {
 	r := s.o.Retention
-	return map[string]any{
-		"interval":  s.history.Interval().String(),
-		"window":    s.history.Window().String(),
-		"retention": map[string]any{"min_age": r.MinAge.String(), "max_age": r.MaxAge.String(), "max_bytes": r.MaxBytes},
-		"samples":   s.history.Snapshot(),
+	return console.StatusHistory{
+		Interval:  s.history.Interval().String(),
+		Window:    s.history.Window().String(),
+		Retention: console.HistoryRetention{MinAge: r.MinAge.String(), MaxAge: r.MaxAge.String(), MaxBytes: r.MaxBytes},
+		Samples:   s.history.Snapshot(),
 	}
 }

@@ -27,16 +27,16 @@ func (s *Server) runScrub(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// scrubStatus adds "journal_corrupt" (c) and "journal_scrub" (st) to the
-// status document m.
-func scrubStatus(m map[string]any, c *journal.Corruption, st journal.ScrubStatus) {
-	m["journal_corrupt"] = corruptStatus(c)
+// scrubStatus fills the status document's journal_corrupt (c) and
+// journal_scrub (st).
+func scrubStatus(doc *api.Status, c *journal.Corruption, st journal.ScrubStatus) {
+	doc.JournalCorrupt = corruptStatus(c)
 	sc := api.ScrubStatus{Running: st.Running, Passes: st.Passes, Segments: st.Segments, Bytes: st.Bytes, SumsWritten: st.SumsWritten}
 	if !st.LastPassEnd.IsZero() {
 		t := st.LastPassEnd
 		sc.LastPassEnd = &t
 	}
-	m["journal_scrub"] = sc
+	doc.JournalScrub = sc
 }
 
 // corruptStatus is c as api.JournalCorrupt, nil for none.

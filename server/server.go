@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/backfill"
 	"github.com/pgq-dev/pgq/console"
 	"github.com/pgq-dev/pgq/consumers"
@@ -336,7 +336,7 @@ func (s *Server) openHTTP(context.Context) error {
 	if err := s.checkExposed(l.Addr()); err != nil { // tls.go
 		return err // closeStores closes the listener
 	}
-	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.statusDoc, History: s.historyDoc, NotReady: s.notReady,
+	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.Status, History: s.historyDoc, NotReady: s.notReady,
 		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken,
 		ClientCertificates: o.TLS.ClientCAFile != "", AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins,
 		Formats: format.Options{Database: databaseOf(o.Ingest.PGURL), Slot: o.Ingest.Slot}})
@@ -496,36 +496,31 @@ func (s *Server) storageErr() error {
 	return s.Journal.Err()
 }
 
-// Status is the document GET /v1/status answers: ingest's status
-// (ingest.Status's fields), "groups", "journal_error" and "index".
-func (s *Server) Status() map[string]any {
-	m := statusDocument(s.Ingester.Status(), s.Consumers.Status(), s.storageErr(), s.Index.Stats())
-	scrubStatus(m, s.Journal.Corruption(), s.Journal.ScrubStatus()) // scrub.go
-	return m
+// Status is the document GET /v1/status answers: ingest's part
+// (Ingester.Status), the groups, the journal's error, corruption and
+// scrub, and the index's health.
+func (s *Server) Status() api.Status {
+	st := statusDocument(s.Ingester.Status(), s.Consumers.Status(), s.storageErr(), s.Index.Stats())
+	scrubStatus(&st, s.Journal.Corruption(), s.Journal.ScrubStatus()) // scrub.go
+	return st
 }
 
-// statusDocument builds Status's document from its parts; apart from
-// Server so that a test can feed it every ingest.Status field and check
-// the result against api.Status, the type clients decode it into.
-func statusDocument(st ingest.Status, groups map[string]any, storageErr error, ist index.Stats) map[string]any {
-	raw, _ := json.Marshal(st)
-	m := map[string]any{}
-	_ = json.Unmarshal(raw, &m)
-	m["groups"] = groups
+// statusDocument completes st, ingest's part of the status, with its
+// other parts; apart from Server so that a test can feed it every part
+// and check that no field of api.Status is left out.
+func statusDocument(st api.Status, groups map[string]api.GroupStatus, storageErr error, ist index.Stats) api.Status {
+	st.Groups = groups
 	if storageErr != nil {
-		m["journal_error"] = storageErr.Error()
-	} else {
-		m["journal_error"] = nil
+		e := storageErr.Error()
+		st.JournalError = &e
 	}
-	idx := map[string]any{"stale": ist.Stale, "failed_updates": ist.FailedAdds, "heals": ist.Heals, "last_error": nil}
+	st.Index = api.IndexStatus{Stale: ist.Stale, FailedUpdates: ist.FailedAdds, Heals: ist.Heals}
 	if ist.LastError != nil {
-		idx["last_error"] = ist.LastError.Error()
+		e := ist.LastError.Error()
+		st.Index.LastError = &e
 	}
-	m["index"] = idx
-	return m
+	return st
 }
-
-func (s *Server) statusDoc() any { return s.Status() }
 
 // Run serves HTTP, runs the committer and streams until ctx is cancelled
 // (nil) or ingest fails fatally. Everything is stopped and closed on return.

@@ -91,6 +91,8 @@ func checkKeys(data []byte) error {
 // fileResolver resolves a flag from the file's key of the same name, with
 // dashes or underscores.
 type fileResolver struct {
+	// values is open-ended: any flag's name to a value of that flag's
+	// type, as the file gives it (kong converts it), so no struct fits.
 	values map[string]any
 }
 

@@ -42,15 +42,9 @@ type ConsumeCmd struct {
 // through pgq restarts: transactions printed but not committed when pgq
 // went away are printed again (at-least-once), none is skipped.
 func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
-	fm, fo, err := c.options()
+	r, err := c.renderer()
 	if err != nil {
 		return err
-	}
-	var r *format.Renderer // nil: pgq's own lines, exactly as before
-	if fm != format.PGQ {
-		if r, err = format.New(fm, fo); err != nil {
-			return usage(err)
-		}
 	}
 	giveUp := c.GiveUp.D()
 	if giveUp == 0 && !c.Follow {
@@ -68,7 +62,7 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 		if r != nil {
 			// A shared group's messages carry single changes without
 			// their transaction, which the renderer needs.
-			return usage(fmt.Errorf("--format %s: group %q is shared; a shared group prints in pgq's format only", fm, c.Group))
+			return usage(fmt.Errorf("--format %s: group %q is shared; a shared group prints in pgq's format only", r.Format(), c.Group))
 		}
 		return c.runShared(ctx, cl)
 	}
@@ -83,6 +77,30 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 			err = rerr
 		}
 	}()
+	return c.runExclusive(ctx, cs, r)
+}
+
+// renderer returns the renderer for --format: nil for pgq's own lines,
+// exactly as before.
+func (c *ConsumeCmd) renderer() (*format.Renderer, error) {
+	fm, fo, err := c.options()
+	if err != nil {
+		return nil, err
+	}
+	if fm == format.PGQ {
+		return nil, nil
+	}
+	r, err := format.New(fm, fo)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return r, nil
+}
+
+// runExclusive consumes an exclusive group through cs: it prints each
+// fetched batch and commits it, until caught up (without --follow) or
+// interrupted (with it).
+func (c *ConsumeCmd) runExclusive(ctx context.Context, cs *client.Consumer, r *format.Renderer) error {
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	var buf []byte
@@ -98,17 +116,7 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 			}
 			return err
 		}
-		for cs.Buffered() > 0 {
-			tx, err := cs.Next(ctx)
-			if err != nil {
-				return err
-			}
-			buf = appendLines(buf[:0], r, tx)
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-		}
-		if err := w.Flush(); err != nil {
+		if buf, err = printBuffered(ctx, w, cs, r, buf); err != nil {
 			return err
 		}
 		if !c.NoCommit {
@@ -126,6 +134,23 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 			return nil
 		}
 	}
+}
+
+// printBuffered writes every transaction cs holds to w, rendered by r
+// (see appendLines), and flushes w. buf is scratch space, returned for
+// reuse.
+func printBuffered(ctx context.Context, w *bufio.Writer, cs *client.Consumer, r *format.Renderer, buf []byte) ([]byte, error) {
+	for cs.Buffered() > 0 {
+		tx, err := cs.Next(ctx)
+		if err != nil {
+			return buf, err
+		}
+		buf = appendLines(buf[:0], r, tx)
+		if _, err := w.Write(buf); err != nil {
+			return buf, err
+		}
+	}
+	return buf, w.Flush()
 }
 
 // runShared consumes a shared group: it prints each message as one JSON

@@ -97,10 +97,31 @@ func (c *JournalVerifyCmd) Run() error {
 		return err
 	}
 	if c.json() {
-		return printJSON(map[string]any{"ok": true, "records": sum.Records, "first_offset": sum.First, "last_offset": sum.Last, "last_end_lsn": sum.LastEndLSN})
+		return printJSON(verifyOutput{FirstOffset: sum.First, LastEndLSN: sum.LastEndLSN, LastOffset: sum.Last, OK: true, Records: sum.Records})
 	}
 	_, err = fmt.Fprintf(stdout, "ok: %d records, offsets %d..%d, last end LSN %s\n", sum.Records, sum.First, sum.Last, sum.LastEndLSN)
 	return err
+}
+
+// verifyOutput is what `pgq journal verify -o json` prints. Its fields
+// are in alphabetical order of their keys, the order it has always had.
+type verifyOutput struct {
+	FirstOffset pgq.Offset `json:"first_offset"`
+	LastEndLSN  pgq.LSN    `json:"last_end_lsn"`
+	LastOffset  pgq.Offset `json:"last_offset"`
+	OK          bool       `json:"ok"`
+	Records     uint64     `json:"records"`
+}
+
+// repairOutput is what `pgq journal repair -o json` prints (fields in
+// alphabetical order of their keys, as verifyOutput's).
+type repairOutput struct {
+	CutBytes        int64      `json:"cut_bytes"`
+	CutEntries      uint64     `json:"cut_entries"`
+	KeptLastOffset  pgq.Offset `json:"kept_last_offset"`
+	OK              bool       `json:"ok"`
+	RemovedSegments int        `json:"removed_segments"`
+	Segment         string     `json:"segment"`
 }
 
 // JournalRepairCmd is `pgq journal repair`: the operator's explicit cut
@@ -127,8 +148,8 @@ func (c *JournalRepairCmd) Run(logger *slog.Logger) error {
 		return err
 	}
 	if c.json() {
-		return printJSON(map[string]any{"ok": true, "segment": res.Segment, "kept_last_offset": res.KeptLast,
-			"cut_entries": res.CutEntries, "cut_bytes": res.CutBytes, "removed_segments": res.RemovedSegments})
+		return printJSON(repairOutput{CutBytes: res.CutBytes, CutEntries: res.CutEntries, KeptLastOffset: res.KeptLast,
+			OK: true, RemovedSegments: res.RemovedSegments, Segment: res.Segment})
 	}
 	_, err = fmt.Fprintf(stdout, "cut: kept offsets up to %d, removed %d entries (%d bytes, %d later segment files)\n",
 		res.KeptLast, res.CutEntries, res.CutBytes, res.RemovedSegments)

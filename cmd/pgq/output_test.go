@@ -157,7 +157,7 @@ func TestOutputGolden(t *testing.T) {
 
 // cliAPI serves the real HTTP API over a journal of three transactions
 // (one of them a message) and a status document.
-func cliAPI(t *testing.T, status func() any) string {
+func cliAPI(t *testing.T, status func() api.Status) string {
 	t.Helper()
 	dir, log := t.TempDir(), slog.New(slog.DiscardHandler)
 	j, err := journal.Open(journal.Options{Dir: dir + "/journal", Logger: log})
@@ -253,7 +253,11 @@ func TestJSONOutputIsTheAPIDocument(t *testing.T) {
 		`"covered_lsn":"0/136","records_written":3,"reconnects":0,"spill_error":null,"groups":{},"journal_error":null,` +
 		`"index":{"stale":false,"failed_updates":0,"heals":0,"last_error":null},"journal_corrupt":null,` +
 		`"journal_scrub":{"running":false,"passes":0,"segments_verified":0,"bytes_verified":0,"sums_written":0,"last_pass_end":null}}`
-	url := cliAPI(t, func() any { return json.RawMessage(statusJSON) })
+	var status api.Status
+	if err := json.Unmarshal([]byte(statusJSON), &status); err != nil {
+		t.Fatal(err)
+	}
+	url := cliAPI(t, func() api.Status { return status })
 	addr := "--addr=" + url
 	run := func(args ...string) []byte {
 		t.Helper()
