@@ -36,7 +36,7 @@ type CLI struct {
 	Status  StatusCmd  `cmd:"" help:"Show a running pgq at a glance: ingest, slot, journal, groups, backfills."`
 	Groups  GroupsCmd  `cmd:"" help:"Manage consumer groups of a running pgq."`
 	Consume ConsumeCmd `cmd:"" help:"Print a consumer group's transactions as NDJSON (as journal dump) and commit them."`
-	Bridge  BridgeCmd  `cmd:"" help:"Publish a consumer group into NATS JetStream or Kafka, committing after the broker acknowledged."`
+	Bridge  BridgeCmd  `cmd:"" help:"Publish a consumer group into NATS JetStream, Kafka or an HTTP receiver (webhook), committing after the broker or receiver acknowledged."`
 	DDL     DDLCmd     `cmd:"" name:"ddl" help:"Capture schema changes (DDL) into the journal."`
 	Ver     VersionCmd `cmd:"" name:"version" help:"Print the version and the commit pgq was built from."`
 

@@ -82,7 +82,7 @@ func TestErrorLine(t *testing.T) {
 }
 
 // TestHelpAgreesWithTheProgram: groups create's help lists every op and
-// shows --key's default; the README's table of run flags names each
+// shows --key's default; pgq --help names every bridge; the README's table of run flags names each
 // flag's environment variables as the program reads them.
 func TestHelpAgreesWithTheProgram(t *testing.T) {
 	out, err := exec.Command(pgqbin.Path(t), "groups", "create", "--help").Output()
@@ -103,6 +103,13 @@ func TestHelpAgreesWithTheProgram(t *testing.T) {
 	}
 	envs := map[string][]string{}
 	for _, n := range k.Model.Children {
+		if n.Name == "bridge" { // pgq --help names every bridge
+			for _, b := range n.Children {
+				if !strings.Contains(strings.ToLower(n.Help), b.Name) {
+					t.Errorf("pgq --help: bridge's line %q does not name pgq bridge %s", n.Help, b.Name)
+				}
+			}
+		}
 		for _, f := range n.Flags {
 			switch {
 			case n.Name == "run":
