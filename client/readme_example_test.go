@@ -40,7 +40,7 @@ func consumeOrders(ctx context.Context) error {
 }
 
 // Example_consume reads group orders of a pgq on 127.0.0.1:5480 (the
-// snippet of the docs' "Consumer groups" page).
+// snippet of docs/consumer-groups.md).
 func Example_consume() {
 	if err := consumeOrders(context.Background()); err != nil {
 		fmt.Println(err)
@@ -48,7 +48,7 @@ func Example_consume() {
 }
 
 // docsWithTheSnippet is the page that shows consumeOrders.
-const docsWithTheSnippet = "../README.md"
+const docsWithTheSnippet = "../docs/consumer-groups.md"
 
 // TestDocsShowTheExample: the docs' Go snippet is consumeOrders as it is
 // compiled here, import path included, so it cannot drift from the API.

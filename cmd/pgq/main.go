@@ -1,6 +1,6 @@
 // Command pgq turns a PostgreSQL logical replication slot into a durable
-// local queue. See the README for the quick start and docs/ for the HTTP
-// API.
+// local queue. See the README for the quick start and docs/ for the rest:
+// running it, its flags, the HTTP API.
 package main
 
 import (
@@ -47,7 +47,7 @@ type CLI struct {
 	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
-// Exit statuses, the same for every command (README, "Exit status").
+// Exit statuses, the same for every command (docs/running.md, "Exit status").
 const (
 	// exitRuntime: a failure while working (an unreachable server, a full
 	// disk, a corrupt journal, a gap, a lost lease): running again later
