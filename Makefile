@@ -12,7 +12,7 @@ RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/.
 MATRIX_MAJORS ?= 14 16 17 18
 MATRIX_RUN := TestFidelityAgainstTestDecoding|TestEveryOpAndType|TestGap|TestNoGap|TestStream|TestMultiPartLayout|TestDDL|TestFailover|TestSlotFailover|TestSlotDroppedIsFatal
 
-.PHONY: all build test test-matrix race vet fmt demo bench fuzz clean
+.PHONY: all build test test-matrix vet demo bench fuzz clean
 
 all: build
 

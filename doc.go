@@ -6,8 +6,10 @@
 // queue: package ingest reads pgoutput (decoded by package pgoutput),
 // package journal appends one record per committed transaction and fsyncs,
 // package feedback decides which LSN may be confirmed to PostgreSQL, package
-// index keeps the Pebble lookups (LSN/time → offset, group cursors) and
-// package consumers serves consumer groups over HTTP and as a Go library.
+// index keeps the Pebble lookups (LSN/time → offset, group cursors),
+// package consumers runs the consumer groups (leases, fetch/commit, acks,
+// retention; no HTTP), package httpapi serves them over HTTP and package
+// client reads them as a Go library.
 //
 // Values are stored losslessly as PostgreSQL sent them (text form, or binary
 // for a bytea-like binary tuple) together with the column's type OID;

@@ -292,7 +292,7 @@ func (e *env) backfillLoadRows(ctx context.Context, cl *client.Client, p *pgqPro
 // The full-speed backfill's lag row compares with the COPY loop of the
 // same run, not with the stream alone: on a 2-core machine PostgreSQL
 // reading the table at full speed, with no pgq in the path, already took
-// the stream's lag p99 to 1.1–3.4× of its lag alone (see the README), so a
+// the stream's lag p99 to 1.1–3.4× of its lag alone (see docs/backfill.md), so a
 // target against the stream alone failed by design. What pgq answers for
 // is that its backfill disturbs the stream no more than that reading does
 // (within the same 10 % every stream row allows for noise); the capped

@@ -79,8 +79,8 @@ type groupInfo struct {
 // asks for the token, loads without console errors, shows a group the test
 // created with its lag, and its "requeue all" button requeues a parked
 // message of a shared group (checked through the API). The screenshot
-// goes to docs/console.png with PGQ_UPDATE_SCREENSHOT=1 (the README shows
-// it), otherwise to a temporary file.
+// goes to docs/console.png with PGQ_UPDATE_SCREENSHOT=1 (docs/monitoring.md
+// shows it), otherwise to a temporary file.
 func TestConsoleInBrowser(t *testing.T) {
 	bin := chromium()
 	if bin == "" {

@@ -124,7 +124,7 @@ func preflight(ctx context.Context, cfg *pgx.ConnConfig, o *Options, firstStart 
 		return info, nil, fmt.Errorf("ingest: read role: %w", err)
 	}
 	if !canReplicate {
-		return info, nil, fatalf(ErrPrivilege, "role lacks REPLICATION (ALTER ROLE ... REPLICATION)")
+		return info, nil, fatalf(ErrPrivilege, "role lacks REPLICATION (ALTER ROLE ... REPLICATION; %s)", privilegeHelp)
 	}
 	if o.SlotFailover == FailoverOn && info.VersionNum < failoverMinVersion {
 		return info, nil, fatalf(ErrConfig, "--slot-failover on needs PostgreSQL 17 or later, and the server is %s", version)
@@ -168,6 +168,10 @@ func unwrapConnectErr(err error) error {
 	return err
 }
 
+// privilegeHelp ends the privilege errors of the preflight: where the SQL
+// of a least-privilege role and publication is.
+const privilegeHelp = `the SQL for a least-privilege role and publication: docs/running.md, "A least-privilege role"`
+
 func checkPublication(ctx context.Context, conn *pgx.Conn, o *Options, firstStart bool) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", o.Publication).Scan(&exists); err != nil {
@@ -206,7 +210,7 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, o *Options, firstStar
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-			return fatalf(ErrPrivilege, "cannot create publication %q: %s", o.Publication, pgErr.Message)
+			return fatalf(ErrPrivilege, "cannot create publication %q: %s (FOR ALL TABLES needs a superuser, a table list the tables' owner with CREATE on the database; %s)", o.Publication, pgErr.Message, privilegeHelp)
 		}
 		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created concurrently
 			return nil
@@ -350,7 +354,7 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 				return checkSlot(ctx, conn, o, info, false)
 			}
 			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-				return fatalf(ErrPrivilege, "cannot create slot %q: %s", o.Slot, pgErr.Message)
+				return fatalf(ErrPrivilege, "cannot create slot %q: %s (%s)", o.Slot, pgErr.Message, privilegeHelp)
 			}
 			return &FatalError{Err: fmt.Errorf("%w: create slot %q: %v", ErrConfig, o.Slot, err)}
 		}

@@ -33,12 +33,14 @@ func TestPreflightErrors(t *testing.T) {
 	db := c.NewDB(t)
 	other, ok, created, missing := slotName("pf_other", db), slotName("pf_ok", db), slotName("pf_new", db), slotName("pf_missing", db)
 	noReplRole := slotName("pf_norepl", db) // roles are cluster-wide too
+	replRole := slotName("pf_repl", db)
 	db.Exec(t,
 		`CREATE TABLE pf (id int PRIMARY KEY)`,
 		`CREATE PUBLICATION pf_pub FOR TABLE pf`,
 		`SELECT pg_create_logical_replication_slot('`+other+`', 'test_decoding')`,
 		`SELECT pg_create_logical_replication_slot('`+ok+`', 'pgoutput')`,
 		`CREATE ROLE `+noReplRole+` LOGIN`,
+		`CREATE ROLE `+replRole+` LOGIN REPLICATION`,
 	)
 	port, err := pgtest.FreePort()
 	if err != nil {
@@ -48,6 +50,7 @@ func TestPreflightErrors(t *testing.T) {
 		return append([]string{"run", "--pg-url", url, "--slot", slot, "--publication", pub, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, extra...)
 	}
 	noRepl := strings.Replace(db.URL, "postgres@", noReplRole+"@", 1)
+	repl := strings.Replace(db.URL, "postgres@", replRole+"@", 1)
 	noUser := strings.Replace(db.URL, "postgres@", "pf_nobody@", 1)
 	cases := []struct {
 		name, want string
@@ -55,7 +58,9 @@ func TestPreflightErrors(t *testing.T) {
 	}{
 		{"unreachable", "server unreachable", base(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", port), ok, "pf_pub")},
 		{"unknown role", "server unreachable", base(noUser, ok, "pf_pub")},
-		{"no replication privilege", "insufficient privilege", base(noRepl, ok, "pf_pub")},
+		{"no replication privilege", `insufficient privilege: role lacks REPLICATION (ALTER ROLE ... REPLICATION; the SQL for a least-privilege role and publication: docs/running.md, "A least-privilege role")`, base(noRepl, ok, "pf_pub")},
+		// FOR ALL TABLES needs a superuser: the error points to the docs.
+		{"create publication, no privilege", `(FOR ALL TABLES needs a superuser, a table list the tables' owner with CREATE on the database; the SQL for a least-privilege role and publication: docs/running.md, "A least-privilege role")`, base(repl, ok, "pf_nopriv", "--create-publication", "all")},
 		{"slot missing", `replication slot "` + missing + `" does not exist`, base(db.URL, missing, "pf_pub")},
 		{"slot of another plugin", `plugin "test_decoding"`, base(db.URL, other, "pf_pub")},
 		{"publication missing", `publication "pf_nopub" does not exist`, base(db.URL, ok, "pf_nopub")},

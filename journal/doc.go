@@ -20,20 +20,16 @@
 // starting at 1, never reused (retention removes whole prefixes) except
 // those of unfinished parts cut at Open (see Multi-part transactions).
 //
-// The payload is a record in its stored form, record.VersionCompact:
-//
-//	version (1 byte, 2) | CRC32C/Castagnoli of body (4 bytes LE) | body
-//
-// The body is record.Version's msgpack array (xid, commit LSN, end LSN,
-// commit time, origin, part, final, relations, changes) with the end LSN
-// stored as its distance from the commit LSN and the relation table
-// replaced by the ids of its relations in the relation catalog: a
-// relation's schema, table and column list (about 70 bytes for a
-// five-column table) is stored once per journal instead of once per record.
-// The changes are Version 1's byte for byte. Journals written before hold
-// Version 1 records (record.Append's frame, relation table included);
-// both versions are read, and one journal may hold both. The offset is
-// not stored in the payload; it is the entry's position.
+// The payload is a record in its stored form, record.VersionCompact: the
+// self-contained record (record.Version) with its end LSN stored as a
+// distance from the commit LSN and its relation table replaced by the ids
+// of its relations in the relation catalog, so that a relation's schema,
+// table and column list is stored once per journal instead of once per
+// record. Both layouts are described once, in package record's
+// documentation (# Format). Journals written before hold Version 1
+// records (record.Append's frame, relation table included); both
+// versions are read, and one journal may hold both. The offset is not
+// stored in the payload; it is the entry's position.
 //
 // A compact record does not decode alone: every reader of the journal
 // (Read, ReadRaw, Reader, Scan, Verify) expands it (record.Expand) to the

@@ -12,52 +12,10 @@ import (
 	"github.com/pgq-dev/pgq/internal/msgp"
 )
 
-// Record framing. A journal record is
-//
-//	version (1 byte, Version) | CRC32C of body (4 bytes, little endian) | body
-//
-// and the body is one msgpack array of 9 elements:
-//
-//	[0] xid           uint
-//	[1] commit LSN    uint
-//	[2] end LSN       uint
-//	[3] commit time   int (microseconds since the Unix epoch, UTC)
-//	[4] origin        str
-//	[5] part          uint
-//	[6] final         bool
-//	[7] relations     array of [schema str, table str, columns array]
-//	                  where columns is flat: name str, type OID uint, key bool, ...
-//	                  A relation with a domain column whose base type is known
-//	                  has a fourth element: base types, an array of one uint
-//	                  per column (the base type's OID, 0 for no domain). Every
-//	                  other relation keeps 3 elements, byte for byte as
-//	                  before; a 3-element relation decodes with every
-//	                  Column.BaseTypeOID 0.
-//	[8] changes       array of changes, each an array whose first element is the op:
-//	    insert/update/delete (and any unknown op):
-//	        [op, relation index uint, old kind uint, new values|nil, old values|nil]
-//	    truncate: [op, tables array of str, flags uint (1 cascade, 2 restart identity)]
-//	    message and ddl: [op, prefix str, content bin, transactional bool]
-//	    gap:      [op, from LSN uint, to LSN uint]
-//	[9] backfill      str, only in records of a backfill chunk (read
-//	                  changes), or "" when [10] follows: the body is then an
-//	                  array of 10 elements. Every other record keeps 9, byte
-//	                  for byte as before.
-//	[10] ordinals     the changes' ordinals within their whole transaction
-//	                  (pgq.Transaction.Ordinal): a uint, the first change's (the
-//	                  rest follow one by one), or an array of one uint per
-//	                  change when they are not consecutive (a fetch answer
-//	                  whose group filter dropped changes). Only when the
-//	                  ordinals are not simply 0, 1, 2, ...: a later part of
-//	                  a multi-part transaction, or a filtered answer. The
-//	                  body then has 11 elements; a record of 9 or 10 decodes
-//	                  with ordinal = index.
-//
-// A value is nil (NULL), false (unchanged TOAST), str (text form), bin
-// (binary form), or [kind uint, data bin] for any other kind. Each relation
-// (schema, table and column list) is stored once per record and referenced by
-// index, so a transaction touching one table stores its column names once.
-// The record offset is not encoded: it is the journal position.
+// Version is the version byte of a self-contained record: the header
+// (version byte, CRC32C of the body) and the msgpack body of 9 to 11
+// elements, each listed in the package documentation (# Format), the one
+// place the layout is described.
 const Version = 1
 
 // HeaderSize is the size of the version byte and the checksum that

@@ -10,22 +10,11 @@ import (
 
 // VersionCompact is the version byte of the journal's stored form of a
 // record (Compact): a Version 1 record whose relation table is replaced by
-// the ids of its relations in the journal's relation catalog, and whose
-// end LSN is stored as its distance from the commit LSN:
-//
-//	version (1 byte, 2) | CRC32C of body (4 bytes LE) | body
-//
-// where the body is the Version 1 body with two elements changed:
-//
-//	[2] end LSN − commit LSN  uint
-//	[7] relations             array of catalog ids (uint), in table order
-//
-// The changes (and a backfill id) are Version 1's, byte for byte, their
-// relation indexes pointing into the id array as before into the table. A
-// compact record does not decode alone: Expand turns it back into the
-// Version 1 record, byte for byte, given the catalog. The journal stores
-// compact records and its readers return expanded ones, so nothing above
-// the journal (fetch, the client, dump) sees Version 2.
+// the ids of its relations in the journal's relation catalog and whose end
+// LSN is stored as its distance from the commit LSN (layout: the package
+// documentation, # Format). A compact record does not decode alone:
+// Expand turns it back into the Version 1 record, byte for byte, given the
+// catalog.
 const VersionCompact = 2
 
 // Compact appends to dst the compact form of the framed Version 1 record

@@ -6,32 +6,84 @@
 //
 // # Format
 //
+// This is the one description of the record layout; the journal's
+// documentation (package journal) and the comments on Version and
+// VersionCompact point here. A record (Version 1) is
+//
 //	version (1 byte, Version) | CRC32C/Castagnoli of body (4 bytes LE) | body
 //
-// The body is one msgpack array (see the comment on Version for every
-// element): xid, commit LSN, end LSN, commit time (Unix µs), origin,
-// part, final, a relation table (schema, table and the flat name/type
-// OID/key list of each relation used) and the changes, each referring to
-// its relation by index, so any record decodes alone; records of a
-// backfill chunk carry a tenth element, the backfill id. A relation with
-// a domain column carries a fourth element, the base type of each column
-// (Column.BaseTypeOID, which values render and decode by); relations
-// without one keep their three elements byte for byte, and records
-// journaled before base types were recorded decode with BaseTypeOID 0 (a
-// domain's values then render as text, as they did). A pgq older than
-// the base types refuses a relation with four elements: do not go back to
-// one once a domain column was journaled. A later part of a multi-part
-// transaction carries an eleventh element, its first change's ordinal in
-// the whole transaction (pgq.Transaction.Ordinal; the tenth, the backfill id,
-// is then "" unless set), and a fetch answer whose filter dropped changes
-// carries the ordinal of every change there: with the commit LSN the
-// ordinal names a change the same way in every journal (bridge message
-// ids). Records without it, all records journaled before, decode with
-// ordinal = index, which is right for every single-record transaction
-// and for the first part; later parts journaled before the ordinals were
-// recorded decode with ordinals from 0 again (only their ids differ). A
-// pgq older than the ordinals refuses an 11-element body. Truncate,
-// message, ddl and gap changes have their own short forms.
+// and the body is one msgpack array of 9 elements (10 or 11, see below):
+//
+//	[0] xid           uint
+//	[1] commit LSN    uint
+//	[2] end LSN       uint
+//	[3] commit time   int (microseconds since the Unix epoch, UTC)
+//	[4] origin        str
+//	[5] part          uint
+//	[6] final         bool
+//	[7] relations     array of [schema str, table str, columns array]
+//	                  where columns is flat: name str, type OID uint, key bool, ...
+//	                  A relation with a domain column whose base type is known
+//	                  has a fourth element: base types, an array of one uint
+//	                  per column (the base type's OID, 0 for no domain). Every
+//	                  other relation keeps 3 elements, byte for byte as
+//	                  before; a 3-element relation decodes with every
+//	                  Column.BaseTypeOID 0.
+//	[8] changes       array of changes, each an array whose first element is the op:
+//	    insert/update/delete (and any unknown op):
+//	        [op, relation index uint, old kind uint, new values|nil, old values|nil]
+//	    truncate: [op, tables array of str, flags uint (1 cascade, 2 restart identity)]
+//	    message and ddl: [op, prefix str, content bin, transactional bool]
+//	    gap:      [op, from LSN uint, to LSN uint]
+//	[9] backfill      str, only in records of a backfill chunk (read
+//	                  changes), or "" when [10] follows: the body is then an
+//	                  array of 10 elements. Every other record keeps 9, byte
+//	                  for byte as before.
+//	[10] ordinals     the changes' ordinals within their whole transaction
+//	                  (pgq.Transaction.Ordinal): a uint, the first change's (the
+//	                  rest follow one by one), or an array of one uint per
+//	                  change when they are not consecutive (a fetch answer
+//	                  whose group filter dropped changes). Only when the
+//	                  ordinals are not simply 0, 1, 2, ...: a later part of
+//	                  a multi-part transaction, or a filtered answer. The
+//	                  body then has 11 elements; a record of 9 or 10 decodes
+//	                  with ordinal = index.
+//
+// A value is nil (NULL), false (unchanged TOAST), str (text form), bin
+// (binary form), or [kind uint, data bin] for any other kind. Each relation
+// (schema, table and column list) is stored once per record and referenced by
+// index, so a transaction touching one table stores its column names once.
+// The record offset is not encoded: it is the journal position.
+//
+// So any record decodes alone. Base types (Column.BaseTypeOID, which
+// values render and decode by): records journaled before they were
+// recorded decode with BaseTypeOID 0 (a domain's values then render as
+// text, as they did), and a pgq older than them refuses a relation with
+// four elements: do not go back to one once a domain column was
+// journaled. Ordinals: with the commit LSN the ordinal names a change the
+// same way in every journal (bridge message ids); records without them,
+// all records journaled before, decode with ordinal = index, which is
+// right for every single-record transaction and for the first part, and
+// later parts journaled before the ordinals were recorded decode with
+// ordinals from 0 again (only their ids differ). A pgq older than the
+// ordinals refuses an 11-element body.
+//
+// The journal's stored form (VersionCompact) is
+//
+//	version (1 byte, 2) | CRC32C/Castagnoli of body (4 bytes LE) | body
+//
+// where the body is the Version 1 body with two elements changed:
+//
+//	[2] end LSN − commit LSN  uint
+//	[7] relations             array of catalog ids (uint), in table order
+//
+// The changes (and a backfill id) are Version 1's, byte for byte, their
+// relation indexes pointing into the id array as before into the table. A
+// relation's schema, table and column list (about 70 bytes for a
+// five-column table) is thus stored once per journal, in its relation
+// catalog, instead of once per record. The journal stores compact records
+// and its readers return expanded ones, so nothing above the journal
+// (fetch, the client, dump, the bridge) sees Version 2.
 //
 // A column's key flag is the row's key (pgq.Column.Key): the primary key,
 // or the replica identity index, also under REPLICA IDENTITY FULL, as

@@ -225,7 +225,7 @@ func (s *Server) openStores(ctx context.Context) error {
 		return fmt.Errorf("index: catch up with journal: %w", err)
 	}
 	// The pending bound is what the committer may hold in memory: with
-	// ingest's size estimates (decoded changes) 32 MiB keeps a multi-part
+	// ingest's size estimates (decoded changes) 8 MiB keeps a multi-part
 	// transaction of any size within pgq's memory bound.
 	s.Committer = journal.NewCommitter(j, journal.CommitterOptions{MaxPendingBytes: 8 << 20})
 	return nil

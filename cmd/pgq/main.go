@@ -1,6 +1,6 @@
 // Command pgq turns a PostgreSQL logical replication slot into a durable
-// local queue. See the README for the quick start and docs/ for the HTTP
-// API.
+// local queue. See the README for the quick start and docs/ for the rest:
+// running it, its flags, the HTTP API.
 package main
 
 import (
@@ -36,7 +36,7 @@ type CLI struct {
 	Status  StatusCmd  `cmd:"" help:"Show a running pgq at a glance: ingest, slot, journal, groups, backfills."`
 	Groups  GroupsCmd  `cmd:"" help:"Manage consumer groups of a running pgq."`
 	Consume ConsumeCmd `cmd:"" help:"Print a consumer group's transactions as NDJSON (as journal dump) and commit them."`
-	Bridge  BridgeCmd  `cmd:"" help:"Publish a consumer group into NATS JetStream or Kafka, committing after the broker acknowledged."`
+	Bridge  BridgeCmd  `cmd:"" help:"Publish a consumer group into NATS JetStream, Kafka or an HTTP receiver (webhook), committing after the broker or receiver acknowledged."`
 	DDL     DDLCmd     `cmd:"" name:"ddl" help:"Capture schema changes (DDL) into the journal."`
 	Ver     VersionCmd `cmd:"" name:"version" help:"Print the version and the commit pgq was built from."`
 
@@ -47,7 +47,7 @@ type CLI struct {
 	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
-// Exit statuses, the same for every command (README, "Exit status").
+// Exit statuses, the same for every command (docs/running.md, "Exit status").
 const (
 	// exitRuntime: a failure while working (an unreachable server, a full
 	// disk, a corrupt journal, a gap, a lost lease): running again later

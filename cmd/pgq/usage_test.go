@@ -82,8 +82,9 @@ func TestErrorLine(t *testing.T) {
 }
 
 // TestHelpAgreesWithTheProgram: groups create's help lists every op and
-// shows --key's default; the README's table of run flags names each
-// flag's environment variables as the program reads them.
+// shows --key's default; pgq --help names every bridge; the table of run
+// flags in docs/configuration.md names each flag's environment variables
+// as the program reads them.
 func TestHelpAgreesWithTheProgram(t *testing.T) {
 	out, err := exec.Command(pgqbin.Path(t), "groups", "create", "--help").Output()
 	if err != nil {
@@ -103,6 +104,13 @@ func TestHelpAgreesWithTheProgram(t *testing.T) {
 	}
 	envs := map[string][]string{}
 	for _, n := range k.Model.Children {
+		if n.Name == "bridge" { // pgq --help names every bridge
+			for _, b := range n.Children {
+				if !strings.Contains(strings.ToLower(n.Help), b.Name) {
+					t.Errorf("pgq --help: bridge's line %q does not name pgq bridge %s", n.Help, b.Name)
+				}
+			}
+		}
 		for _, f := range n.Flags {
 			switch {
 			case n.Name == "run":
@@ -112,7 +120,7 @@ func TestHelpAgreesWithTheProgram(t *testing.T) {
 			}
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +128,7 @@ func TestHelpAgreesWithTheProgram(t *testing.T) {
 	code := regexp.MustCompile("`([^`]*)`")
 	rows := row.FindAllStringSubmatch(string(readme), -1)
 	if len(rows) < 20 {
-		t.Fatalf("found %d flag rows in the README", len(rows))
+		t.Fatalf("found %d flag rows in docs/configuration.md", len(rows))
 	}
 	for _, r := range rows {
 		var flags, vars []string
@@ -131,17 +139,17 @@ func TestHelpAgreesWithTheProgram(t *testing.T) {
 			vars = append(vars, m[1])
 		}
 		if len(flags) != len(vars) {
-			t.Errorf("README row %q: %d flags, %d variables", r[0], len(flags), len(vars))
+			t.Errorf("docs/configuration.md row %q: %d flags, %d variables", r[0], len(flags), len(vars))
 			continue
 		}
 		for i, f := range flags {
 			got, ok := envs[f]
 			if !ok {
-				t.Errorf("README names --%s, which pgq run does not have", f)
+				t.Errorf("docs/configuration.md names --%s, which pgq run does not have", f)
 				continue
 			}
 			if fmt.Sprint(got) != fmt.Sprint([]string{vars[i]}) {
-				t.Errorf("README: --%s reads %s; the program reads %v", f, vars[i], got)
+				t.Errorf("docs/configuration.md: --%s reads %s; the program reads %v", f, vars[i], got)
 			}
 		}
 	}
