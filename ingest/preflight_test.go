@@ -54,7 +54,7 @@ func TestPreflightErrors(t *testing.T) {
 		args       []string
 	}{
 		{"unreachable", "server unreachable", base(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", port), ok, "pf_pub")},
-		{"unknown role", "server unreachable", base(noUser, ok, "pf_pub")},
+		{"unknown role", `authentication failed: role "pf_nobody" does not exist`, base(noUser, ok, "pf_pub")},
 		{"no replication privilege", "insufficient privilege", base(noRepl, ok, "pf_pub")},
 		{"slot missing", `replication slot "` + missing + `" does not exist`, base(db.URL, missing, "pf_pub")},
 		{"slot of another plugin", `plugin "test_decoding"`, base(db.URL, other, "pf_pub")},
