@@ -12,7 +12,8 @@
 // catches up the index under DataDir/index, opens the consumer-group
 // manager and the backfill store (DataDir/backfill), prepares ingest, and
 // listens on Options.Listen with the HTTP API of package httpapi
-// (Options.WrapHandler may wrap it), over TLS with Options.TLS (mutual
+// (Options.WrapHandler may wrap it; an address that cannot be listened
+// on, Listen's or ProbeListen's, is a *ListenError naming the field), over TLS with Options.TLS (mutual
 // TLS with its client CAs; ReloadTLS reads the files again, keeping the
 // old ones when the new cannot be used, and with TLSOptions.ReloadInterval
 // Run does so itself when the files' contents change: tls.go). Run starts the group committer, the

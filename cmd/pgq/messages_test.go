@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,4 +57,45 @@ func TestConnectErrorsSayWhatToChange(t *testing.T) {
 			t.Fatalf("%q names %s %d times, want once", line, closed, n)
 		}
 	})
+}
+
+// TestListenAndAddrMessages: a --listen or --probe-listen no address can
+// have is a usage error (exit 2, one line) before anything is opened; an
+// address in use names its flag; a client command that finds no pgq
+// names --addr and PGQ_ADDR.
+func TestListenAndAddrMessages(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := fmt.Sprintf("127.0.0.1:%d", port)
+	url := "postgres://postgres@" + closed + "/x?sslmode=disable&connect_timeout=2"
+	var dataDirs []string
+	run := func(extra ...string) []string {
+		d := filepath.Join(t.TempDir(), "data")
+		dataDirs = append(dataDirs, d)
+		return append([]string{"run", "--pg-url", url, "--slot", "s", "--publication", "p", "--data-dir", d, "--no-reconnect"}, extra...)
+	}
+	checkExits(t, []exitCase{
+		{"listen port out of range", run("--listen", "127.0.0.1:99999"), nil, exitUsage, "--listen 127.0.0.1:99999: port 99999 is out of range: want 0 to 65535"},
+		{"listen from the environment", run(), []string{"PGQ_LISTEN=127.0.0.1:99999"}, exitUsage, "--listen 127.0.0.1:99999: port 99999"},
+		{"listen without a port", run("--listen", "localhost"), nil, exitUsage, `--listen "localhost": want HOST:PORT`},
+		{"probe-listen port out of range", run("--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:70000"), nil, exitUsage, "--probe-listen 127.0.0.1:70000: port 70000"},
+		{"listen in use", run("--listen", busy.Addr().String()), nil, exitRuntime,
+			"cannot listen on " + busy.Addr().String() + ", the address of --listen (PGQ_LISTEN): address already in use"},
+		{"probe-listen in use", run("--listen", "127.0.0.1:0", "--probe-listen", busy.Addr().String()), nil, exitRuntime, "the address of --probe-listen (PGQ_PROBE_LISTEN): address already in use"},
+		{"no pgq at --addr", []string{"consume", "--group", "g", "--addr", closed, "--give-up", "300ms"}, nil, exitRuntime,
+			"connection refused (no pgq answers at " + closed + ": start it, or give its address with --addr or PGQ_ADDR)"},
+		{"no pgq at PGQ_ADDR", []string{"groups", "list"}, []string{"PGQ_ADDR=http://" + closed}, exitRuntime, "give its address with --addr or PGQ_ADDR"},
+	})
+	for _, d := range dataDirs[:4] {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("a refused --listen created %s (%v)", d, err)
+		}
+	}
 }
