@@ -25,7 +25,10 @@
 // pgq_journal_corrupt: scrub.go) and the HTTP server, and stops them in
 // order when ctx is cancelled or ingest fails; it closes everything on
 // return. Spill files of in-progress transactions live under
-// DataDir/spill. Options.FS carries every file operation of the journal,
+// DataDir/spill. A start that fails (Open's error, or Run's before it
+// journaled anything) removes what it created when DataDir was missing or
+// empty and no group or backfill was made; a DataDir that held anything
+// is never touched (fresh.go). Options.FS carries every file operation of the journal,
 // the index, the coverage file and the backfill store (tests fault it).
 // cmd/pgq is a thin CLI over this package; nothing below it imports it.
 //

@@ -155,6 +155,8 @@ type Server struct {
 	closeOnce sync.Once
 	// history keeps the console's samples (console.go).
 	history *console.History
+	// dataDir is what Open found at Options.DataDir (fresh.go).
+	dataDir freshDir
 }
 
 // Open acquires the data dir and prepares every part, without streaming.
@@ -163,13 +165,14 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	found := inspectDataDir(o.DataDir, o.FS != nil)
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
-	s := &Server{o: o, Registry: prometheus.NewRegistry()}
+	s := &Server{o: o, Registry: prometheus.NewRegistry(), dataDir: found}
 	for _, step := range []func(context.Context) error{s.openStores, s.openConsumers, s.registerMetrics, s.openIngest, s.registerIngestMetrics, s.openHTTP} {
 		if err := step(ctx); err != nil {
-			s.closeStores()
+			s.closeFailed()
 			return nil, err
 		}
 	}
@@ -589,8 +592,23 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = s.probes.Shutdown(shutCtx)
 	}
 	stopBackfills()
-	s.closeStores()
+	if err != nil {
+		s.closeFailed()
+	} else {
+		s.closeStores()
+	}
 	return err
+}
+
+// closeFailed closes the stores of a start that failed, and removes what
+// it created in a data dir that was missing or empty when nothing was
+// journaled (fresh.go): a failed first start leaves no skeleton.
+func (s *Server) closeFailed() {
+	unused := s.unused()
+	s.closeStores()
+	if unused {
+		s.removeUnused()
+	}
 }
 
 // Close releases what Open acquired (the listener, the stores and the

@@ -2,13 +2,17 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/journal"
 )
 
 // authCluster starts a cluster that asks every role but postgres for its
@@ -50,6 +54,14 @@ func TestConnectErrorsSayWhatToChange(t *testing.T) {
 		{"wrong password in PGPASSWORD", run(noPassword), []string{"PGPASSWORD=wrong"}, exitRuntime, `user "pgq_pw" (the password is PGPASSWORD's`},
 		{"slot info, wrong password", []string{"slot", "info", "--pg-url", wrong, "--slot", "s"}, nil, exitRuntime, `authentication failed: password authentication failed for user "pgq_pw"`},
 		{"refused", run("postgres://postgres@" + closed + "/x?sslmode=disable"), nil, exitRuntime, "server unreachable: cannot connect to PostgreSQL at " + closed + ": connection refused"},
+	})
+	t.Run("wrong password leaves no data dir", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		checkExits(t, []exitCase{{"run", []string{"run", "--pg-url", wrong, "--slot", "s", "--publication", "p", "--data-dir", dir, "--listen", "127.0.0.1:0", "--no-reconnect"},
+			nil, exitRuntime, "authentication failed"}})
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("the failed start left %s (%v)", dir, err)
+		}
 	})
 	t.Run("refused names the address once", func(t *testing.T) {
 		_, line := runPgq(t, nil, run("postgres://postgres@"+closed+"/x?sslmode=disable")...)
@@ -97,5 +109,75 @@ func TestListenAndAddrMessages(t *testing.T) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("a refused --listen created %s (%v)", d, err)
 		}
+	}
+}
+
+// TestFailedStartRemovesWhatItCreated: a start that fails before anything
+// was journaled (PostgreSQL unreachable, the address in use) removes the
+// data dir it created, or empties the empty one it was given; a data dir
+// that held a journal keeps every byte of it.
+func TestFailedStartRemovesWhatItCreated(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", port)
+	run := func(dataDir, listen string) []string {
+		return []string{"run", "--pg-url", url, "--slot", "s", "--publication", "p", "--data-dir", dataDir, "--listen", listen, "--no-reconnect"}
+	}
+	missing := func(t *testing.T, dir string) {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("the failed start left %s (%v)", dir, err)
+		}
+	}
+	t.Run("unreachable, new data dir", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		checkExits(t, []exitCase{{"run", run(dir, "127.0.0.1:0"), nil, exitRuntime, "server unreachable"}})
+		missing(t, dir)
+	})
+	t.Run("address in use, new data dir", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		checkExits(t, []exitCase{{"run", run(dir, busy.Addr().String()), nil, exitRuntime, "address already in use"}})
+		missing(t, dir)
+	})
+	t.Run("unreachable, empty data dir", func(t *testing.T) {
+		dir := t.TempDir()
+		checkExits(t, []exitCase{{"run", run(dir, "127.0.0.1:0"), nil, exitRuntime, "server unreachable"}})
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+			t.Fatalf("the given empty data dir: %v, %v; want it there and empty", ents, err)
+		}
+	})
+	t.Run("unreachable, data dir with a journal", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		writeJournal(t, dir)
+		before := dirSum(t, filepath.Join(dir, "journal"))
+		checkExits(t, []exitCase{{"run", run(dir, "127.0.0.1:0"), nil, exitRuntime, "server unreachable"}})
+		if after := dirSum(t, filepath.Join(dir, "journal")); after != before {
+			t.Fatal("the failed start changed the journal it found")
+		}
+	})
+}
+
+// writeJournal writes a journal of three transactions into dataDir.
+func writeJournal(t *testing.T, dataDir string) {
+	t.Helper()
+	j, err := journal.Open(journal.Options{Dir: filepath.Join(dataDir, "journal"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		tx := &pgq.Transaction{Xid: uint32(i + 1), CommitLSN: pgq.LSN(100 * (i + 1)), EndLSN: pgq.LSN(100*(i+1) + 10), CommitTime: time.Now(), Final: true,
+			Changes: []pgq.Change{{Op: pgq.OpMessage, Prefix: "p", Content: []byte("x"), Transactional: true}}}
+		if err := j.Append([]*pgq.Transaction{tx}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
