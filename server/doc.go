@@ -14,7 +14,8 @@
 // listens on Options.Listen with the HTTP API of package httpapi
 // (Options.WrapHandler may wrap it; an address that cannot be listened
 // on, Listen's or ProbeListen's, is a *ListenError naming the field), over TLS with Options.TLS (mutual
-// TLS with its client CAs; ReloadTLS reads the files again, keeping the
+// TLS with its client CAs; ReloadTLS, or ReloadTLSFor naming what asked
+// for it in the log's trigger, reads the files again, keeping the
 // old ones when the new cannot be used, and with TLSOptions.ReloadInterval
 // Run does so itself when the files' contents change: tls.go). Run starts the group committer, the
 // ingest loop, the index healer, the retention loop of the consumer

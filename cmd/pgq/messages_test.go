@@ -181,3 +181,20 @@ func writeJournal(t *testing.T, dataDir string) {
 		t.Fatal(err)
 	}
 }
+
+// TestStatusTableWithoutBackfills: `pgq status -o table` leaves the
+// backfills section out when there are none (it printed a header over
+// nothing), and keeps it when there are.
+func TestStatusTableWithoutBackfills(t *testing.T) {
+	defer func(f func() time.Time) { now = f }(now)
+	now = func() time.Time { return t0 }
+	doc := statusFixture()
+	doc.Backfills = nil
+	out := string(render(t, func() error { return statusTable(stdout, doc) }))
+	if strings.Contains(out, "ROWS_ESTIMATE") || !strings.HasSuffix(out, "released\n") {
+		t.Fatalf("status without backfills:\n%s", out)
+	}
+	if out := string(render(t, func() error { return statusTable(stdout, statusFixture()) })); !strings.Contains(out, "ROWS_ESTIMATE") {
+		t.Fatalf("status with backfills has no backfills section:\n%s", out)
+	}
+}

@@ -151,7 +151,7 @@ func reloadOnHangup(s *server.Server, tlsOn bool) (stop func()) {
 		for {
 			select {
 			case <-hup:
-				_ = s.ReloadTLS() // logged by the server, at INFO or ERROR
+				_ = s.ReloadTLSFor("signal") // logged by the server, at INFO or ERROR
 			case <-done:
 				return
 			}

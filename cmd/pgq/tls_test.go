@@ -142,6 +142,9 @@ func TestTLSEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSerial(second.Cert.SerialNumber.String(), "after SIGHUP with renewed files")
+	if !strings.Contains(stderr.String(), `"msg":"TLS files reloaded","trigger":"signal"`) {
+		t.Fatalf("the SIGHUP reload is not logged with trigger signal; stderr:\n%s", stderr)
+	}
 
 	// A certificate whose key is not there yet: SIGHUP keeps the old one.
 	if _, err := set.RenewServerCertOnly("pgq-3"); err != nil {
