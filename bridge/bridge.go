@@ -135,9 +135,13 @@ type Status struct {
 	BrokerOK bool `json:"broker_ok"`
 	// RetryingSince is when the current unacknowledged batch first failed.
 	RetryingSince *time.Time `json:"retrying_since,omitempty"`
-	LastError     string     `json:"last_error,omitempty"`
-	LagRecords    uint64     `json:"lag_records"`
-	LagSeconds    float64    `json:"lag_seconds"`
+	// LastError is the last failure, kept after the bridge recovered
+	// (BrokerOK says whether it still holds); LastErrorAt is when it
+	// happened.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	LagRecords  uint64     `json:"lag_records"`
+	LagSeconds  float64    `json:"lag_seconds"`
 }
 
 // Bridge reads one consumer group and publishes every change to a broker,
@@ -697,7 +701,8 @@ func (b *Bridge) keepLease(ctx context.Context) (stop func()) {
 
 func (b *Bridge) fail(kind string, err error) {
 	b.o.Metrics.error(kind)
-	b.update(func(s *Status) { s.Errors++; s.LastError = kind + ": " + err.Error() })
+	at := time.Now().UTC()
+	b.update(func(s *Status) { s.Errors++; s.LastError, s.LastErrorAt = kind+": "+err.Error(), &at })
 }
 
 func (b *Bridge) committed() {

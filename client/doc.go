@@ -94,8 +94,9 @@
 // that wants one (CertFile, KeyFile); the files are read by New. A call
 // that fails in TLS itself (an untrusted certificate, a missing or
 // refused client certificate, http against a TLS port or https against a
-// plain one) returns an error matching ErrTLS with a hint and is not
-// retried.
+// plain one) returns a *TLSError (matching ErrTLS) with a hint naming
+// the TLSOptions fields to change (TLSError.Hint renders it with a
+// program's own names for them) and is not retried.
 //
 // # Concurrency
 //

@@ -85,28 +85,48 @@ func tlsConfig(o Options, u *url.URL) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// tlsError is a TLS failure with what to do about it.
-type tlsError struct {
-	err  error
-	hint string
+// TLSError is a call that failed in TLS itself, with what to do about
+// it (errors.Is(err, ErrTLS) holds for it). Options are the TLSOptions
+// fields whose value would end the failure (CAFile; CertFile, KeyFile),
+// none when only a change on pgq's side or of the address would; Hint
+// renders the remedy with a program's own names for them.
+type TLSError struct {
+	Err     error
+	Options []string
+	hint    string // with {Field} for each field of Options
 }
 
-func (e *tlsError) Error() string   { return e.err.Error() + " (" + e.hint + ")" }
-func (e *tlsError) Unwrap() []error { return []error{ErrTLS, e.err} }
+func (e *TLSError) Error() string   { return e.Err.Error() + " (" + e.Hint(nil) + ")" }
+func (e *TLSError) Unwrap() []error { return []error{ErrTLS, e.Err} }
+
+// Hint is what to do, naming each field of Options as name returns it
+// (nil: "TLSOptions.CAFile", the client's own terms).
+func (e *TLSError) Hint(name func(field string) string) string {
+	if name == nil {
+		name = func(f string) string { return "TLSOptions." + f }
+	}
+	h := e.hint
+	for _, f := range e.Options {
+		h = strings.ReplaceAll(h, "{"+f+"}", name(f))
+	}
+	return h
+}
 
 // tlsHint marks err, a failed request's error, as ErrTLS with a hint
 // when TLS failed; other errors come back as they are.
 func tlsHint(err error) error {
-	if hint := tlsCause(err); hint != "" {
-		return &tlsError{err: err, hint: hint}
+	if e := tlsCause(err); e != nil {
+		e.Err = err
+		return e
 	}
 	return err
 }
 
-// tlsCause says what a TLS failure means, "" for other errors. Go names
-// two cases only in its messages: an alert pgq sent (net.OpError "remote
-// error") and an https request answered in plain HTTP.
-func tlsCause(err error) string {
+// tlsCause says what a TLS failure means (a TLSError without its Err),
+// nil for other errors. Go names two cases only in its messages: an
+// alert pgq sent (net.OpError "remote error") and an https request
+// answered in plain HTTP.
+func tlsCause(err error) *TLSError {
 	var cv *tls.CertificateVerificationError
 	var rh tls.RecordHeaderError
 	var op *net.OpError
@@ -114,30 +134,33 @@ func tlsCause(err error) string {
 	case errors.As(err, &cv):
 		return verifyCause(cv.Err)
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"), errors.As(err, &rh):
-		return "pgq serves plain HTTP on this port: use an http:// address, or start pgq with --tls-cert and --tls-key"
+		return &TLSError{hint: "pgq serves plain HTTP on this port: use an http:// address, or start pgq with --tls-cert and --tls-key"}
 	case errors.As(err, &op) && op.Op == "remote error":
 		if strings.Contains(op.Err.Error(), "certificate required") {
-			return "pgq requires a client certificate signed by a CA of its --tls-client-ca (mutual TLS): give one with --client-cert and --client-key; one of another CA is not sent"
+			return &TLSError{Options: []string{"CertFile", "KeyFile"},
+				hint: "pgq requires a client certificate signed by a CA of its --tls-client-ca (mutual TLS): give one with {CertFile} and {KeyFile}; one of another CA is not sent"}
 		}
-		return "pgq refused the TLS handshake: check the client certificate (--client-cert, --client-key) against pgq's --tls-client-ca"
+		return &TLSError{Options: []string{"CertFile", "KeyFile"},
+			hint: "pgq refused the TLS handshake: check the client certificate ({CertFile}, {KeyFile}) against pgq's --tls-client-ca"}
 	}
-	return ""
+	return nil
 }
 
 // verifyCause explains why pgq's certificate was not accepted.
-func verifyCause(err error) string {
+func verifyCause(err error) *TLSError {
 	var ua x509.UnknownAuthorityError
 	var hn x509.HostnameError
 	var ci x509.CertificateInvalidError
 	switch {
 	case errors.As(err, &ua):
-		return "pgq's certificate is not signed by a CA this client trusts: give that CA with --ca-cert (PGQ_CA_CERT) or SSL_CERT_FILE"
+		return &TLSError{Options: []string{"CAFile"},
+			hint: "pgq's certificate is not signed by a CA this client trusts: give that CA with {CAFile} or SSL_CERT_FILE"}
 	case errors.As(err, &hn):
-		return "pgq's certificate is not for this address's host: connect by a name the certificate lists"
+		return &TLSError{hint: "pgq's certificate is not for this address's host: connect by a name the certificate lists"}
 	case errors.As(err, &ci) && ci.Reason == x509.Expired:
-		return "pgq's certificate has expired or is not valid yet (or a clock is wrong)"
+		return &TLSError{hint: "pgq's certificate has expired or is not valid yet (or a clock is wrong)"}
 	}
-	return "pgq's certificate was not accepted"
+	return &TLSError{hint: "pgq's certificate was not accepted"}
 }
 
 // plainToTLS recognizes Go's answer to a plain HTTP request on a TLS
@@ -146,5 +169,5 @@ func plainToTLS(status int, body []byte) error {
 	if status != http.StatusBadRequest || !bytes.Contains(body, []byte("HTTP request to an HTTPS server")) {
 		return nil
 	}
-	return &tlsError{err: errors.New("plain HTTP sent to a TLS port"), hint: "pgq serves TLS here: use an https:// address"}
+	return &TLSError{Err: errors.New("plain HTTP sent to a TLS port"), hint: "pgq serves TLS here: use an https:// address"}
 }

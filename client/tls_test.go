@@ -116,8 +116,8 @@ func TestTLSTrustAndRefusals(t *testing.T) {
 	}
 
 	took, err := groups(t, srv.URL, client.Options{TLS: client.TLSOptions{CAFile: f.otherCAFile}})
-	if !errors.Is(err, client.ErrTLS) || !strings.Contains(err.Error(), "not signed by a CA this client trusts") || !strings.Contains(err.Error(), "--ca-cert") {
-		t.Fatalf("another CA: %v; want ErrTLS naming the untrusted CA and --ca-cert", err)
+	if !errors.Is(err, client.ErrTLS) || !strings.Contains(err.Error(), "not signed by a CA this client trusts") || !strings.Contains(err.Error(), "TLSOptions.CAFile") {
+		t.Fatalf("another CA: %v; want ErrTLS naming the untrusted CA and TLSOptions.CAFile", err)
 	}
 	if client.IsTransient(err) || took > 3*time.Second {
 		t.Fatalf("a certificate error was retried (%s, transient %v)", took, client.IsTransient(err))
@@ -146,14 +146,14 @@ func TestTLSTrustAndRefusals(t *testing.T) {
 }
 
 // TestTLSClientCertificate: a server that wants client certificates
-// refuses a client without one (ErrTLS, naming --client-cert) and takes
+// refuses a client without one (ErrTLS, naming TLSOptions.CertFile) and takes
 // the one Options.TLS names.
 func TestTLSClientCertificate(t *testing.T) {
 	f := newTLSFixture(t)
 	srv, peer := f.serve(t, true)
 	took, err := groups(t, srv.URL, client.Options{TLS: client.TLSOptions{CAFile: f.caFile}})
-	if err == nil || !errors.Is(err, client.ErrTLS) || !strings.Contains(err.Error(), "--client-cert") || took > 3*time.Second {
-		t.Fatalf("no client certificate: %v after %s; want ErrTLS at once naming --client-cert", err, took)
+	if err == nil || !errors.Is(err, client.ErrTLS) || !strings.Contains(err.Error(), "TLSOptions.CertFile") || took > 3*time.Second {
+		t.Fatalf("no client certificate: %v after %s; want ErrTLS at once naming TLSOptions.CertFile", err, took)
 	}
 	other, err := testcert.NewCA("another CA")
 	if err != nil {

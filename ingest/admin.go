@@ -36,7 +36,7 @@ func SlotLag(ctx context.Context, url, slot string) (SlotInfo, error) {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return SlotInfo{}, fmt.Errorf("%w: %v", ErrUnreachable, unwrapConnectErr(err))
+		return SlotInfo{}, connectError(err, url)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	info := SlotInfo{Slot: slot}
@@ -74,7 +74,7 @@ func DropSlot(ctx context.Context, url, slot string, force bool) error {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnreachable, unwrapConnectErr(err))
+		return connectError(err, url)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var active bool

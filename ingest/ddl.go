@@ -167,7 +167,7 @@ func publishProof(ctx context.Context, tx pgx.Tx, publication string) error {
 func withAdminTx(ctx context.Context, url, what string, f func(pgx.Tx) error) error {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return fatalf(ErrUnreachable, "cannot connect to PostgreSQL: %v", unwrapConnectErr(err))
+		return connectError(err, url)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	tx, err := conn.Begin(ctx)

@@ -5,7 +5,7 @@
 //
 // Before streaming, a normal connection checks the server and fails with a
 // FatalError wrapping one of the sentinel errors (ErrUnreachable,
-// ErrWALLevel, ErrSlotMissing, ErrSlotPlugin, ErrSlotInUse, ErrPubMissing,
+// ErrAuth, ErrWALLevel, ErrSlotMissing, ErrSlotPlugin, ErrSlotInUse, ErrPubMissing,
 // ErrPrivilege, ErrConfig): pgq exits with one line instead of looping.
 // --create-slot and --create-publication create what is missing; every
 // identifier is quoted or passed as a parameter, and slot names are

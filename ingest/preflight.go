@@ -19,6 +19,9 @@ import (
 var (
 	ErrConfig      = errors.New("configuration error")
 	ErrUnreachable = errors.New("server unreachable")
+	// ErrAuth: the server refused the connection's credentials (a wrong
+	// password, no pg_hba.conf entry, no such role).
+	ErrAuth        = errors.New("authentication failed")
 	ErrWALLevel    = errors.New("wal_level is not logical")
 	ErrSlotMissing = errors.New("replication slot does not exist")
 	ErrSlotPlugin  = errors.New("replication slot uses another plugin")
@@ -93,11 +96,8 @@ func preflight(ctx context.Context, cfg *pgx.ConnConfig, o *Options, firstStart 
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000" || pgErr.Code == "3D000") {
-			return info, nil, fatalf(ErrUnreachable, "cannot connect: %s", pgErr.Message)
-		}
-		if firstStart {
-			return info, nil, fatalf(ErrUnreachable, "cannot connect to PostgreSQL: %v", unwrapConnectErr(err))
+		if firstStart || errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000" || pgErr.Code == "3D000") {
+			return info, nil, connectError(err, cfg.ConnString())
 		}
 		return info, nil, fmt.Errorf("ingest: connect: %w", err)
 	}

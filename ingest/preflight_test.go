@@ -57,7 +57,7 @@ func TestPreflightErrors(t *testing.T) {
 		args       []string
 	}{
 		{"unreachable", "server unreachable", base(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", port), ok, "pf_pub")},
-		{"unknown role", "server unreachable", base(noUser, ok, "pf_pub")},
+		{"unknown role", `authentication failed: role "pf_nobody" does not exist`, base(noUser, ok, "pf_pub")},
 		{"no replication privilege", `insufficient privilege: role lacks REPLICATION (ALTER ROLE ... REPLICATION; the SQL for a least-privilege role and publication: docs/running.md, "A least-privilege role")`, base(noRepl, ok, "pf_pub")},
 		// FOR ALL TABLES needs a superuser: the error points to the docs.
 		{"create publication, no privilege", `(FOR ALL TABLES needs a superuser, a table list the tables' owner with CREATE on the database; the SQL for a least-privilege role and publication: docs/running.md, "A least-privilege role")`, base(repl, ok, "pf_nopriv", "--create-publication", "all")},

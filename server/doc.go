@@ -12,8 +12,10 @@
 // catches up the index under DataDir/index, opens the consumer-group
 // manager and the backfill store (DataDir/backfill), prepares ingest, and
 // listens on Options.Listen with the HTTP API of package httpapi
-// (Options.WrapHandler may wrap it), over TLS with Options.TLS (mutual
-// TLS with its client CAs; ReloadTLS reads the files again, keeping the
+// (Options.WrapHandler may wrap it; an address that cannot be listened
+// on, Listen's or ProbeListen's, is a *ListenError naming the field), over TLS with Options.TLS (mutual
+// TLS with its client CAs; ReloadTLS, or ReloadTLSFor naming what asked
+// for it in the log's trigger, reads the files again, keeping the
 // old ones when the new cannot be used, and with TLSOptions.ReloadInterval
 // Run does so itself when the files' contents change: tls.go). Run starts the group committer, the
 // ingest loop, the index healer, the retention loop of the consumer
@@ -26,7 +28,10 @@
 // return. Spill files of in-progress transactions live under
 // DataDir/spill. Options.FS carries every file operation of the journal,
 // the index, the coverage file, the spill files and the backfill store
-// (tests fault it), wrapped in vfsutil.OwnerOnly.
+// (tests fault it), wrapped in vfsutil.OwnerOnly. A start that fails
+// (Open's error, or Run's before it journaled anything) removes what it
+// created when DataDir was missing or empty and no group or backfill was
+// made; a DataDir that held anything is never touched (fresh.go).
 //
 // The data dir is its owner's only: it holds every change of the
 // database, the backfills' where clauses and row keys and the secret that

@@ -157,6 +157,8 @@ type Server struct {
 	closeOnce sync.Once
 	// history keeps the console's samples (console.go).
 	history *console.History
+	// dataDir is what Open found at Options.DataDir (fresh.go).
+	dataDir freshDir
 }
 
 // Open acquires the data dir and prepares every part, without streaming.
@@ -165,15 +167,16 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	found := inspectDataDir(o.DataDir, o.FS != nil)
 	o.FS = vfsutil.OwnerOnly(o.FS) // nil: vfs.Default
 	if err := o.FS.MkdirAll(o.DataDir, vfsutil.DirMode); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
 	tightenDataDir(o.DataDir, o.Logger)
-	s := &Server{o: o, Registry: prometheus.NewRegistry()}
+	s := &Server{o: o, Registry: prometheus.NewRegistry(), dataDir: found}
 	for _, step := range []func(context.Context) error{s.openStores, s.openConsumers, s.registerMetrics, s.openIngest, s.registerIngestMetrics, s.openHTTP} {
 		if err := step(ctx); err != nil {
-			s.closeStores()
+			s.closeFailed()
 			return nil, err
 		}
 	}
@@ -330,7 +333,7 @@ func (s *Server) openHTTP(context.Context) error {
 	}
 	l, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.Listen, err)
+		return &ListenError{Option: "Listen", Addr: o.Listen, Err: err}
 	}
 	s.listener = l
 	if err := s.checkExposed(l.Addr()); err != nil { // tls.go
@@ -440,7 +443,7 @@ var probeLimits = httpapi.Limits{MaxConns: 16, ProbeConns: 1, HeaderTimeout: 5 *
 func (s *Server) openProbes(api *httpapi.API) error {
 	l, err := net.Listen("tcp", s.o.ProbeListen)
 	if err != nil {
-		return fmt.Errorf("listen on %s (--probe-listen): %w", s.o.ProbeListen, err)
+		return &ListenError{Option: "ProbeListen", Addr: s.o.ProbeListen, Err: err}
 	}
 	lim := probeLimits
 	srv, err := httpapi.NewServer(api.ProbeHandler(), lim)
@@ -604,8 +607,23 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = s.probes.Shutdown(shutCtx)
 	}
 	stopBackfills()
-	s.closeStores()
+	if err != nil {
+		s.closeFailed()
+	} else {
+		s.closeStores()
+	}
 	return err
+}
+
+// closeFailed closes the stores of a start that failed, and removes what
+// it created in a data dir that was missing or empty when nothing was
+// journaled (fresh.go): a failed first start leaves no skeleton.
+func (s *Server) closeFailed() {
+	unused := s.unused()
+	s.closeStores()
+	if unused {
+		s.removeUnused()
+	}
 }
 
 // Close releases what Open acquired (the listener, the stores and the

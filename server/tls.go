@@ -149,11 +149,11 @@ func (r *certReloader) config() *tls.Config {
 
 // Reload reads the files again. On an error the files read before stay in
 // use (a half-written renewal must not take the API down) and the error
-// is logged at ERROR and returned.
-func (r *certReloader) Reload() error {
+// is logged at ERROR and returned; trigger says who asked for it.
+func (r *certReloader) Reload(trigger string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.reloadLocked(r.o.fingerprint(), "request")
+	return r.reloadLocked(r.o.fingerprint(), trigger)
 }
 
 // ReloadIfChanged reloads the files when their fingerprint differs from
@@ -258,11 +258,15 @@ func (r *certReloader) collectors() []prometheus.Collector {
 // open ones keep theirs. When the new files are bad (missing, a key that
 // does not match, a half-written renewal) the old ones stay in use and the
 // error is logged at ERROR and returned. ErrNoTLS without TLS.
-func (s *Server) ReloadTLS() error {
+func (s *Server) ReloadTLS() error { return s.ReloadTLSFor("request") }
+
+// ReloadTLSFor is ReloadTLS, logging trigger as what asked for it
+// (ReloadTLS's is "request"; pgq run's SIGHUP is "signal").
+func (s *Server) ReloadTLSFor(trigger string) error {
 	if s.tls == nil {
 		return ErrNoTLS
 	}
-	return s.tls.Reload()
+	return s.tls.Reload(trigger)
 }
 
 // openTLS reads Options.TLS's files and registers the TLS metrics; a

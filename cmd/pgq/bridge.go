@@ -243,6 +243,9 @@ func (f *BridgeFlags) run(ctx context.Context, log *slog.Logger, p bridge.Publis
 	for _, set := range opts {
 		set(&o)
 	}
+	if err := checkListen("--listen", f.Listen); err != nil {
+		return usage(err)
+	}
 	b, err := bridge.New(o)
 	if err != nil {
 		return err

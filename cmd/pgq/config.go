@@ -47,7 +47,8 @@ func configResolver(data []byte) (*fileResolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkKeys(data); err != nil {
+	lines, err := checkKeys(data)
+	if err != nil {
 		return nil, err
 	}
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
@@ -57,35 +58,38 @@ func configResolver(data []byte) (*fileResolver, error) {
 	if err := json.Unmarshal(js, &values); err != nil {
 		return nil, fmt.Errorf("want a map of flag names to values: %w", err)
 	}
-	return &fileResolver{values: values}, nil
+	return &fileResolver{values: values, lines: lines}, nil
 }
 
 // checkKeys refuses the keys a map would hide: one given twice (also as
 // pg-url and pg_url, which name one flag), of which the map keeps only the
 // last, and config, which cannot take effect (the file is already being
-// read). It walks the YAML nodes for their line numbers.
-func checkKeys(data []byte) error {
+// read). It walks the YAML nodes for their line numbers, and returns the
+// line of each key.
+func checkKeys(data []byte) (map[string]int, error) {
 	var doc yaml3.Node
 	if err := yaml3.Unmarshal(data, &doc); err != nil {
-		return err
+		return nil, err
 	}
 	if doc.Kind != yaml3.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml3.MappingNode {
-		return nil // empty, or not a map: configResolver says so
+		return nil, nil // empty, or not a map: configResolver says so
 	}
+	lines := map[string]int{}
 	m := doc.Content[0]
 	seen := map[string]*yaml3.Node{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k := m.Content[i]
 		name := strings.ReplaceAll(k.Value, "_", "-")
 		if name == "config" {
-			return fmt.Errorf("line %d: key %s: a config file cannot name another (give --config or PGQ_CONFIG once)", k.Line, k.Value)
+			return nil, fmt.Errorf("line %d: key %s: a config file cannot name another (give --config or PGQ_CONFIG once)", k.Line, k.Value)
 		}
 		if first, dup := seen[name]; dup {
-			return fmt.Errorf("line %d: key %s repeats %s of line %d (give each flag once)", k.Line, k.Value, first.Value, first.Line)
+			return nil, fmt.Errorf("line %d: key %s repeats %s of line %d (give each flag once)", k.Line, k.Value, first.Value, first.Line)
 		}
 		seen[name] = k
+		lines[k.Value] = k.Line
 	}
-	return nil
+	return lines, nil
 }
 
 // fileResolver resolves a flag from the file's key of the same name, with
@@ -94,6 +98,7 @@ type fileResolver struct {
 	// values is open-ended: any flag's name to a value of that flag's
 	// type, as the file gives it (kong converts it), so no struct fits.
 	values map[string]any
+	lines  map[string]int // each key's line
 }
 
 // Resolve implements kong.Resolver.
@@ -134,11 +139,18 @@ func (r *fileResolver) Validate(app *kong.Application) error {
 			unknown = append(unknown, k)
 		}
 	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return fmt.Errorf("--config: unknown keys %s (keys are pgq run's flag names, e.g. pg-url)", strings.Join(unknown, ", "))
+	if len(unknown) == 0 {
+		return nil
 	}
-	return nil
+	sort.Slice(unknown, func(i, j int) bool { return r.lines[unknown[i]] < r.lines[unknown[j]] })
+	if len(unknown) == 1 {
+		return fmt.Errorf("--config: line %d: unknown key %s (keys are pgq run's flag names, e.g. pg-url)", r.lines[unknown[0]], unknown[0])
+	}
+	named := make([]string, len(unknown))
+	for i, k := range unknown {
+		named[i] = fmt.Sprintf("%s (line %d)", k, r.lines[k])
+	}
+	return fmt.Errorf("--config: unknown keys %s; keys are pgq run's flag names, e.g. pg-url", strings.Join(named, ", "))
 }
 
 // envResolver resolves a flag from its environment variables.

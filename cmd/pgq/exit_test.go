@@ -125,7 +125,9 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"repeated key in JSON", run(writeFile(t, dir, "dup.json", `{"pg-url": "postgres://127.0.0.1:1/x", "publication": "p",`+"\n"+`"slot": "a", "slot": "b"}`)), nil, exitUsage, "line 2: key slot repeats slot of line 2"},
 		{"config key", run(writeFile(t, dir, "nested.yaml", base+"slot: a\nconfig: other.yaml\n")), nil, exitUsage, "line 4: key config: a config file cannot name another"},
 		{"config key through PGQ_CONFIG", []string{"run", "--data-dir", dir}, []string{"PGQ_CONFIG=" + writeFile(t, dir, "env.yaml", "config: x.yaml\n"+base)}, exitUsage, "line 1: key config"},
-		{"unknown key", run(writeFile(t, dir, "typo.yaml", base+"slott: a\n")), nil, exitUsage, "unknown keys slott"},
+		{"unknown key", run(writeFile(t, dir, "typo.yaml", base+"slott: a\n")), nil, exitUsage, "line 3: unknown key slott"},
+		{"unknown keys", run(writeFile(t, dir, "typos.yaml", "zzz: 1\n"+base+"slott: a\n")), nil, exitUsage, "unknown keys zzz (line 1), slott (line 4)"},
+		{"unknown key in JSON", run(writeFile(t, dir, "typo.json", `{"pg-url": "postgres://127.0.0.1:1/x", "publication": "p",`+"\n"+`"slott": "a"}`)), nil, exitUsage, "line 2: unknown key slott"},
 		{"bad YAML", run(writeFile(t, dir, "bad.yaml", base+"slot: [a\n")), nil, exitUsage, "--config"},
 		{"missing file", run(filepath.Join(dir, "nope.yaml")), nil, exitUsage, "nope.yaml"},
 	})

@@ -146,7 +146,7 @@ listen: 127.0.0.1:7000
 		t.Fatalf("defaults under a file: %d %s", r.MaxRecordBytes, r.StatusInterval.D())
 	}
 	write("pg-url: x\nslott: typo\n")
-	if _, err := parse("--slot", "s", "--publication", "p", "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "unknown keys slott") {
+	if _, err := parse("--slot", "s", "--publication", "p", "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "line 2: unknown key slott") {
 		t.Fatalf("unknown key: %v", err)
 	}
 	write("pg-url: [unclosed\n")

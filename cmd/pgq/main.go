@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -89,6 +91,7 @@ func main() {
 	err = kctx.Run()
 	stop()
 	if err != nil {
+		err = apiUnreachable(err, kctx)
 		code := exitCode(err)
 		if code == exitUsage {
 			exitHint(err, code, kctx)
@@ -229,5 +232,62 @@ func errorLine(err error) string {
 		s = strings.ReplaceAll(s, "("+p, "(")
 	}
 	s = roundTripURL.ReplaceAllString(s, "$1 $2: ")
-	return statPath.ReplaceAllString(s, ": $1: ")
+	s = statPath.ReplaceAllString(s, ": $1: ")
+	if te := (*client.TLSError)(nil); errors.As(err, &te) {
+		s = strings.Replace(s, te.Hint(nil), te.Hint(clientTLSFlag), 1)
+	}
+	return s
+}
+
+// clientTLSFlag is the flag of a client.TLSOptions field.
+func clientTLSFlag(field string) string {
+	switch field {
+	case "CAFile":
+		return "--ca-cert (PGQ_CA_CERT)"
+	case "CertFile":
+		return "--client-cert"
+	case "KeyFile":
+		return "--client-key"
+	}
+	return "TLSOptions." + field
+}
+
+// apiUnreachable adds to a client command's error, when no pgq answered
+// at its --addr (a refused or failed dial of that address), where the
+// address comes from; other errors come back as they are.
+func apiUnreachable(err error, kctx *kong.Context) error {
+	addr, ok := flagValue(kctx, "addr")
+	var ue *url.Error
+	var op *net.OpError
+	if !ok || !errors.As(err, &ue) || !errors.As(ue.Err, &op) || op.Op != "dial" {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil || u.Host != hostPort(addr) {
+		return err // another server's (a webhook's)
+	}
+	return fmt.Errorf("%w (no pgq answers at %s: start it, or give its address with --addr or PGQ_ADDR)", err, u.Host)
+}
+
+// hostPort is the host:port of an --addr, a URL or host:port.
+func hostPort(addr string) string {
+	if u, err := url.Parse(addr); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return addr
+}
+
+// flagValue is the value of the selected command's flag name, if it has
+// one.
+func flagValue(kctx *kong.Context, name string) (string, bool) {
+	if kctx == nil {
+		return "", false
+	}
+	for _, f := range kctx.Flags() {
+		if f.Name == name {
+			v, ok := kctx.FlagValue(f).(string)
+			return v, ok
+		}
+	}
+	return "", false
 }

@@ -104,6 +104,11 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		logger.Debug("data dir locked", "error", err)
 		return fmt.Errorf("another pgq uses this data dir (%s): stop it, or give this one its own --data-dir", c.DataDir)
 	}
+	var le *server.ListenError
+	if errors.As(err, &le) {
+		flag := map[string]string{"Listen": "--listen (PGQ_LISTEN)", "ProbeListen": "--probe-listen (PGQ_PROBE_LISTEN)"}[le.Option]
+		return fmt.Errorf("cannot listen on %s, the address of %s: %w", le.Addr, flag, le.Reason())
+	}
 	if err != nil {
 		return err
 	}

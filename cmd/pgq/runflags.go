@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -39,6 +41,12 @@ func (c *RunCmd) Validate(kctx *kong.Context) error {
 	if c.ReceiveCoalesce < 0 {
 		return errors.New("--receive-coalesce is negative")
 	}
+	if err := checkListen("--listen", c.Listen); err != nil {
+		return err
+	}
+	if err := checkListen("--probe-listen", c.ProbeListen); err != nil {
+		return err
+	}
 	if err := c.validateHold(); err != nil {
 		return err
 	}
@@ -52,6 +60,29 @@ func (c *RunCmd) Validate(kctx *kong.Context) error {
 		// Read as "do not create", an empty value would leave a missing
 		// publication missing although creating it was asked for.
 		return errors.New(`--create-publication is empty: want all or schema.table,... (leave it out not to create a publication)`)
+	}
+	return nil
+}
+
+// checkListen refuses a listen address net.Listen could never take: not
+// HOST:PORT, or a port that is neither a number up to 65535 nor a service
+// name ("" is a flag left out).
+func checkListen(flag, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: want HOST:PORT (e.g. 127.0.0.1:5480)", flag, addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 64); err == nil {
+		if n > 65535 {
+			return fmt.Errorf("%s %s: port %d is out of range: want 0 to 65535", flag, addr, n)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%s %s: port %q is not a number or a service name", flag, addr, port)
 	}
 	return nil
 }
@@ -120,7 +151,7 @@ func reloadOnHangup(s *server.Server, tlsOn bool) (stop func()) {
 		for {
 			select {
 			case <-hup:
-				_ = s.ReloadTLS() // logged by the server, at INFO or ERROR
+				_ = s.ReloadTLSFor("signal") // logged by the server, at INFO or ERROR
 			case <-done:
 				return
 			}

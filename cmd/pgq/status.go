@@ -59,7 +59,8 @@ func (c *StatusCmd) Run(ctx context.Context) error {
 }
 
 // statusTable prints the status at a glance: ingest and the slot, the
-// journal and the index, then a table of the groups and of the backfills.
+// journal and the index, then a table of the groups and, when there are
+// any, of the backfills.
 func statusTable(w io.Writer, doc statusDoc) error {
 	st := doc.Status
 	state := "streaming"
@@ -91,6 +92,9 @@ func statusTable(w io.Writer, doc statusDoc) error {
 	}
 	if err := groupsTable(w, doc.Groups); err != nil {
 		return err
+	}
+	if len(doc.Backfills) == 0 {
+		return nil // no header over nothing: most pgqs never backfill
 	}
 	if _, err := fmt.Fprintln(w); err != nil {
 		return err

@@ -24,7 +24,7 @@ func TestUsageErrorsHint(t *testing.T) {
 	}
 	const runHint = " (see pgq run --help)"
 	cases := []exitCase{
-		{"unknown config key", run("--config", writeFile(t, dir, "typo.yaml", base+"slott: a\n")), nil, exitUsage, "unknown keys slott"},
+		{"unknown config key", run("--config", writeFile(t, dir, "typo.yaml", base+"slott: a\n")), nil, exitUsage, "line 4: unknown key slott"},
 		{"bad duration", run("--config", writeFile(t, dir, "ok.yaml", base), "--reconnect-min", "soon"), nil, exitUsage, `invalid duration "soon"`},
 		{"YAML syntax error", run("--config", writeFile(t, dir, "bad.yaml", base+"listen: [a\n")), nil, exitUsage, "yaml:"},
 		{"missing config file", run("--config", filepath.Join(dir, "nope.yaml")), nil, exitUsage, "nope.yaml"},
