@@ -97,22 +97,6 @@ func (r *Renderer) AppendCloudEventData(b []byte, tx *pgq.Transaction, i int) []
 	return pgq.AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
 }
 
-// Binding is a CloudEvents protocol binding of the binary content mode:
-// it decides the header names.
-type Binding uint8
-
-// The bindings.
-const (
-	// HTTP: "ce-" headers, the data's type in Content-Type, values
-	// percent-encoded.
-	HTTP Binding = iota
-	// NATS: "ce-" headers for every attribute, datacontenttype included,
-	// values percent-encoded.
-	NATS
-	// Kafka: "ce_" headers, the data's type in content-type.
-	Kafka
-)
-
 // Headers returns the binary-mode headers of a: name/value pairs, in a
 // fixed order. The message's body is the data (AppendCloudEventData).
 func (a Attributes) Headers(bind Binding) [][2]string {
