@@ -149,10 +149,10 @@ type Message struct {
 	Headers [][2]string
 }
 
-// Rewrites reports whether the renderer's format replaces a bridge's
-// messages (AppendMessage): false for pgq's own format, whose messages
+// Rewrites reports whether the format replaces a bridge's messages
+// (Renderer.AppendMessage): false for pgq's own format, whose messages
 // are the bridge's wire format.
-func (r *Renderer) Rewrites() bool { return table[r.f].message != nil }
+func (s Spec) Rewrites() bool { return s.message != nil }
 
 // AppendMessage appends change i of tx as a broker message of binding
 // bind to b and returns b grown and the message, whose Payload and Key

@@ -2,6 +2,7 @@ package format_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -45,5 +46,59 @@ func TestTable(t *testing.T) {
 	}
 	if s := format.Format(200).Spec(); s.Name != "" {
 		t.Errorf("an invalid format has a row: %+v", s)
+	}
+}
+
+// TestAppendMessage: what a broker binding gets of each change is what
+// the bridge built before it asked the format (the events as one JSON
+// value and Debezium's key unless null; CloudEvents' data and headers in
+// the binary bindings, the whole event in Structured; nothing in pgq's).
+func TestAppendMessage(t *testing.T) {
+	tx := eventsTx()
+	o := format.Options{Database: "shop", Slot: "s", Now: fixedNow}
+	for _, s := range format.Formats() {
+		for _, bind := range []format.Binding{format.HTTP, format.NATS, format.Kafka, format.Structured} {
+			r, err := format.New(s.Format, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := format.New(s.Format, o) // renders the expected bytes
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Format == format.PGQ && s.Rewrites() {
+				t.Fatal("pgq's format rewrites the bridge's messages")
+			}
+			var b []byte
+			for i := range tx.Changes {
+				var m format.Message
+				b, m = r.AppendMessage(b, tx, i, bind)
+				var payload, key []byte
+				var headers [][2]string
+				switch s.Format {
+				case format.Debezium:
+					payload = want.AppendChangeEvents(nil, tx, i)
+					if want.Events(tx, i) > 0 {
+						if k := want.AppendDebeziumKey(nil, tx, i, 0); string(k) != "null" {
+							key = k
+						}
+					}
+				case format.CloudEvents:
+					if bind == format.Structured {
+						payload = want.AppendCloudEvent(nil, tx, i)
+					} else {
+						payload = want.AppendCloudEventData(nil, tx, i)
+						headers = want.CloudEventAttributes(tx, i).Headers(bind)
+					}
+				}
+				if string(m.Payload) != string(payload) || string(m.Key) != string(key) || (m.Key == nil) != (key == nil) || !reflect.DeepEqual(m.Headers, headers) {
+					t.Errorf("%s, binding %d, change %d: got %s key %s headers %q, want %s key %s headers %q",
+						s.Name, bind, i, m.Payload, m.Key, m.Headers, payload, key, headers)
+				}
+				if cap(m.Payload) != len(m.Payload) || cap(m.Key) != len(m.Key) {
+					t.Errorf("%s, change %d: payload or key not capped", s.Name, i)
+				}
+			}
+		}
 	}
 }
