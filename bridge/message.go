@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // Message is one broker message: one change of a journal record.
@@ -182,7 +183,7 @@ func appendPayloadPrefix(b []byte, tx *pgq.Transaction) []byte {
 	b = append(b, `","end_lsn":"`...)
 	b = tx.EndLSN.Append(b)
 	b = append(b, `","commit_time":"`...)
-	b = pgq.AppendCommitTime(b, tx.CommitTime)
+	b = format.AppendCommitTime(b, tx.CommitTime)
 	b = append(b, `","part":`...)
 	b = strconv.AppendUint(b, uint64(tx.Part), 10)
 	b = append(b, `,"final":`...)
@@ -199,7 +200,7 @@ func appendPayloadChange(b []byte, tx *pgq.Transaction, i int) []byte {
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, int64(len(tx.Changes)), 10)
 	b = append(b, `,"change":`...)
-	b = pgq.AppendChangeJSON(b, &tx.Changes[i])
+	b = format.AppendChangeJSON(b, &tx.Changes[i])
 	return append(b, '}')
 }
 

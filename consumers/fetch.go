@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/record"
 )
@@ -42,8 +43,8 @@ type FetchRequest struct {
 	From pgq.Offset
 	// JSONValues is how a shared group's messages render json and jsonb
 	// values (zero: embedded, the JSON contract); httpapi's msgpack
-	// answers ask for pgq.JSONAsText.
-	JSONValues pgq.JSONValues
+	// answers ask for format.JSONAsText.
+	JSONValues format.JSONValues
 	// RenderChange, when set, renders each of a shared group's messages'
 	// changes (change idx of the filtered record tx) in place of pgq's
 	// JSON: httpapi's fetch in another format (package format). It runs

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
@@ -224,7 +225,7 @@ func TestCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want.Write(pgq.AppendJSON(nil, tx))
+		want.Write(format.AppendJSON(nil, tx))
 		want.WriteByte('\n')
 	}
 	out, err := run("consume", "--group", "cli", "--no-commit")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // TestAnswersCarryOrdinals: a filtered group's answers name each change
@@ -53,7 +54,7 @@ func TestAnswersCarryOrdinals(t *testing.T) {
 	var tx struct {
 		Changes []json.RawMessage `json:"changes"`
 	}
-	line := pgq.AppendJSON(nil, res.Transactions[0])
+	line := format.AppendJSON(nil, res.Transactions[0])
 	if err := json.Unmarshal(line, &tx); err != nil {
 		t.Fatalf("%v: %s", err, line)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/record"
@@ -617,7 +618,7 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 		if req.RenderChange != nil {
 			buf = req.RenderChange(buf[:0], tx, idx)
 		} else {
-			buf = pgq.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[idx], tx.Ordinal(idx), req.JSONValues)
+			buf = format.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[idx], tx.Ordinal(idx), req.JSONValues)
 		}
 		out = append(out, api.Message{Offset: off, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
 			Index: idx, Change: append([]byte(nil), buf...), Delivery: delivery, AckID: ackID})
@@ -975,12 +976,12 @@ func (g *group) settleMsgLocked(msg *sharedMsg, kind int, delay time.Duration, c
 // Parked lists a shared group's parked messages (not those requeued), in
 // commit order.
 func (m *Manager) Parked(ctx context.Context, name string) ([]api.ParkedMessage, error) {
-	return m.ParkedAs(ctx, name, pgq.JSONEmbedded)
+	return m.ParkedAs(ctx, name, format.JSONEmbedded)
 }
 
 // ParkedAs is Parked with json values of the changes rendered as jv says
-// (httpapi's msgpack answers ask for pgq.JSONAsText).
-func (m *Manager) ParkedAs(ctx context.Context, name string, jv pgq.JSONValues) ([]api.ParkedMessage, error) {
+// (httpapi's msgpack answers ask for format.JSONAsText).
+func (m *Manager) ParkedAs(ctx context.Context, name string, jv format.JSONValues) ([]api.ParkedMessage, error) {
 	g, err := m.sharedGroup(name)
 	if err != nil {
 		return nil, err
@@ -1016,7 +1017,7 @@ func (m *Manager) ParkedAs(ctx context.Context, name string, jv pgq.JSONValues) 
 		if tx == nil || p.Index >= len(tx.Changes) {
 			return nil, fmt.Errorf("consumers: group %q: parked message %d.%d is not in its record", name, p.Offset, p.Index)
 		}
-		buf = pgq.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[p.Index], tx.Ordinal(p.Index), jv)
+		buf = format.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[p.Index], tx.Ordinal(p.Index), jv)
 		id := msgID{p.Offset, p.Index}
 		out = append(out, api.ParkedMessage{Message: api.Message{Offset: p.Offset, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
 			Index: p.Index, Change: append([]byte(nil), buf...), Delivery: p.Delivery, AckID: formatAckID(id, max(p.Delivery, 1), "")},

@@ -17,7 +17,7 @@ type Format uint8
 // The formats. The zero value is pgq's own.
 const (
 	// PGQ is pgq's own JSON: a change as `pgq journal dump` writes it,
-	// with its ordinal (pgq.AppendChangeJSONOrdinal).
+	// with its ordinal (AppendChangeJSONOrdinal).
 	PGQ Format = iota
 	// Debezium is the value of a Debezium PostgreSQL connector change
 	// event, as Kafka Connect's JSON converter writes it without schemas.
@@ -155,7 +155,7 @@ type Options struct {
 	Interval IntervalMode
 	// JSONValues is how pgq-format changes (the PGQ format and the data of
 	// CloudEvents) write json and jsonb values.
-	JSONValues pgq.JSONValues
+	JSONValues JSONValues
 	// Now is the clock of Debezium's top-level ts_ms, ts_us and ts_ns (the
 	// time the event was rendered); nil → time.Now.
 	Now func() time.Time
@@ -169,7 +169,7 @@ func (o *Options) Validate() error {
 	if o.Interval > IntervalString {
 		return fmt.Errorf("format: invalid interval mode %d", o.Interval)
 	}
-	if o.JSONValues != pgq.JSONEmbedded && o.JSONValues != pgq.JSONAsText {
+	if o.JSONValues != JSONEmbedded && o.JSONValues != JSONAsText {
 		return fmt.Errorf("format: invalid JSONValues %d", o.JSONValues)
 	}
 	if o.Name == "" {
@@ -254,14 +254,14 @@ func ChangeID(commit pgq.LSN, ord uint32, backfill string) string {
 }
 
 // AppendTransaction appends tx as a line of `pgq journal dump`
-// (pgq.AppendJSONAs) whose changes are rendered in the renderer's format,
+// (AppendJSONAs) whose changes are rendered in the renderer's format,
 // each as one JSON value (AppendChangeEvents). In the pgq format it is
-// exactly pgq.AppendJSONAs.
+// exactly AppendJSONAs.
 func (r *Renderer) AppendTransaction(b []byte, tx *pgq.Transaction) []byte {
 	if r.f == PGQ {
-		return pgq.AppendJSONAs(b, tx, r.o.JSONValues)
+		return AppendJSONAs(b, tx, r.o.JSONValues)
 	}
-	b = pgq.AppendJSONHead(b, tx)
+	b = AppendJSONHead(b, tx)
 	for i := range tx.Changes {
 		if i > 0 {
 			b = append(b, ',')

@@ -44,7 +44,7 @@ var table = [...]Spec{
 		Format: PGQ, Name: "pgq", Help: "pgq's own JSON",
 		ContentType: "application/json", BatchContentType: "application/json",
 		event: func(r *Renderer, b []byte, tx *pgq.Transaction, i, _ int) []byte {
-			return pgq.AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
+			return AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
 		},
 	},
 	Debezium: {

@@ -41,7 +41,7 @@ func (g *groups) fetchSharedFormat(w http.ResponseWriter, r *http.Request, req a
 
 // renderer returns a renderer of format f for one answer, json values as
 // jv says.
-func (g *groups) renderer(f format.Format, jv pgq.JSONValues) (*format.Renderer, error) {
+func (g *groups) renderer(f format.Format, jv format.JSONValues) (*format.Renderer, error) {
 	o := g.formats
 	o.JSONValues, o.Now = jv, nil
 	return format.New(f, o)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
 )
@@ -88,7 +88,7 @@ func writeSharedRecords(w http.ResponseWriter, recs []consumers.SharedRecord) {
 // appendMessagesJSON appends {"messages":[…]} and a newline, as
 // json.Marshal of api.MessagesResponse would (without its reflection and
 // the revalidation of each change); the changes are compact JSON from
-// pgq.AppendChangeJSON, ack ids and LSNs need no escaping.
+// format.AppendChangeJSON, ack ids and LSNs need no escaping.
 func appendMessagesJSON(b []byte, msgs []api.Message) []byte {
 	b = append(b, `{"messages":[`...)
 	for i, m := range msgs {
@@ -117,12 +117,12 @@ func appendMessagesJSON(b []byte, msgs []api.Message) []byte {
 }
 
 // jsonValuesFor is how changes render json values for an answer: as
-// strings of their text when it will be msgpack (see pgq.JSONAsText).
-func jsonValuesFor(msgpack bool) pgq.JSONValues {
+// strings of their text when it will be msgpack (see format.JSONAsText).
+func jsonValuesFor(msgpack bool) format.JSONValues {
 	if msgpack {
-		return pgq.JSONAsText
+		return format.JSONAsText
 	}
-	return pgq.JSONEmbedded
+	return format.JSONEmbedded
 }
 
 // settleKind is what a settle route does with a shared group's messages.

@@ -1,14 +1,16 @@
-package pgq
+package format
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/pgq-dev/pgq"
 )
 
-func tv(s string) Value { return Value{Kind: ValueText, Data: []byte(s)} }
+func tv(s string) pgq.Value { return pgq.Value{Kind: pgq.ValueText, Data: []byte(s)} }
 
-var sqlNull = Value{Kind: ValueNull}
+var sqlNull = pgq.Value{Kind: pgq.ValueNull}
 
 // TestRenderJSONNull: a json or jsonb value holding JSON's null renders as
 // null like SQL NULL, and json_null names it per image, so that the two
@@ -16,21 +18,21 @@ var sqlNull = Value{Kind: ValueNull}
 // column (the text "null") and a non-key column of a key-only old image
 // are not listed.
 func TestRenderJSONNull(t *testing.T) {
-	cols := []Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "j", TypeOID: 3802}, {Name: "js", TypeOID: 114, Key: true}, {Name: "t", TypeOID: 25}, {Name: "dj", TypeOID: 16400, BaseTypeOID: 3802}}
+	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "j", TypeOID: 3802}, {Name: "js", TypeOID: 114, Key: true}, {Name: "t", TypeOID: 25}, {Name: "dj", TypeOID: 16400, BaseTypeOID: 3802}}
 	for _, tc := range []struct {
 		name string
-		c    Change
+		c    pgq.Change
 		want string
 	}{
-		{"sql null only", Change{Op: OpInsert, Schema: "s", Table: "x", Columns: cols, New: []Value{tv("1"), sqlNull, sqlNull, tv("null"), sqlNull}},
+		{"sql null only", pgq.Change{Op: pgq.OpInsert, Schema: "s", Table: "x", Columns: cols, New: []pgq.Value{tv("1"), sqlNull, sqlNull, tv("null"), sqlNull}},
 			`{"op":"insert","schema":"s","table":"x","new":{"id":1,"j":null,"js":null,"t":"null","dj":null},"old":null}`},
-		{"json null", Change{Op: OpInsert, Schema: "s", Table: "x", Columns: cols, New: []Value{tv("1"), tv("null"), tv(" null\n"), sqlNull, tv("null")}},
+		{"json null", pgq.Change{Op: pgq.OpInsert, Schema: "s", Table: "x", Columns: cols, New: []pgq.Value{tv("1"), tv("null"), tv(" null\n"), sqlNull, tv("null")}},
 			"{\"op\":\"insert\",\"schema\":\"s\",\"table\":\"x\",\"new\":{\"id\":1,\"j\":null,\"js\": null\n,\"t\":null,\"dj\":null},\"old\":null,\"json_null\":{\"new\":[\"j\",\"js\",\"dj\"],\"old\":[]}}"},
-		{"old full", Change{Op: OpUpdate, Schema: "s", Table: "x", Columns: cols, OldKind: OldFull, New: []Value{tv("1"), tv("{}"), sqlNull, sqlNull, sqlNull}, Old: []Value{tv("1"), tv("null"), sqlNull, sqlNull, sqlNull}},
+		{"old full", pgq.Change{Op: pgq.OpUpdate, Schema: "s", Table: "x", Columns: cols, OldKind: pgq.OldFull, New: []pgq.Value{tv("1"), tv("{}"), sqlNull, sqlNull, sqlNull}, Old: []pgq.Value{tv("1"), tv("null"), sqlNull, sqlNull, sqlNull}},
 			`{"op":"update","schema":"s","table":"x","new":{"id":1,"j":{},"js":null,"t":null,"dj":null},"old":{"id":1,"j":null,"js":null,"t":null,"dj":null},"json_null":{"new":[],"old":["j"]}}`},
-		{"old key only", Change{Op: OpDelete, Schema: "s", Table: "x", Columns: cols, OldKind: OldKey, Old: []Value{tv("1"), tv("null"), tv("null"), sqlNull, sqlNull}},
+		{"old key only", pgq.Change{Op: pgq.OpDelete, Schema: "s", Table: "x", Columns: cols, OldKind: pgq.OldKey, Old: []pgq.Value{tv("1"), tv("null"), tv("null"), sqlNull, sqlNull}},
 			`{"op":"delete","schema":"s","table":"x","new":null,"old":{"id":1,"js":null},"json_null":{"new":[],"old":["js"]}}`},
-		{"json string null", Change{Op: OpInsert, Schema: "s", Table: "x", Columns: cols, New: []Value{tv("1"), tv(`"null"`), tv("[null]"), sqlNull, sqlNull}},
+		{"json string null", pgq.Change{Op: pgq.OpInsert, Schema: "s", Table: "x", Columns: cols, New: []pgq.Value{tv("1"), tv(`"null"`), tv("[null]"), sqlNull, sqlNull}},
 			`{"op":"insert","schema":"s","table":"x","new":{"id":1,"j":"null","js":[null],"t":null,"dj":null},"old":null}`},
 	} {
 		got := string(AppendChangeJSON(nil, &tc.c))
@@ -48,13 +50,13 @@ func TestRenderJSONNull(t *testing.T) {
 // a base type (a record journaled before pgq recorded it) it renders as
 // text, as it always did.
 func TestRenderDomainByBaseType(t *testing.T) {
-	cols := []Column{
+	cols := []pgq.Column{
 		{Name: "i4", TypeOID: 16385, BaseTypeOID: 23}, {Name: "i8", TypeOID: 16386, BaseTypeOID: 20},
 		{Name: "n", TypeOID: 16387, BaseTypeOID: 1700}, {Name: "b", TypeOID: 16388, BaseTypeOID: 16},
 		{Name: "j", TypeOID: 16389, BaseTypeOID: 3802}, {Name: "old", TypeOID: 16385},
 	}
-	c := Change{Op: OpInsert, Schema: "s", Table: "d", Columns: cols,
-		New: []Value{tv("-7"), tv("9223372036854775807"), tv("2.50"), tv("t"), tv(`{"a":2.50}`), tv("42")}}
+	c := pgq.Change{Op: pgq.OpInsert, Schema: "s", Table: "d", Columns: cols,
+		New: []pgq.Value{tv("-7"), tv("9223372036854775807"), tv("2.50"), tv("t"), tv(`{"a":2.50}`), tv("42")}}
 	got := string(AppendChangeJSON(nil, &c))
 	want := `{"op":"insert","schema":"s","table":"d","new":{"i4":-7,"i8":9223372036854775807,"n":"2.50","b":true,"j":{"a":2.50},"old":"42"},"old":null}`
 	if got != want {
@@ -70,10 +72,10 @@ func TestRenderDomainByBaseType(t *testing.T) {
 // writes it as a JSON string holding that text, for the msgpack answers,
 // while SQL NULL stays null and other types are unchanged.
 func TestRenderJSONAsText(t *testing.T) {
-	cols := []Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "j", TypeOID: 114}, {Name: "jb", TypeOID: 3802}, {Name: "n", TypeOID: 3802}}
-	c := Change{Op: OpInsert, Schema: "s", Table: "x", Columns: cols,
-		New: []Value{tv("1"), tv(`{"a":1,"a":2, "big":123456789012345678901234567890}`), tv("1e400"), tv("null")}}
-	tx := &Transaction{Final: true, Changes: []Change{c, {Op: OpInsert, Schema: "s", Table: "x", Columns: cols, New: []Value{tv("2"), sqlNull, tv("2.50"), tv(`"s"`)}}}}
+	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "j", TypeOID: 114}, {Name: "jb", TypeOID: 3802}, {Name: "n", TypeOID: 3802}}
+	c := pgq.Change{Op: pgq.OpInsert, Schema: "s", Table: "x", Columns: cols,
+		New: []pgq.Value{tv("1"), tv(`{"a":1,"a":2, "big":123456789012345678901234567890}`), tv("1e400"), tv("null")}}
+	tx := &pgq.Transaction{Final: true, Changes: []pgq.Change{c, {Op: pgq.OpInsert, Schema: "s", Table: "x", Columns: cols, New: []pgq.Value{tv("2"), sqlNull, tv("2.50"), tv(`"s"`)}}}}
 
 	emb := string(AppendJSON(nil, tx))
 	for _, want := range []string{`"j":{"a":1,"a":2, "big":123456789012345678901234567890}`, `"jb":1e400`, `"jb":2.50`, `"n":"s"`, `"json_null":{"new":["n"],"old":[]}`} {
