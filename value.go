@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
+
 // ErrUnchangedTOAST is returned when a caller asks for the value of an
 // unchanged TOASTed column: PostgreSQL did not send it.
 var ErrUnchangedTOAST = errors.New("pgq: unchanged TOAST value was not sent")

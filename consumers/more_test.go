@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
-	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/server"
 	"github.com/prometheus/client_golang/prometheus/testutil"

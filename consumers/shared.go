@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
-	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/record"
 )

@@ -8,9 +8,9 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // fetchShared answers a shared group's fetch: {"messages":[…]}, each

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
-	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // The hand-written fetch answer is byte for byte json.Marshal's.
