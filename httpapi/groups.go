@@ -119,11 +119,7 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g.m.IsShared(r.PathValue("name")) {
-		if f != format.PGQ {
-			g.fetchSharedFormat(w, r, req, f)
-			return
-		}
-		g.fetchShared(w, r, req)
+		g.fetchShared(w, r, req, f)
 		return
 	}
 	mp := wantsMsgpack(r)
