@@ -62,7 +62,10 @@
 // (JSONAsText, the form the msgpack answers are converted from), NULL
 // as null, binary values base64, every other type PostgreSQL's text; a
 // domain by its base type. Commit times are RFC 3339 in UTC with up to
-// six fraction digits (CommitTime).
+// six fraction digits (CommitTime). A bridge's message in pgq's format
+// (its payload, the bridge's wire format) is the transaction's fields
+// and one change with its index, ordinal and count
+// (AppendPayloadHead, AppendPayloadChange).
 //
 // # Debezium
 //

@@ -47,6 +47,23 @@ func AppendJSON(b []byte, tx *pgq.Transaction) []byte {
 // and including the opening bracket of "changes": what every format
 // that keeps pgq's envelope (package format) shares.
 func AppendJSONHead(b []byte, tx *pgq.Transaction) []byte {
+	b = appendTxHead(b, tx)
+	if tx.Origin != "" {
+		b = append(b, `,"origin":`...)
+		b = appendString(b, tx.Origin)
+	}
+	if tx.Backfill != "" {
+		b = append(b, `,"backfill":`...)
+		b = appendString(b, tx.Backfill)
+	}
+	b = appendTxPart(b, tx)
+	return append(b, `,"changes":[`...)
+}
+
+// appendTxHead appends `{"offset":…,"xid":…,"commit_lsn":"…",
+// "end_lsn":"…","commit_time":"…"`: how a transaction's line and a
+// bridge payload (AppendPayloadHead) both start.
+func appendTxHead(b []byte, tx *pgq.Transaction) []byte {
 	b = append(b, `{"offset":`...)
 	b = strconv.AppendUint(b, uint64(tx.Offset), 10)
 	b = append(b, `,"xid":`...)
@@ -57,21 +74,41 @@ func AppendJSONHead(b []byte, tx *pgq.Transaction) []byte {
 	b = tx.EndLSN.Append(b)
 	b = append(b, `","commit_time":"`...)
 	b = AppendCommitTime(b, tx.CommitTime)
-	b = append(b, '"')
-	if tx.Origin != "" {
-		b = append(b, `,"origin":`...)
-		b = appendString(b, tx.Origin)
-	}
-	if tx.Backfill != "" {
-		b = append(b, `,"backfill":`...)
-		b = appendString(b, tx.Backfill)
-	}
+	return append(b, '"')
+}
+
+// appendTxPart appends `,"part":…,"final":…`.
+func appendTxPart(b []byte, tx *pgq.Transaction) []byte {
 	b = append(b, `,"part":`...)
 	b = strconv.AppendUint(b, uint64(tx.Part), 10)
 	b = append(b, `,"final":`...)
-	b = strconv.AppendBool(b, tx.Final)
-	b = append(b, `,"changes":[`...)
-	return b
+	return strconv.AppendBool(b, tx.Final)
+}
+
+// AppendPayloadHead appends the part of a bridge payload (pgq's format
+// as a broker message, the bridge's wire format: package bridge's doc)
+// shared by the changes of tx, up to and including the comma before
+// "index": the transaction's offset, xid, LSNs, commit time, part and
+// final.
+func AppendPayloadHead(b []byte, tx *pgq.Transaction) []byte {
+	return append(appendTxPart(appendTxHead(b, tx), tx), ',')
+}
+
+// AppendPayloadChange appends the rest of change i's bridge payload
+// after AppendPayloadHead: "index" (within the record), "ordinal"
+// (within the whole transaction), "count" (the record's changes) and
+// "change" (AppendChangeJSON: without its ordinal, which the payload
+// carries beside it).
+func AppendPayloadChange(b []byte, tx *pgq.Transaction, i int) []byte {
+	b = append(b, `"index":`...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, `,"ordinal":`...)
+	b = strconv.AppendUint(b, uint64(tx.Ordinal(i)), 10)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(len(tx.Changes)), 10)
+	b = append(b, `,"change":`...)
+	b = AppendChangeJSON(b, &tx.Changes[i])
+	return append(b, '}')
 }
 
 // AppendJSONAs is AppendJSON with json and jsonb values written as jv

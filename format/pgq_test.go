@@ -1,4 +1,4 @@
-package format
+package format_test
 
 import (
 	"encoding/json"
@@ -8,20 +8,21 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 func BenchmarkAppendJSON(b *testing.B) {
 	for _, n := range []int{1, 100} {
 		b.Run(fmt.Sprintf("changes=%d", n), func(b *testing.B) {
 			tx := benchTx(n)
-			buf := AppendJSON(nil, tx)
+			buf := format.AppendJSON(nil, tx)
 			if !json.Valid(buf) {
 				b.Fatalf("invalid JSON: %s", buf)
 			}
 			b.SetBytes(int64(len(buf)))
 			b.ReportAllocs()
 			for b.Loop() {
-				buf = AppendJSON(buf[:0], tx)
+				buf = format.AppendJSON(buf[:0], tx)
 			}
 		})
 	}
@@ -29,7 +30,7 @@ func BenchmarkAppendJSON(b *testing.B) {
 
 func TestAppendChangeJSONGap(t *testing.T) {
 	c := pgq.Change{Op: pgq.OpGap, FromLSN: 0x16_0000_0001, ToLSN: 0x16_B374_D848}
-	got := string(AppendChangeJSON(nil, &c))
+	got := string(format.AppendChangeJSON(nil, &c))
 	want := `{"op":"gap","from_lsn":"16/1","to_lsn":"16/B374D848"}`
 	if got != want {
 		t.Fatalf("gap JSON\n got %s\nwant %s", got, want)
@@ -42,7 +43,7 @@ func TestAppendChangeJSONGap(t *testing.T) {
 func TestAppendChangeJSONDDL(t *testing.T) {
 	c := pgq.Change{Op: pgq.OpDDL, Prefix: "pgq.ddl", Transactional: true,
 		Content: []byte(`{"command":"ALTER TABLE","object":"public.orders","schema":"public","object_type":"table","statement":"ALTER TABLE orders ADD note text"}`)}
-	got := string(AppendChangeJSON(nil, &c))
+	got := string(format.AppendChangeJSON(nil, &c))
 	want := `{"op":"ddl","command":"ALTER TABLE","object":"public.orders","schema":"public","object_type":"table","statement":"ALTER TABLE orders ADD note text"}`
 	if got != want {
 		t.Fatalf("ddl JSON\n got %s\nwant %s", got, want)
@@ -65,7 +66,7 @@ func benchTx(n int) *pgq.Transaction {
 // TestAppendJSONOrdinals: every change of a dump line carries its ordinal
 // in the whole transaction right after "op": counted from FirstOrdinal in
 // a later part, taken from Ordinals where a filter dropped changes; a
-// change rendered alone (AppendChangeJSON) has none.
+// change rendered alone (format.AppendChangeJSON) has none.
 func TestAppendJSONOrdinals(t *testing.T) {
 	ins := func(id string) pgq.Change {
 		return pgq.Change{Op: pgq.OpInsert, Schema: "s", Table: "t", Columns: []pgq.Column{{Name: "id", TypeOID: 23, Key: true}},
@@ -84,7 +85,7 @@ func TestAppendJSONOrdinals(t *testing.T) {
 		{"filtered", pgq.Transaction{Part: 1, FirstOrdinal: 41, Ordinals: []uint32{41, 4294967295}, Changes: []pgq.Change{ins("1"), ins("2")}},
 			[]string{`{"op":"insert","ordinal":41,`, `{"op":"insert","ordinal":4294967295,`}},
 	} {
-		line := string(AppendJSON(nil, &tc.tx))
+		line := string(format.AppendJSON(nil, &tc.tx))
 		if !json.Valid([]byte(line)) {
 			t.Fatalf("%s: invalid JSON: %s", tc.name, line)
 		}
@@ -100,10 +101,10 @@ func TestAppendJSONOrdinals(t *testing.T) {
 			t.Fatalf("%s: %d ordinals for %d changes: %s", tc.name, n, len(tc.tx.Changes), line)
 		}
 	}
-	if alone := string(AppendChangeJSON(nil, &gap)); strings.Contains(alone, "ordinal") {
+	if alone := string(format.AppendChangeJSON(nil, &gap)); strings.Contains(alone, "ordinal") {
 		t.Fatalf("a change alone renders an ordinal: %s", alone)
 	}
-	if got := string(AppendChangeJSONOrdinal(nil, &gap, 9, JSONEmbedded)); got != `{"op":"gap","ordinal":9,"from_lsn":"0/1","to_lsn":"0/2"}` {
+	if got := string(format.AppendChangeJSONOrdinal(nil, &gap, 9, format.JSONEmbedded)); got != `{"op":"gap","ordinal":9,"from_lsn":"0/1","to_lsn":"0/2"}` {
 		t.Fatalf("AppendChangeJSONOrdinal = %s", got)
 	}
 }
