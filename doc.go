@@ -1,6 +1,7 @@
 // Package pgq holds the domain types every pgq package shares: LSNs,
-// journal offsets, changes and committed transactions, and their rendering
-// as the JSON lines of `pgq journal dump` and `pgq consume`.
+// journal offsets, changes and committed transactions. Rendering them as
+// bytes (the JSON lines of `pgq journal dump` and `pgq consume`, and every
+// other format) is package format's.
 //
 // pgq turns a PostgreSQL logical replication slot into a durable local
 // queue: package ingest reads pgoutput (decoded by package pgoutput),
@@ -13,11 +14,10 @@
 //
 // Values are stored losslessly as PostgreSQL sent them (text form, or binary
 // for a bytea-like binary tuple) together with the column's type OID;
-// rendering to JSON or to Go values goes through pgx/v5/pgtype. In the JSON
-// lines (and every answer built from them) each change carries "ordinal",
-// its position in its whole transaction before any group filter
-// (Transaction.Ordinal): with the commit LSN it names the change the same
-// way in every journal.
+// Value.Decode turns one into a Go value through pgx/v5/pgtype. Each change
+// has an ordinal, its position in its whole transaction before any group
+// filter (Transaction.Ordinal): with the commit LSN it names the change
+// the same way in every journal.
 //
 // Types here are plain values: no locking, safe to share read-only.
 package pgq

@@ -182,9 +182,9 @@ type (
 		// next_offset of its last fetch): delivery resumes there when an
 		// answer was lost.
 		From pgq.Offset `json:"from,omitempty"`
-		// Format renders each change of the answer: "pgq" (or empty,
-		// pgq's own JSON), "debezium" or "cloudevents" (see package
-		// format). The answer keeps its envelope. Not with the records
+		// Format renders each change of the answer: a format's name
+		// from package format's table (format.Names); empty is "pgq",
+		// pgq's own JSON. The answer keeps its envelope. Not with the records
 		// media type: the Go client reads pgq's own.
 		Format string `json:"format,omitempty"`
 	}

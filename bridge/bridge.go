@@ -217,7 +217,7 @@ func New(o Options) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	fm, err := newFormatter(o.Format, o.FormatOptions, o.Publisher.Name())
+	fm, err := newFormatter(o.Format, o.FormatOptions, o.Publisher)
 	if err != nil {
 		return nil, err
 	}

@@ -147,22 +147,18 @@
 //
 // # Formats
 //
-// Options.Format renders the payloads in another format (package format);
-// ids, the pgq-* headers, subjects and the resume position stay the same:
-//
-//   - pgq (the default): the payload above.
-//   - debezium: the payload is the Debezium PostgreSQL change-event value
-//     (format.Debezium); the key is Debezium's key ({"id":42}), except
-//     where Debezium's key is null (a table without a key, a truncate,
-//     ddl, gap): there pgq's key stays, so the Kafka partition is
-//     deterministic. One message per change still: a change rendering to
-//     several Debezium events (a key-changing update, a multi-table
-//     truncate) carries them as a JSON array, one rendering to none (ddl,
-//     gap) the JSON null.
-//   - cloudevents: binary content mode: the payload is the event's data
-//     (the change in pgq's JSON) and the attributes travel as headers:
-//     ce-* on NATS (datacontenttype included), ce_* and content-type on
-//     Kafka, ce-* and Content-Type on HTTP (bridge/webhook).
+// Options.Format renders the messages in another format of package
+// format's table; ids, the pgq-* headers, subjects and the resume
+// position stay the same, and every change keeps exactly one message.
+// The bridge names no format: it asks the format what a change's message
+// is (format.Renderer.AppendMessage: its payload, its key, its headers)
+// in the publisher's binding (Binder: NATS for jetstream, Kafka for
+// kafka, the webhook's structured batches, HTTP otherwise). pgq (the
+// default) keeps the payload above; debezium carries the change's
+// Debezium value(s) keyed as Debezium keys them (pgq's key where
+// Debezium's is null, so a Kafka partition stays deterministic);
+// cloudevents the binary content mode (the change as data, the
+// attributes as ce-* or ce_* headers), the webhook the structured one.
 //
 // # Concurrency
 //

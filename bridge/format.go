@@ -7,22 +7,26 @@ import (
 	"github.com/pgq-dev/pgq/format"
 )
 
+// Binder is implemented by a Publisher that says how its broker carries
+// a message of a format (package format's bindings): the jetstream
+// publisher format.NATS, the kafka one format.Kafka, the webhook
+// format.Structured. A Publisher that is no Binder gets format.HTTP.
+type Binder interface {
+	Binding() format.Binding
+}
+
 // formatter re-renders the messages of a transaction in a format other
 // than pgq's own (Options.Format). It is used by Run's loop only.
 type formatter struct {
 	r    *format.Renderer
 	bind format.Binding
-	// structured: CloudEvents in structured mode (the whole event is the
-	// payload, no ce-* headers): the webhook's batches.
-	structured bool
 }
 
-// newFormatter returns nil for the pgq format (the payloads stay as
-// appendMessages builds them). The CloudEvents binding follows the
-// publisher: Kafka's ce_* headers for "kafka", NATS's for "jetstream",
-// HTTP's otherwise; "webhook" takes the structured mode.
-func newFormatter(f format.Format, o format.Options, broker string) (*formatter, error) {
-	if f == format.PGQ {
+// newFormatter returns nil for a format whose messages are the bridge's
+// own (pgq's: format.Spec.Rewrites is false), the payloads staying as
+// appendMessages builds them. The binding is the publisher's (Binder).
+func newFormatter(f format.Format, o format.Options, p Publisher) (*formatter, error) {
+	if s := f.Spec(); s.Name != "" && !s.Rewrites() {
 		return nil, nil
 	}
 	r, err := format.New(f, o)
@@ -30,57 +34,30 @@ func newFormatter(f format.Format, o format.Options, broker string) (*formatter,
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
 	bind := format.HTTP
-	switch broker {
-	case "kafka":
-		bind = format.Kafka
-	case "jetstream":
-		bind = format.NATS
+	if b, ok := p.(Binder); ok {
+		bind = b.Binding()
 	}
-	return &formatter{r: r, bind: bind, structured: broker == "webhook"}, nil
+	return &formatter{r: r, bind: bind}, nil
 }
 
 // apply rewrites msgs (the messages appendMessages just built for tx, one
-// per change, in order) in the renderer's format, their payloads and keys
-// appended to arena (returned, grown).
-//
-// Debezium: the payload is the change's Debezium event; a change that
-// renders to several events (a key-changing update, a multi-table
-// truncate) carries them as a JSON array, one that renders to none (ddl,
-// gap) the JSON null, so every change keeps exactly one message and its
-// stable id (the resume position). The key is the Debezium key ({"id":1});
-// where Debezium's is null (a table without a key, a truncate, ddl, gap)
-// pgq's key (AppendKey) stays, so the Kafka partition stays
-// deterministic (the resume position needs it).
-//
-// CloudEvents: binary mode, the payload the event's data (the change in
-// pgq's JSON) and the attributes in ce-* headers (ce_* on Kafka).
+// per change, in order) in the renderer's format for the publisher's
+// binding (format.Renderer.AppendMessage), their payloads and keys
+// appended to arena (returned, grown). What the format leaves out (a nil
+// key, a nil payload) stays as appendMessages built it.
 func (f *formatter) apply(msgs []Message, arena []byte, tx *pgq.Transaction) []byte {
 	for i := range msgs {
 		m := &msgs[i]
-		switch f.r.Format() {
-		case format.Debezium:
-			start := len(arena)
-			arena = f.r.AppendChangeEvents(arena, tx, m.Index)
-			m.Payload = arena[start:len(arena):len(arena)]
-			start = len(arena)
-			if f.r.Events(tx, m.Index) > 0 {
-				arena = f.r.AppendDebeziumKey(arena, tx, m.Index, 0)
-			}
-			if k := arena[start:]; len(k) == 0 || string(k) == "null" {
-				arena = arena[:start]
-			} else {
-				m.Key = arena[start:len(arena):len(arena)]
-			}
-		case format.CloudEvents:
-			start := len(arena)
-			if f.structured {
-				arena = f.r.AppendCloudEvent(arena, tx, m.Index)
-				m.Payload = arena[start:len(arena):len(arena)]
-				continue
-			}
-			arena = f.r.AppendCloudEventData(arena, tx, m.Index)
-			m.Payload = arena[start:len(arena):len(arena)]
-			m.Extra = f.r.CloudEventAttributes(tx, m.Index).Headers(f.bind)
+		var fm format.Message
+		arena, fm = f.r.AppendMessage(arena, tx, m.Index, f.bind)
+		if fm.Payload != nil {
+			m.Payload = fm.Payload
+		}
+		if fm.Key != nil {
+			m.Key = fm.Key
+		}
+		if fm.Headers != nil {
+			m.Extra = fm.Headers
 		}
 	}
 	return arena

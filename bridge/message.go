@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // Message is one broker message: one change of a journal record.
@@ -116,7 +117,7 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction, gr
 		return dst, arena, prefix
 	}
 	hdr := &txHeaders{}
-	prefix = appendPayloadPrefix(prefix[:0], tx)
+	prefix = format.AppendPayloadHead(prefix[:0], tx)
 	if arena == nil {
 		arena = make([]byte, 0, n*(len(prefix)+256))
 	}
@@ -144,7 +145,7 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction, gr
 		m.Key = arena[start:len(arena):len(arena)]
 		start = len(arena)
 		arena = append(arena, prefix...)
-		arena = appendPayloadChange(arena, tx, i)
+		arena = format.AppendPayloadChange(arena, tx, i)
 		m.Payload = arena[start:len(arena):len(arena)]
 	}
 	return dst, arena, prefix
@@ -167,40 +168,7 @@ func MessageID(commit pgq.LSN, ord uint32, backfill string) string {
 // AppendPayload appends the JSON payload of change i of tx: the
 // transaction metadata and the change as `pgq journal dump` renders it.
 func AppendPayload(b []byte, tx *pgq.Transaction, i int) []byte {
-	return appendPayloadChange(appendPayloadPrefix(b, tx), tx, i)
-}
-
-// appendPayloadPrefix appends the part of the payload shared by the
-// changes of tx, up to and including the comma before "index".
-func appendPayloadPrefix(b []byte, tx *pgq.Transaction) []byte {
-	b = append(b, `{"offset":`...)
-	b = strconv.AppendUint(b, uint64(tx.Offset), 10)
-	b = append(b, `,"xid":`...)
-	b = strconv.AppendUint(b, uint64(tx.Xid), 10)
-	b = append(b, `,"commit_lsn":"`...)
-	b = tx.CommitLSN.Append(b)
-	b = append(b, `","end_lsn":"`...)
-	b = tx.EndLSN.Append(b)
-	b = append(b, `","commit_time":"`...)
-	b = pgq.AppendCommitTime(b, tx.CommitTime)
-	b = append(b, `","part":`...)
-	b = strconv.AppendUint(b, uint64(tx.Part), 10)
-	b = append(b, `,"final":`...)
-	b = strconv.AppendBool(b, tx.Final)
-	return append(b, ',')
-}
-
-// appendPayloadChange appends the rest of change i's payload.
-func appendPayloadChange(b []byte, tx *pgq.Transaction, i int) []byte {
-	b = append(b, `"index":`...)
-	b = strconv.AppendInt(b, int64(i), 10)
-	b = append(b, `,"ordinal":`...)
-	b = strconv.AppendUint(b, uint64(tx.Ordinal(i)), 10)
-	b = append(b, `,"count":`...)
-	b = strconv.AppendInt(b, int64(len(tx.Changes)), 10)
-	b = append(b, `,"change":`...)
-	b = pgq.AppendChangeJSON(b, &tx.Changes[i])
-	return append(b, '}')
+	return format.AppendPayloadChange(format.AppendPayloadHead(b, tx), tx, i)
 }
 
 // AppendKey appends the message key of c: "schema.table" followed, for

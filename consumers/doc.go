@@ -57,10 +57,13 @@
 //
 // # Wire formats
 //
-// The HTTP encodings (JSON, msgpack, the Go client's records form) are
-// package httpapi's; FetchStream hands it records unchanged by the
-// group's filter as their journaled bytes, so the records form splices
-// them without decoding. An exclusive fetch first chooses its records
+// consumers hands out changes, never their rendering: Fetch returns
+// transactions, FetchShared and Parked return SharedMessages (the
+// filtered record and the change's index), and package httpapi renders
+// them through package format. The HTTP encodings (JSON, msgpack, the Go
+// client's records form) are httpapi's; FetchStream hands it records
+// unchanged by the group's filter as their journaled bytes, so the
+// records form splices them without decoding. An exclusive fetch first chooses its records
 // (each read once and checked, only its offset kept), then
 // RecordStream.Records reads them again one at a time as the answer is
 // written: a fetch holds one journal part at a time, whatever the

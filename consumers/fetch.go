@@ -40,15 +40,6 @@ type FetchRequest struct {
 	// lost, delivery resumes there (never below the cursor) instead of
 	// after what the server last handed out.
 	From pgq.Offset
-	// JSONValues is how a shared group's messages render json and jsonb
-	// values (zero: embedded, the JSON contract); httpapi's msgpack
-	// answers ask for pgq.JSONAsText.
-	JSONValues pgq.JSONValues
-	// RenderChange, when set, renders each of a shared group's messages'
-	// changes (change idx of the filtered record tx) in place of pgq's
-	// JSON: httpapi's fetch in another format (package format). It runs
-	// under the group's lock and must not keep tx.
-	RenderChange func(b []byte, tx *pgq.Transaction, idx int) []byte
 }
 
 // FetchResult is what a fetch delivered.

@@ -15,6 +15,7 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/server"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -224,7 +225,7 @@ func TestCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want.Write(pgq.AppendJSON(nil, tx))
+		want.Write(format.AppendJSON(nil, tx))
 		want.WriteByte('\n')
 	}
 	out, err := run("consume", "--group", "cli", "--no-commit")

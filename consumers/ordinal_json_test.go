@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // TestAnswersCarryOrdinals: a filtered group's answers name each change
 // by its ordinal in the whole transaction, not by its index after the
-// filter: a shared group's messages and parked list, and an exclusive
-// group's transactions as they render (the JSON and msgpack fetch
-// answers, `pgq consume`).
+// filter: a shared group's messages and parked list (their filtered
+// record keeps the ordinals), and an exclusive group's transactions as
+// they render (the JSON and msgpack fetch answers, `pgq consume`).
 func TestAnswersCarryOrdinals(t *testing.T) {
 	e := newSharedEnv(t, 0)
 	e.add([]pgq.Change{row("t", 1), row("u", 1), row("t", 2), row("u", 2)})
@@ -31,7 +32,7 @@ func TestAnswersCarryOrdinals(t *testing.T) {
 	msgs := e.fetch(10)
 	var got []int
 	for _, m := range msgs {
-		got = append(got, m.Index, ordinal(m.Change))
+		got = append(got, m.Index, int(m.Tx.Ordinal(m.Index)))
 	}
 	if !slices.Equal(got, []int{0, 1, 1, 3}) {
 		t.Fatalf("shared messages (index, ordinal): %v", got)
@@ -39,7 +40,7 @@ func TestAnswersCarryOrdinals(t *testing.T) {
 	n, err := e.m.Term(ctx, "jobs", []string{msgs[1].AckID})
 	mustCount(t, n, err, 1)
 	parked, err := e.m.Parked(ctx, "jobs")
-	if err != nil || len(parked) != 1 || parked[0].Index != 1 || ordinal(parked[0].Change) != 3 {
+	if err != nil || len(parked) != 1 || parked[0].Index != 1 || parked[0].Tx.Ordinal(parked[0].Index) != 3 {
 		t.Fatalf("parked: %+v, %v", parked, err)
 	}
 
@@ -53,7 +54,7 @@ func TestAnswersCarryOrdinals(t *testing.T) {
 	var tx struct {
 		Changes []json.RawMessage `json:"changes"`
 	}
-	line := pgq.AppendJSON(nil, res.Transactions[0])
+	line := format.AppendJSON(nil, res.Transactions[0])
 	if err := json.Unmarshal(line, &tx); err != nil {
 		t.Fatalf("%v: %s", err, line)
 	}

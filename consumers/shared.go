@@ -604,23 +604,36 @@ func (g *group) expireLocked(now time.Time) uint64 {
 	return seq
 }
 
+// SharedMessage is one message of a shared group as a fetch delivered
+// it (or as it lies parked): change Index of the record Tx at Offset.
+// consumers hands out changes, never their rendering (package format's,
+// httpapi's answers).
+type SharedMessage struct {
+	Offset pgq.Offset
+	// Tx is the record, after the group's filter; the messages of one
+	// record share it. Read it, never change it. nil for a parked
+	// message whose record retention removed.
+	Tx       *pgq.Transaction
+	Index    int
+	Delivery int
+	AckID    string
+}
+
+// ParkedMessage is a parked message of a shared group.
+type ParkedMessage struct {
+	SharedMessage
+	// Parked is when it was parked, Reason why.
+	Parked time.Time
+	Reason string
+}
+
 // FetchShared delivers up to req.Max messages of a shared group to
-// req.Member, waiting up to req.Wait for one, each change rendered as in
-// `pgq journal dump` (json values as req.JSONValues says).
+// req.Member, waiting up to req.Wait for one.
 // FetchSharedRecords delivers them as record bodies.
-func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest) ([]api.Message, error) {
-	var (
-		out []api.Message
-		buf []byte
-	)
+func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest) ([]SharedMessage, error) {
+	var out []SharedMessage
 	err := m.fetchShared(ctx, name, req, func(off pgq.Offset, tx *pgq.Transaction, idx, delivery int, ackID string) {
-		if req.RenderChange != nil {
-			buf = req.RenderChange(buf[:0], tx, idx)
-		} else {
-			buf = pgq.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[idx], tx.Ordinal(idx), req.JSONValues)
-		}
-		out = append(out, api.Message{Offset: off, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
-			Index: idx, Change: append([]byte(nil), buf...), Delivery: delivery, AckID: ackID})
+		out = append(out, SharedMessage{Offset: off, Tx: tx, Index: idx, Delivery: delivery, AckID: ackID})
 	})
 	if err != nil {
 		return nil, err
@@ -630,7 +643,8 @@ func (m *Manager) FetchShared(ctx context.Context, name string, req FetchRequest
 
 // deliverFunc receives each message a fetch delivers: change idx of the
 // (filtered) record tx at offset off, its delivery number and ack id. It
-// runs under the group's lock and must not keep tx.
+// runs under the group's lock. tx is the window's record, which nothing
+// changes once read: it may be kept (FetchShared hands it out), read-only.
 type deliverFunc func(off pgq.Offset, tx *pgq.Transaction, idx, delivery int, ackID string)
 
 // fetchShared is the long poll of FetchShared and FetchSharedRecords:
@@ -974,13 +988,7 @@ func (g *group) settleMsgLocked(msg *sharedMsg, kind int, delay time.Duration, c
 
 // Parked lists a shared group's parked messages (not those requeued), in
 // commit order.
-func (m *Manager) Parked(ctx context.Context, name string) ([]api.ParkedMessage, error) {
-	return m.ParkedAs(ctx, name, pgq.JSONEmbedded)
-}
-
-// ParkedAs is Parked with json values of the changes rendered as jv says
-// (httpapi's msgpack answers ask for pgq.JSONAsText).
-func (m *Manager) ParkedAs(ctx context.Context, name string, jv pgq.JSONValues) ([]api.ParkedMessage, error) {
+func (m *Manager) Parked(ctx context.Context, name string) ([]ParkedMessage, error) {
 	g, err := m.sharedGroup(name)
 	if err != nil {
 		return nil, err
@@ -999,14 +1007,13 @@ func (m *Manager) ParkedAs(ctx context.Context, name string, jv pgq.JSONValues) 
 		}
 		return cmp.Compare(a.Index, b.Index)
 	})
-	out := []api.ParkedMessage{}
-	var buf []byte
+	out := []ParkedMessage{}
 	for _, p := range parked {
 		g.mu.Lock() // readRecord reads g.st.Filter
 		tx, err := m.readRecord(g, p.Offset)
 		g.mu.Unlock()
 		if errors.Is(err, ErrOutOfRange) { // dropped by an age or size cap
-			out = append(out, api.ParkedMessage{Message: api.Message{Offset: p.Offset, Index: p.Index, Change: []byte("null"), Delivery: p.Delivery,
+			out = append(out, ParkedMessage{SharedMessage: SharedMessage{Offset: p.Offset, Index: p.Index, Delivery: p.Delivery,
 				AckID: formatAckID(msgID{p.Offset, p.Index}, max(p.Delivery, 1), "")}, Parked: time.UnixMicro(p.Parked).UTC(), Reason: p.Reason + " (record removed by retention)"})
 			continue
 		}
@@ -1016,11 +1023,9 @@ func (m *Manager) ParkedAs(ctx context.Context, name string, jv pgq.JSONValues) 
 		if tx == nil || p.Index >= len(tx.Changes) {
 			return nil, fmt.Errorf("consumers: group %q: parked message %d.%d is not in its record", name, p.Offset, p.Index)
 		}
-		buf = pgq.AppendChangeJSONOrdinal(buf[:0], &tx.Changes[p.Index], tx.Ordinal(p.Index), jv)
 		id := msgID{p.Offset, p.Index}
-		out = append(out, api.ParkedMessage{Message: api.Message{Offset: p.Offset, Xid: tx.Xid, CommitLSN: tx.CommitLSN.String(), CommitTime: tx.CommitTime.UTC(),
-			Index: p.Index, Change: append([]byte(nil), buf...), Delivery: p.Delivery, AckID: formatAckID(id, max(p.Delivery, 1), "")},
-			Parked: time.UnixMicro(p.Parked).UTC(), Reason: p.Reason})
+		out = append(out, ParkedMessage{SharedMessage: SharedMessage{Offset: p.Offset, Tx: tx, Index: p.Index, Delivery: p.Delivery,
+			AckID: formatAckID(id, max(p.Delivery, 1), "")}, Parked: time.UnixMicro(p.Parked).UTC(), Reason: p.Reason})
 	}
 	return out, nil
 }

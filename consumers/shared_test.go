@@ -126,7 +126,7 @@ func (e *sharedEnv) create(req CreateRequest) {
 	}
 }
 
-func (e *sharedEnv) fetch(max int) []api.Message {
+func (e *sharedEnv) fetch(max int) []SharedMessage {
 	e.t.Helper()
 	msgs, err := e.m.FetchShared(context.Background(), "jobs", FetchRequest{Member: "m", Max: max})
 	if err != nil {
@@ -145,7 +145,7 @@ func (e *sharedEnv) info() *api.SharedInfo {
 }
 
 // ids returns the ack ids of msgs without their run epoch.
-func ids(msgs []api.Message) []string {
+func ids(msgs []SharedMessage) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		p := strings.Split(m.AckID, ".")
@@ -155,7 +155,7 @@ func ids(msgs []api.Message) []string {
 }
 
 // full returns the ack ids of msgs.
-func full(msgs []api.Message) []string {
+func full(msgs []SharedMessage) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.AckID
@@ -188,7 +188,7 @@ func TestSharedKeysParallelAndSerial(t *testing.T) {
 	if got := ids(msgs); fmt.Sprint(got) != "[1.0.1 1.1.1 1.2.1 3.0.1]" {
 		t.Fatalf("first fetch: %v (want t:1, t:2, t:3 and u:1; t:1 at offset 2 waits)", got)
 	}
-	if string(msgs[0].Change) == "" || msgs[0].Offset != 1 || msgs[0].Delivery != 1 {
+	if msgs[0].Tx == nil || msgs[0].Offset != 1 || msgs[0].Delivery != 1 {
 		t.Fatalf("message: %+v", msgs[0])
 	}
 	if got := e.fetch(10); len(got) != 0 {

@@ -7,12 +7,12 @@ import (
 )
 
 // BenchmarkRender renders the insert of Debezium's customers example in
-// each format (pgq's own is the reference).
+// each format of the table (pgq's own is the reference).
 func BenchmarkRender(b *testing.B) {
 	tx := eventsTx()
-	for _, f := range []format.Format{format.PGQ, format.Debezium, format.CloudEvents} {
-		b.Run(f.String(), func(b *testing.B) {
-			r, err := format.New(f, format.Options{Database: "shop", Slot: "pgq"})
+	for _, s := range format.Formats() {
+		b.Run(s.Name, func(b *testing.B) {
+			r, err := format.New(s.Format, format.Options{Database: "shop", Slot: "pgq"})
 			if err != nil {
 				b.Fatal(err)
 			}

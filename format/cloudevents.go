@@ -67,7 +67,7 @@ func (r *Renderer) CloudEventAttributes(tx *pgq.Transaction, i int) Attributes {
 // AppendCloudEvent appends change i of tx as a CloudEvents 1.0 event in
 // the JSON format (structured mode): the attributes and, as "data", the
 // change in pgq's JSON with its ordinal, as the fetch answers carry it
-// (pgq.AppendChangeJSONOrdinal with the renderer's JSONValues).
+// (AppendChangeJSONOrdinal with the renderer's JSONValues).
 func (r *Renderer) AppendCloudEvent(b []byte, tx *pgq.Transaction, i int) []byte {
 	a := r.CloudEventAttributes(tx, i)
 	b = append(b, `{"specversion":"`+SpecVersion+`","id":`...)
@@ -81,7 +81,7 @@ func (r *Renderer) AppendCloudEvent(b []byte, tx *pgq.Transaction, i int) []byte
 		b = appendString(b, a.Subject)
 	}
 	b = append(b, `,"time":"`...)
-	b = pgq.AppendCommitTime(b, a.Time)
+	b = AppendCommitTime(b, a.Time)
 	b = append(b, `","datacontenttype":"`+DataContentType+`","pgqlsn":"`...)
 	b = a.LSN.Append(b)
 	b = append(b, `","pgqxid":`...)
@@ -94,24 +94,8 @@ func (r *Renderer) AppendCloudEvent(b []byte, tx *pgq.Transaction, i int) []byte
 // AppendCloudEventData appends the data of change i's event: the change
 // in pgq's JSON. With Headers it makes a binary-mode message.
 func (r *Renderer) AppendCloudEventData(b []byte, tx *pgq.Transaction, i int) []byte {
-	return pgq.AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
+	return AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
 }
-
-// Binding is a CloudEvents protocol binding of the binary content mode:
-// it decides the header names.
-type Binding uint8
-
-// The bindings.
-const (
-	// HTTP: "ce-" headers, the data's type in Content-Type, values
-	// percent-encoded.
-	HTTP Binding = iota
-	// NATS: "ce-" headers for every attribute, datacontenttype included,
-	// values percent-encoded.
-	NATS
-	// Kafka: "ce_" headers, the data's type in content-type.
-	Kafka
-)
 
 // Headers returns the binary-mode headers of a: name/value pairs, in a
 // fixed order. The message's body is the data (AppendCloudEventData).
@@ -135,7 +119,7 @@ func (a Attributes) Headers(bind Binding) [][2]string {
 		h = append(h, [2]string{prefix + "subject", enc(a.Subject)})
 	}
 	h = append(h,
-		[2]string{prefix + "time", pgq.FormatCommitTime(a.Time)},
+		[2]string{prefix + "time", CommitTime(a.Time)},
 		ct,
 		[2]string{prefix + "pgqlsn", a.LSN.String()},
 		[2]string{prefix + "pgqxid", strconv.FormatUint(uint64(a.Xid), 10)})

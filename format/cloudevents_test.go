@@ -77,11 +77,11 @@ func TestCloudEventsSchema(t *testing.T) {
 			if id := bridge.MessageID(x.CommitLSN, x.Ordinal(i), x.Backfill); got.ID != id {
 				t.Errorf("change %d: id %q, want the bridges' message id %q", i, got.ID, id)
 			}
-			if got.Type != "pgq."+c.Op.String() || got.Source != "/pgq/shop/pgq" || got.Time != pgq.FormatCommitTime(x.CommitTime) ||
+			if got.Type != "pgq."+c.Op.String() || got.Source != "/pgq/shop/pgq" || got.Time != format.CommitTime(x.CommitTime) ||
 				got.SpecVersion != "1.0" || got.DataContentType != "application/json" {
 				t.Errorf("change %d: attributes %s", i, ev)
 			}
-			if !bytes.Equal(got.Data, pgq.AppendChangeJSONOrdinal(nil, c, x.Ordinal(i), pgq.JSONEmbedded)) {
+			if !bytes.Equal(got.Data, format.AppendChangeJSONOrdinal(nil, c, x.Ordinal(i), format.JSONEmbedded)) {
 				t.Errorf("change %d: data %s, want the pgq change", i, got.Data)
 			}
 			lines.Write(ev)
@@ -129,7 +129,7 @@ func TestCloudEventsBinary(t *testing.T) {
 			t.Errorf("binding %d:\n got %q\nwant %q", bind, got, w)
 		}
 	}
-	if got := r.AppendCloudEventData(nil, tx, 0); !bytes.Equal(got, pgq.AppendChangeJSONOrdinal(nil, &tx.Changes[0], 0, pgq.JSONEmbedded)) {
+	if got := r.AppendCloudEventData(nil, tx, 0); !bytes.Equal(got, format.AppendChangeJSONOrdinal(nil, &tx.Changes[0], 0, format.JSONEmbedded)) {
 		t.Errorf("data %s", got)
 	}
 	// A message has no subject header.

@@ -1,13 +1,71 @@
-// Package format renders pgq's changes in the conventions of the
-// pipelines users already run: pgq's own JSON (`pgq journal dump`),
-// Debezium's PostgreSQL change events and CloudEvents 1.0. The HTTP
-// fetch renders with it (its body field "format"); the bridges can.
+// Package format is the one package that turns pgq's changes into
+// bytes: pgq's own JSON (a transaction as a line of `pgq journal dump`
+// and `pgq consume`, AppendJSON; a change as the fetch answers and the
+// bridges carry it, AppendChangeJSONOrdinal; values, AppendValueJSON),
+// and the conventions of the pipelines users already run: Debezium's
+// PostgreSQL change events and CloudEvents 1.0. The HTTP answers, the
+// CLI and the bridges render with it; the root package holds the domain
+// types only, and package consumers hands out changes, never their
+// rendering.
 //
 // A Renderer renders change i of a pgq.Transaction as Events(tx, i)
 // events (AppendEvent); AppendChangeEvents writes them as one JSON value
-// (null for none, an array for several). Every id the formats carry
+// (null for none, an array for several), AppendMessage as what a broker
+// binding needs (payload, key, headers). Every id the formats carry
 // derives from the commit LSN and the change's ordinal (ChangeID, the
 // bridges' message id), never from a journal offset.
+//
+// # The table of formats
+//
+// formats.go holds the one list of formats, read by everything that
+// names one (as Pebble's format_major_version.go is): Parse and String,
+// ErrUnknown's text, the CLI's --format (its enum and help are built from
+// Names and HelpList), the HTTP fetch's "format" and its error text
+// (List), the test holding openapi.json's enum to Names, the bridges
+// (Spec.Rewrites, Renderer.AppendMessage per binding) and the webhook's
+// Content-Type (Spec.BatchContentType). A row (Spec) gives:
+//
+//	name         pgq          debezium                cloudevents
+//	ContentType  app/json     app/json                app/cloudevents+json
+//	batch        app/json     app/json                app/cloudevents-batch+json
+//	events       1            0 (ddl, gap), 2 (key    1
+//	                          update), 1 per table
+//	                          (truncate), else 1
+//	broker       the bridge's payload: the event(s);  payload: the data (binary
+//	message      own message  key: Debezium's         bindings) or the event
+//	                          (bridge's if null)      (Structured); headers:
+//	                                                  ce-* / ce_* (binary)
+//
+// To add a format: a constant after the last (Format), a row in table
+// (name, help, content types, and the functions that count and append
+// its events and, when a bridge should carry it other than as pgq's
+// message, build a broker message), the renderer in a file of its own,
+// its tests here, and the docs (docs/http-api.md, the README, the enum
+// of openapi.json, which TestOpenAPIFormats holds to the table). No
+// other package changes: the CLI, the HTTP API and the bridges read the
+// table.
+//
+// # pgq's own JSON
+//
+// A transaction's line: {"offset","xid","commit_lsn","end_lsn",
+// "commit_time",["origin"],["backfill"],"part","final","changes":[…]}
+// (AppendJSONHead is its envelope up to "changes"). A change: "op", its
+// "ordinal" in the whole transaction (Transaction.Ordinal) when known,
+// then by op: a row change's "schema", "table", "new", "old" (the key
+// columns only for a key-only old image), "unchanged_toast" and
+// "json_null"; a truncate's "tables", "cascade", "restart_identity"; a
+// message's "prefix", "content" (utf8 or base64, "content_encoding"),
+// "transactional"; a ddl's "command", "object", "schema",
+// "object_type", "statement"; a gap's "from_lsn", "to_lsn". Values:
+// integer types as JSON numbers (canonical ones), bool as true/false,
+// json and jsonb embedded (JSONEmbedded) or as strings of their text
+// (JSONAsText, the form the msgpack answers are converted from), NULL
+// as null, binary values base64, every other type PostgreSQL's text; a
+// domain by its base type. Commit times are RFC 3339 in UTC with up to
+// six fraction digits (CommitTime). A bridge's message in pgq's format
+// (its payload, the bridge's wire format) is the transaction's fields
+// and one change with its index, ordinal and count
+// (AppendPayloadHead, AppendPayloadChange).
 //
 // # Debezium
 //

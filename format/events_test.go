@@ -201,7 +201,7 @@ func TestAppendTransaction(t *testing.T) {
 	tx := eventsTx()
 	tx.Origin = "o1"
 	own, _ := format.New(format.PGQ, format.Options{})
-	if got, want := own.AppendTransaction(nil, tx), pgq.AppendJSON(nil, tx); !bytes.Equal(got, want) {
+	if got, want := own.AppendTransaction(nil, tx), format.AppendJSON(nil, tx); !bytes.Equal(got, want) {
 		t.Errorf("pgq format:\n got %s\nwant %s", got, want)
 	}
 	r, _ := format.New(format.Debezium, format.Options{Now: fixedNow})
@@ -209,7 +209,7 @@ func TestAppendTransaction(t *testing.T) {
 	if err := json.Unmarshal(r.AppendTransaction(nil, tx), &got); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(pgq.AppendJSON(nil, tx), &want); err != nil {
+	if err := json.Unmarshal(format.AppendJSON(nil, tx), &want); err != nil {
 		t.Fatal(err)
 	}
 	var changes []json.RawMessage

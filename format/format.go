@@ -17,7 +17,7 @@ type Format uint8
 // The formats. The zero value is pgq's own.
 const (
 	// PGQ is pgq's own JSON: a change as `pgq journal dump` writes it,
-	// with its ordinal (pgq.AppendChangeJSONOrdinal).
+	// with its ordinal (AppendChangeJSONOrdinal).
 	PGQ Format = iota
 	// Debezium is the value of a Debezium PostgreSQL connector change
 	// event, as Kafka Connect's JSON converter writes it without schemas.
@@ -27,18 +27,18 @@ const (
 	CloudEvents
 )
 
-var names = [...]string{PGQ: "pgq", Debezium: "debezium", CloudEvents: "cloudevents"}
+// ErrUnknown is returned by Parse for a name that is no format; its
+// text names the formats of the table ("want pgq, debezium or
+// cloudevents").
+var ErrUnknown = errors.New("format: unknown format (want " + List() + ")")
 
-// ErrUnknown is returned by Parse for a name that is no format.
-var ErrUnknown = errors.New("format: unknown format (want pgq, debezium or cloudevents)")
-
-// Parse parses a format name; "" is PGQ.
+// Parse parses a format name of the table (Formats); "" is PGQ.
 func Parse(s string) (Format, error) {
 	if s == "" {
 		return PGQ, nil
 	}
-	for i, n := range names {
-		if n == s {
+	for i := range table {
+		if table[i].Name == s {
 			return Format(i), nil
 		}
 	}
@@ -47,19 +47,14 @@ func Parse(s string) (Format, error) {
 
 // String returns the format's name.
 func (f Format) String() string {
-	if int(f) < len(names) {
-		return names[f]
+	if int(f) < len(table) {
+		return table[f].Name
 	}
 	return "format(" + strconv.Itoa(int(f)) + ")"
 }
 
-// ContentType is the media type of one rendered event.
-func (f Format) ContentType() string {
-	if f == CloudEvents {
-		return "application/cloudevents+json"
-	}
-	return "application/json"
-}
+// ContentType is the media type of one rendered event (Spec.ContentType).
+func (f Format) ContentType() string { return f.Spec().ContentType }
 
 // DecimalMode says how Debezium events render numeric (and money)
 // values, as Debezium's decimal.handling.mode does.
@@ -160,7 +155,7 @@ type Options struct {
 	Interval IntervalMode
 	// JSONValues is how pgq-format changes (the PGQ format and the data of
 	// CloudEvents) write json and jsonb values.
-	JSONValues pgq.JSONValues
+	JSONValues JSONValues
 	// Now is the clock of Debezium's top-level ts_ms, ts_us and ts_ns (the
 	// time the event was rendered); nil → time.Now.
 	Now func() time.Time
@@ -174,7 +169,7 @@ func (o *Options) Validate() error {
 	if o.Interval > IntervalString {
 		return fmt.Errorf("format: invalid interval mode %d", o.Interval)
 	}
-	if o.JSONValues != pgq.JSONEmbedded && o.JSONValues != pgq.JSONAsText {
+	if o.JSONValues != JSONEmbedded && o.JSONValues != JSONAsText {
 		return fmt.Errorf("format: invalid JSONValues %d", o.JSONValues)
 	}
 	if o.Name == "" {
@@ -204,7 +199,7 @@ type Renderer struct {
 
 // New returns a Renderer of format f.
 func New(f Format, o Options) (*Renderer, error) {
-	if int(f) >= len(names) {
+	if int(f) >= len(table) {
 		return nil, fmt.Errorf("format: invalid format %d", f)
 	}
 	if err := o.Validate(); err != nil {
@@ -222,10 +217,10 @@ func (r *Renderer) Format() Format { return r.f }
 // key (a delete of the old key and a create of the new one) and one per
 // table for a truncate.
 func (r *Renderer) Events(tx *pgq.Transaction, i int) int {
-	if r.f != Debezium {
-		return 1
+	if n := table[r.f].events; n != nil {
+		return n(&tx.Changes[i])
 	}
-	return debeziumEvents(&tx.Changes[i])
+	return 1
 }
 
 // AppendEvent appends event k (0 ≤ k < Events(tx, i)) of change i of tx.
@@ -233,13 +228,7 @@ func (r *Renderer) Events(tx *pgq.Transaction, i int) int {
 // right when the renderer sees its records in order (see the package
 // doc).
 func (r *Renderer) AppendEvent(b []byte, tx *pgq.Transaction, i, k int) []byte {
-	switch r.f {
-	case Debezium:
-		return r.appendDebezium(b, tx, i, k)
-	case CloudEvents:
-		return r.AppendCloudEvent(b, tx, i)
-	}
-	return pgq.AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
+	return table[r.f].event(r, b, tx, i, k)
 }
 
 // AppendChangeEvents appends change i of tx as one JSON value: its event
@@ -247,21 +236,7 @@ func (r *Renderer) AppendEvent(b []byte, tx *pgq.Transaction, i, k int) []byte {
 // events when to several (a Debezium primary-key update or multi-table
 // truncate). This is the form of the HTTP fetch's "change" fields.
 func (r *Renderer) AppendChangeEvents(b []byte, tx *pgq.Transaction, i int) []byte {
-	n := r.Events(tx, i)
-	switch n {
-	case 0:
-		return append(b, "null"...)
-	case 1:
-		return r.AppendEvent(b, tx, i, 0)
-	}
-	b = append(b, '[')
-	for k := 0; k < n; k++ {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		b = r.AppendEvent(b, tx, i, k)
-	}
-	return append(b, ']')
+	return r.appendEvents(b, tx, i, r.Events(tx, i), table[r.f].event)
 }
 
 // ChangeID is the stable id of the change with ordinal ord in the
@@ -279,14 +254,14 @@ func ChangeID(commit pgq.LSN, ord uint32, backfill string) string {
 }
 
 // AppendTransaction appends tx as a line of `pgq journal dump`
-// (pgq.AppendJSONAs) whose changes are rendered in the renderer's format,
+// (AppendJSONAs) whose changes are rendered in the renderer's format,
 // each as one JSON value (AppendChangeEvents). In the pgq format it is
-// exactly pgq.AppendJSONAs.
+// exactly AppendJSONAs.
 func (r *Renderer) AppendTransaction(b []byte, tx *pgq.Transaction) []byte {
 	if r.f == PGQ {
-		return pgq.AppendJSONAs(b, tx, r.o.JSONValues)
+		return AppendJSONAs(b, tx, r.o.JSONValues)
 	}
-	b = pgq.AppendJSONHead(b, tx)
+	b = AppendJSONHead(b, tx)
 	for i := range tx.Changes {
 		if i > 0 {
 			b = append(b, ',')

@@ -49,7 +49,7 @@ func TestDebeziumKeepsPGQValues(t *testing.T) {
 			var own struct {
 				New map[string]json.RawMessage `json:"new"`
 			}
-			if err := json.Unmarshal(pgq.AppendChangeJSON(nil, &c), &own); err != nil {
+			if err := json.Unmarshal(format.AppendChangeJSON(nil, &c), &own); err != nil {
 				t.Fatal(err)
 			}
 			conn := rowConn(ctx, t, row.table)

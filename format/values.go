@@ -533,14 +533,17 @@ func civilFromDays(z int64) (y int64, m, d int) {
 	return y, m, d
 }
 
-// isCanonicalInt reports whether s is an integer as PostgreSQL writes one
-// (and JSON allows) within 64 bits.
-func isCanonicalInt(s string) bool {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return strconv.FormatInt(n, 10) == s
+// isCanonicalInt reports whether s is an integer as PostgreSQL writes
+// one (and JSON allows): no sign but a minus, no leading zeros, within 64
+// bits. Anything else ("+5", "007") would make the line invalid JSON or
+// change in the msgpack conversion; it renders as a string.
+func isCanonicalInt[T string | []byte](s T) bool {
+	var tmp [24]byte
+	if n, err := strconv.ParseInt(string(s), 10, 64); err == nil {
+		return string(strconv.AppendInt(tmp[:0], n, 10)) == string(s)
 	}
-	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return strconv.FormatUint(n, 10) == s
+	if n, err := strconv.ParseUint(string(s), 10, 64); err == nil {
+		return string(strconv.AppendUint(tmp[:0], n, 10)) == string(s)
 	}
 	return false
 }
@@ -566,37 +569,49 @@ const hexDigits = "0123456789abcdef"
 // as encoding/json does.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
 				b = append(b, '\\', c)
-			case c == '\n':
+			case '\n':
 				b = append(b, '\\', 'n')
-			case c == '\r':
+			case '\r':
 				b = append(b, '\\', 'r')
-			case c == '\t':
+			case '\t':
 				b = append(b, '\\', 't')
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			default:
-				b = append(b, c)
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
 			i++
+			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			b = append(b, s[i:i+size]...)
+			i += size
+			start = i
+			continue
 		}
 		i += size
 	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 

@@ -42,10 +42,12 @@
 // type; tests hold it to the document's request schemas. Answers are JSON, or msgpack when the request says
 // "Accept: application/msgpack": the same maps as the JSON, except that
 // json and jsonb values of changes are strings holding their JSON text
-// byte for byte (rendered with pgq.JSONAsText before the conversion, which
+// byte for byte (rendered with format.JSONAsText before the conversion, which
 // would otherwise parse their numbers into float64). A fetch of an
 // exclusive group renders each transaction as a line of `pgq journal
-// dump` (pgq.AppendJSON); with "Accept: application/vnd.pgq.records+msgpack"
+// dump` (format.AppendJSON), a shared group's fetch and parked list each
+// message's change (consumers hands out changes: httpapi renders them,
+// through package format, in the body's "format"); with "Accept: application/vnd.pgq.records+msgpack"
 // (the Go client) each is [offset, record body] with the journaled record
 // body spliced verbatim. That answer is written as
 // consumers.RecordStream reads the journal, one write per record, in

@@ -143,7 +143,7 @@ func reply(w http.ResponseWriter, r *http.Request, status int, v any) {
 // replyJSONShaped writes v as JSON, or as the msgpack form of that JSON
 // (so that embedded raw JSON, a shared group's changes, becomes maps, not
 // strings, and types without msgpack tags keep their JSON names). Changes
-// in v meant for msgpack must have been rendered with pgq.JSONAsText: the
+// in v meant for msgpack must have been rendered with format.JSONAsText: the
 // conversion parses numbers.
 func replyJSONShaped(w http.ResponseWriter, r *http.Request, status int, v any) {
 	b, err := json.Marshal(v)
@@ -167,7 +167,7 @@ func replyJSONShaped(w http.ResponseWriter, r *http.Request, status int, v any) 
 // jsonToMsgpack re-encodes a JSON document as msgpack: objects as maps,
 // strings byte for byte, integers as integers, other numbers as float64.
 // It is for pgq's own answers, whose only other numbers are counters and
-// rates: json and jsonb values reach it as strings (pgq.JSONAsText), so
+// rates: json and jsonb values reach it as strings (format.JSONAsText), so
 // their numbers and duplicate keys are never parsed.
 func jsonToMsgpack(js []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(js))

@@ -110,7 +110,7 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := format.Parse(req.Format)
 	if err != nil {
-		WriteError(w, api.Errorf(api.ErrBadRequest, "format %q: want pgq, debezium or cloudevents", req.Format))
+		WriteError(w, api.Errorf(api.ErrBadRequest, "format %q: want %s", req.Format, format.List()))
 		return
 	}
 	records := strings.Contains(r.Header.Get("Accept"), api.MediaRecords)
@@ -119,11 +119,7 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g.m.IsShared(r.PathValue("name")) {
-		if f != format.PGQ {
-			g.fetchSharedFormat(w, r, req, f)
-			return
-		}
-		g.fetchShared(w, r, req)
+		g.fetchShared(w, r, req, f)
 		return
 	}
 	mp := wantsMsgpack(r)

@@ -67,17 +67,17 @@ func FuzzMsgpackAnswer(f *testing.F) {
 		res := &consumers.RecordBatch{Records: []consumers.FetchedRecord{{Offset: 3, Tx: tx}}, NextOffset: 4, LastOffset: 4, Generation: 1}
 
 		var jb1, jb2 bytes.Buffer
-		own := func(jv pgq.JSONValues) *format.Renderer {
+		own := func(jv format.JSONValues) *format.Renderer {
 			rd, err := format.New(format.PGQ, format.Options{JSONValues: jv})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return rd
 		}
-		if err := writeFetch(&jb1, batchAnswer(res), formJSON, own(pgq.JSONEmbedded)); err != nil {
+		if err := writeFetch(&jb1, batchAnswer(res), formJSON, own(format.JSONEmbedded)); err != nil {
 			t.Fatalf("writeFetch JSON: %v", err)
 		}
-		if err := writeFetch(&jb2, batchAnswer(res), formMsgpack, own(pgq.JSONAsText)); err != nil {
+		if err := writeFetch(&jb2, batchAnswer(res), formMsgpack, own(format.JSONAsText)); err != nil {
 			t.Fatalf("writeFetch msgpack: %v", err)
 		}
 		mp := jb2.Bytes()
@@ -87,12 +87,12 @@ func FuzzMsgpackAnswer(f *testing.F) {
 				ts[0].(map[string]any)["changes"]
 		})
 
-		msg := func(jv pgq.JSONValues) []api.Message {
+		msg := func(jv format.JSONValues) []api.Message {
 			return []api.Message{{Offset: 3, Xid: 9, CommitLSN: "0/64", CommitTime: tx.CommitTime, Index: 1,
-				Change: pgq.AppendChangeJSONAs(nil, &tx.Changes[1], jv), Delivery: 1, AckID: "3.1.1.e"}}
+				Change: format.AppendChangeJSONAs(nil, &tx.Changes[1], jv), Delivery: 1, AckID: "3.1.1.e"}}
 		}
-		js := appendMessagesJSON(nil, msg(pgq.JSONEmbedded))
-		shaped, err := json.Marshal(api.MessagesResponse{Messages: msg(pgq.JSONAsText)})
+		js := appendMessagesJSON(nil, msg(format.JSONEmbedded))
+		shaped, err := json.Marshal(api.MessagesResponse{Messages: msg(format.JSONAsText)})
 		if err != nil {
 			t.Fatal(err)
 		}

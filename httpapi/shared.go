@@ -8,17 +8,20 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // fetchShared answers a shared group's fetch: {"messages":[…]}, each
-// change as in `pgq journal dump`. msgpack when asked for: the same maps,
-// json values as strings of their text. The records form when asked for
-// (as for an exclusive fetch: Accept naming api.MediaRecords), which the
-// Go client decodes into typed changes (writeSharedRecords).
-func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.FetchBody) {
+// change rendered in format f (one JSON value: pgq's own, as in `pgq
+// journal dump`, by default; in another format the event, null when the
+// format has none, an array when several). msgpack when asked for: the
+// same maps, json values as strings of their text. The records form when
+// asked for (as for an exclusive fetch: Accept naming api.MediaRecords;
+// pgq's format only), which the Go client decodes into typed changes
+// (writeSharedRecords).
+func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.FetchBody, f format.Format) {
 	freq := consumers.FetchRequest{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait)}
 	if strings.Contains(r.Header.Get("Accept"), api.MediaRecords) {
 		recs, err := g.m.FetchSharedRecords(r.Context(), r.PathValue("name"), freq)
@@ -30,12 +33,17 @@ func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.Fet
 		return
 	}
 	mp := wantsMsgpack(r)
-	freq.JSONValues = jsonValuesFor(mp)
-	msgs, err := g.m.FetchShared(r.Context(), r.PathValue("name"), freq)
+	rd, err := g.renderer(f, jsonValuesFor(mp))
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
+	sm, err := g.m.FetchShared(r.Context(), r.PathValue("name"), freq)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	msgs := apiMessages(sm, rd)
 	if !mp {
 		writeBody(w, http.StatusOK, "application/json", appendMessagesJSON(make([]byte, 0, 256*len(msgs)+16), msgs))
 		return
@@ -44,6 +52,35 @@ func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.Fet
 		msgs = []api.Message{}
 	}
 	replyJSONShaped(w, r, http.StatusOK, api.MessagesResponse{Messages: msgs})
+}
+
+// apiMessages renders a shared group's messages as the answers carry
+// them, each change as one JSON value of rd's format
+// (format.Renderer.AppendChangeEvents); nil for none.
+func apiMessages(msgs []consumers.SharedMessage, rd *format.Renderer) []api.Message {
+	if msgs == nil {
+		return nil
+	}
+	out := make([]api.Message, len(msgs))
+	var arena []byte
+	for i := range msgs {
+		out[i], arena = apiMessage(&msgs[i], rd, arena)
+	}
+	return out
+}
+
+// apiMessage renders m, its change appended to arena (returned, grown);
+// a message without its record (a parked one that retention removed)
+// has the change null and no transaction fields.
+func apiMessage(m *consumers.SharedMessage, rd *format.Renderer, arena []byte) (api.Message, []byte) {
+	start := len(arena)
+	if m.Tx == nil {
+		arena = append(arena, "null"...)
+		return api.Message{Offset: m.Offset, Index: m.Index, Change: arena[start:len(arena):len(arena)], Delivery: m.Delivery, AckID: m.AckID}, arena
+	}
+	arena = rd.AppendChangeEvents(arena, m.Tx, m.Index)
+	return api.Message{Offset: m.Offset, Xid: m.Tx.Xid, CommitLSN: m.Tx.CommitLSN.String(), CommitTime: m.Tx.CommitTime.UTC(),
+		Index: m.Index, Change: arena[start:len(arena):len(arena)], Delivery: m.Delivery, AckID: m.AckID}, arena
 }
 
 type (
@@ -88,7 +125,7 @@ func writeSharedRecords(w http.ResponseWriter, recs []consumers.SharedRecord) {
 // appendMessagesJSON appends {"messages":[…]} and a newline, as
 // json.Marshal of api.MessagesResponse would (without its reflection and
 // the revalidation of each change); the changes are compact JSON from
-// pgq.AppendChangeJSON, ack ids and LSNs need no escaping.
+// format.AppendChangeJSON, ack ids and LSNs need no escaping.
 func appendMessagesJSON(b []byte, msgs []api.Message) []byte {
 	b = append(b, `{"messages":[`...)
 	for i, m := range msgs {
@@ -117,12 +154,12 @@ func appendMessagesJSON(b []byte, msgs []api.Message) []byte {
 }
 
 // jsonValuesFor is how changes render json values for an answer: as
-// strings of their text when it will be msgpack (see pgq.JSONAsText).
-func jsonValuesFor(msgpack bool) pgq.JSONValues {
+// strings of their text when it will be msgpack (see format.JSONAsText).
+func jsonValuesFor(msgpack bool) format.JSONValues {
 	if msgpack {
-		return pgq.JSONAsText
+		return format.JSONAsText
 	}
-	return pgq.JSONEmbedded
+	return format.JSONEmbedded
 }
 
 // settleKind is what a settle route does with a shared group's messages.
@@ -176,12 +213,23 @@ func (g *groups) settle(kind settleKind) http.HandlerFunc {
 
 func (g *groups) parked(w http.ResponseWriter, r *http.Request) {
 	mp := wantsMsgpack(r) || r.Header.Get("Accept") == api.MediaRecords
-	ps, err := g.m.ParkedAs(r.Context(), r.PathValue("name"), jsonValuesFor(mp))
+	rd, err := g.renderer(format.PGQ, jsonValuesFor(mp))
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	replyJSONShaped(w, r, http.StatusOK, api.ParkedResponse{Parked: ps})
+	ps, err := g.m.Parked(r.Context(), r.PathValue("name"))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	out := make([]api.ParkedMessage, len(ps))
+	var arena []byte
+	for i := range ps {
+		out[i].Parked, out[i].Reason = ps[i].Parked, ps[i].Reason
+		out[i].Message, arena = apiMessage(&ps[i].SharedMessage, rd, arena)
+	}
+	replyJSONShaped(w, r, http.StatusOK, api.ParkedResponse{Parked: out})
 }
 
 func (g *groups) parkedAction(requeue bool) http.HandlerFunc {

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 	"github.com/pgq-dev/pgq/server"
@@ -134,7 +135,7 @@ func applyJournal(t *testing.T, txs []*pgq.Transaction, keys map[string][]string
 				return cc.Get(k, false)
 			}()
 			if !ok {
-				t.Fatalf("change without key %s: %s", k, pgq.AppendChangeJSON(nil, c))
+				t.Fatalf("change without key %s: %s", k, format.AppendChangeJSON(nil, c))
 			}
 			parts = append(parts, string(v.Data))
 		}
@@ -174,7 +175,7 @@ func applyJournal(t *testing.T, txs []*pgq.Transaction, keys map[string][]string
 				}
 			case pgq.OpMessage:
 				if c.Prefix == "pgq.wm" {
-					t.Fatalf("a watermark was journaled: %s", pgq.AppendChangeJSON(nil, c))
+					t.Fatalf("a watermark was journaled: %s", format.AppendChangeJSON(nil, c))
 				}
 			}
 		}

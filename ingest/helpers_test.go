@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
@@ -120,7 +121,7 @@ func dumpLines(t *testing.T, txs []*pgq.Transaction) []map[string]any {
 	var out []map[string]any
 	for _, tx := range txs {
 		var m map[string]any
-		line := pgq.AppendJSON(nil, tx)
+		line := format.AppendJSON(nil, tx)
 		if err := json.Unmarshal(line, &m); err != nil {
 			t.Fatalf("dump line is not JSON: %v\n%s", err, line)
 		}
@@ -199,7 +200,7 @@ func cleanEnv() []string {
 	return env
 }
 
-func appendJSON(tx *pgq.Transaction) []byte { return pgq.AppendJSON(nil, tx) }
+func appendJSON(tx *pgq.Transaction) []byte { return format.AppendJSON(nil, tx) }
 
 func lsnLess(t *testing.T, a, b string) bool {
 	t.Helper()

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
@@ -385,11 +386,11 @@ func TestMultiPartLayout(t *testing.T) {
 	}
 	// Dump lines carry part and final.
 	last := txs[3].parts[len(txs[3].parts)-1]
-	line := string(pgq.AppendJSON(nil, last))
+	line := string(format.AppendJSON(nil, last))
 	if want := fmt.Sprintf(`"part":%d,"final":true`, last.Part); !strings.Contains(line, want) {
 		t.Fatalf("dump line lacks %s: %.200s", want, line)
 	}
-	if line := string(pgq.AppendJSON(nil, txs[3].parts[0])); !strings.Contains(line, `"part":0,"final":false`) {
+	if line := string(format.AppendJSON(nil, txs[3].parts[0])); !strings.Contains(line, `"part":0,"final":false`) {
 		t.Fatalf("dump line of part 0 lacks part/final: %.200s", line)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // msg builds a message from a tag and big-endian fields.
@@ -284,7 +285,7 @@ func FuzzDecode(f *testing.F) {
 			if c.New != nil && len(c.New) != len(c.Columns) || c.Old != nil && len(c.Old) != len(c.Columns) {
 				t.Fatalf("tuple/column mismatch: %+v", c)
 			}
-			_ = pgq.AppendChangeJSON(nil, c)
+			_ = format.AppendChangeJSON(nil, c)
 		}
 		_ = appendRender(nil, m)
 	})

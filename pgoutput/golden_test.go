@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 var update = flag.Bool("update", false, "re-capture testdata/pgoutput from a live server and rewrite the golden files")
@@ -109,7 +110,7 @@ func TestGolden(t *testing.T) {
 
 // appendRender renders a message on one stable line.
 func appendRender(b []byte, m Message) []byte {
-	ts := pgq.FormatCommitTime
+	ts := format.CommitTime
 	switch m := m.(type) {
 	case *Begin:
 		return fmt.Appendf(b, "begin final_lsn=%s xid=%d time=%s", m.FinalLSN, m.Xid, ts(m.CommitTime))
@@ -151,7 +152,7 @@ func appendRender(b []byte, m Message) []byte {
 			b = append(b, m.MessageLSN.String()...)
 		}
 		b = append(b, ' ')
-		return pgq.AppendChangeJSON(b, &m.Change)
+		return format.AppendChangeJSON(b, &m.Change)
 	}
 	return fmt.Appendf(b, "unknown %T", m)
 }

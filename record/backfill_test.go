@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // TestBackfillRecord: a record with a backfill id round-trips (10-element
@@ -28,7 +29,7 @@ func TestBackfillRecord(t *testing.T) {
 	if ri, err := Peek(rec); err != nil || ri.EndLSN != 120 {
 		t.Fatalf("peek: %+v %v", ri, err)
 	}
-	line := string(pgq.AppendJSON(nil, &got))
+	line := string(format.AppendJSON(nil, &got))
 	if !strings.Contains(line, `"backfill":"bf1"`) || !strings.Contains(line, `{"op":"read","ordinal":0,"schema":"public","table":"t","new":{"id":1,"v":"a"},"old":null}`) {
 		t.Fatalf("json: %s", line)
 	}

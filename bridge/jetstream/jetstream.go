@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgq-dev/pgq/bridge"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // Options configure New. Zero values get the defaults noted.
@@ -237,6 +238,10 @@ func badSubjectRune(r rune) bool {
 
 // Name implements bridge.Publisher.
 func (p *Publisher) Name() string { return "jetstream" }
+
+// Binding is format.NATS: a format's headers (CloudEvents' ce-*) are NATS
+// headers (bridge.Binder).
+func (p *Publisher) Binding() format.Binding { return format.NATS }
 
 // Duplicates returns how many messages the stream acknowledged as
 // duplicates (already stored under their Nats-Msg-Id).

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/pgq-dev/pgq/bridge"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // Options configure New. Zero values get the defaults noted.
@@ -177,6 +178,10 @@ func TopicPart(s string) string {
 
 // Name implements bridge.Publisher.
 func (p *Publisher) Name() string { return "kafka" }
+
+// Binding is format.Kafka: a format's headers (CloudEvents' ce_*) are
+// Kafka record headers (bridge.Binder).
+func (p *Publisher) Binding() format.Binding { return format.Kafka }
 
 // ensureTopics creates the topics of msgs not seen yet (CreateTopics).
 func (p *Publisher) ensureTopics(ctx context.Context, msgs []bridge.Message) error {

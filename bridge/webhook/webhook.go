@@ -45,10 +45,11 @@ type Options struct {
 	// and the deprecated HeaderSignature): the decoded bytes of a whsec_
 	// secret (ParseSecret); empty → unsigned.
 	Secret []byte
-	// Format of the changes (the bridge's Options.Format, for the
-	// Content-Type): a JSON array of pgq payloads or Debezium values
-	// (application/json), or a CloudEvents JSON batch
-	// (application/cloudevents-batch+json).
+	// Format of the changes (the bridge's Options.Format), for the
+	// Content-Type: the format's batch media type
+	// (format.Spec.BatchContentType: application/json for a JSON array of
+	// pgq payloads or Debezium values, application/cloudevents-batch+json
+	// for a CloudEvents JSON batch).
 	Format format.Format
 	// BatchSize is the most changes per request; zero → 100.
 	BatchSize int
@@ -93,6 +94,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("webhook: options: URL: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("webhook: options: URL %q: want http or https", o.URL)
+	case o.Format.Spec().Name == "":
+		return fmt.Errorf("webhook: options: invalid format %d", o.Format)
 	case o.BatchSize < 0 || o.Timeout < 0 || o.MaxAttempts < 0 || o.Concurrency < 0 || o.MaxBodyMemory < 0:
 		return errors.New("webhook: options: negative limit")
 	}
@@ -138,11 +141,7 @@ func New(o Options) (*Publisher, error) {
 	if o.SpoolDir == "" {
 		o.SpoolDir = os.TempDir()
 	}
-	ct := "application/json"
-	if o.Format == format.CloudEvents {
-		ct = "application/cloudevents-batch+json"
-	}
-	p := &Publisher{o: o, ct: ct}
+	p := &Publisher{o: o, ct: o.Format.Spec().BatchContentType}
 	for range o.Concurrency {
 		p.lanes = append(p.lanes, &lane{})
 	}
@@ -151,6 +150,10 @@ func New(o Options) (*Publisher, error) {
 
 // Name is "webhook".
 func (p *Publisher) Name() string { return "webhook" }
+
+// Binding is format.Structured: each message is a whole event, batched
+// into one JSON array per request (bridge.Binder).
+func (p *Publisher) Binding() format.Binding { return format.Structured }
 
 // Publish POSTs the unacknowledged messages in order, BatchSize at a
 // time, one request at a time per lane (Options.Concurrency; one lane:

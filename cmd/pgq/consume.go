@@ -214,7 +214,7 @@ func (c *ConsumeCmd) runShared(ctx context.Context, cl *client.Client) error {
 // r is nil, else one line per event of each change as r renders it.
 func appendLines(b []byte, r *format.Renderer, tx *pgq.Transaction) []byte {
 	if r == nil {
-		return append(pgq.AppendJSON(b, tx), '\n')
+		return append(format.AppendJSON(b, tx), '\n')
 	}
 	for i := range tx.Changes {
 		for k, n := 0, r.Events(tx, i); k < n; k++ {

@@ -47,7 +47,7 @@ func TestParseDuration(t *testing.T) {
 func parseCLI(t *testing.T, args ...string) (*CLI, error) {
 	t.Helper()
 	var cli CLI
-	p, err := kong.New(&cli, kong.Vars{"version": "test"}, kong.Exit(func(int) {}))
+	p, err := kong.New(&cli, kongVars("test"), kong.Exit(func(int) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ listen: 127.0.0.1:7000
 `)
 	parse := func(args ...string) (*CLI, error) {
 		var cli CLI
-		p, err := kong.New(&cli, kong.Vars{"version": "test"}, kong.Exit(func(int) {}))
+		p, err := kong.New(&cli, kongVars("test"), kong.Exit(func(int) {}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ listen: 127.0.0.1:7000
 // environment (and so from a service's environment file).
 func TestEveryRunFlagHasAnEnv(t *testing.T) {
 	var cli CLI
-	p, err := kong.New(&cli, kong.Vars{"version": "test"})
+	p, err := kong.New(&cli, kongVars("test"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 func runCLI(t *testing.T, args ...string) error {
 	t.Helper()
 	var cli CLI
-	k, err := kong.New(&cli, kong.Name("pgq"), kong.Vars{"version": "test"})
+	k, err := kong.New(&cli, kong.Name("pgq"), kongVars("test"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/journal"
 )
 
@@ -58,7 +59,7 @@ func (c *JournalDumpCmd) Run(ctx context.Context) error {
 			}
 			n++
 			next = tx.Offset + 1
-			buf = pgq.AppendJSON(buf[:0], tx)
+			buf = format.AppendJSON(buf[:0], tx)
 			buf = append(buf, '\n')
 			_, err := w.Write(buf)
 			return err

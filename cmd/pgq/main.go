@@ -70,7 +70,7 @@ func main() {
 	k, err := kong.New(&cli,
 		kong.Name("pgq"),
 		kong.Description(description),
-		kong.Vars{"version": versionString()},
+		kongVars(versionString()),
 	)
 	if err != nil {
 		exit(err, exitRuntime) // the CLI's own definition is broken

@@ -98,7 +98,7 @@ func TestHelpAgreesWithTheProgram(t *testing.T) {
 	}
 
 	var cli CLI
-	k, err := kong.New(&cli, kong.Name("pgq"), kong.Vars{"version": "test"})
+	k, err := kong.New(&cli, kong.Name("pgq"), kongVars("test"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,231 @@
+package format
+
+import (
+	"strings"
+
+	"github.com/pgq-dev/pgq"
+)
+
+// Spec is a format's row in the table of formats: everything the CLI,
+// the HTTP API and the bridges know of a format. They read it (Formats,
+// Format.Spec, Parse, Names, List) and name no format themselves, so a
+// new format is a constant, a row here and its renderer in this package.
+type Spec struct {
+	// Format is the format the row describes.
+	Format Format
+	// Name is the format's name, as Parse, the CLI's --format and the
+	// HTTP fetch's "format" read it.
+	Name string
+	// Help says what the format is, for the CLI's help (a phrase: "pgq's
+	// own JSON").
+	Help string
+	// ContentType is the media type of one event.
+	ContentType string
+	// BatchContentType is the media type of a JSON array of events (a
+	// webhook request's body).
+	BatchContentType string
+
+	// events is how many events a change renders to; nil → 1.
+	events func(c *pgq.Change) int
+	// event appends event k of change i of tx.
+	event eventFunc
+	// message appends what binding bind needs of change i of tx as a
+	// broker message (Renderer.AppendMessage); nil → the bridge's own
+	// message (pgq's format: the bridge's wire format) stays.
+	message func(r *Renderer, b []byte, tx *pgq.Transaction, i int, bind Binding) ([]byte, Message)
+}
+
+// eventFunc appends event k of change i of tx.
+type eventFunc func(r *Renderer, b []byte, tx *pgq.Transaction, i, k int) []byte
+
+// table is the one list of formats, indexed by Format.
+var table = [...]Spec{
+	PGQ: {
+		Format: PGQ, Name: "pgq", Help: "pgq's own JSON",
+		ContentType: "application/json", BatchContentType: "application/json",
+		event: func(r *Renderer, b []byte, tx *pgq.Transaction, i, _ int) []byte {
+			return AppendChangeJSONOrdinal(b, &tx.Changes[i], tx.Ordinal(i), r.o.JSONValues)
+		},
+	},
+	Debezium: {
+		Format: Debezium, Name: "debezium",
+		Help:        "Debezium's change-event values; a bridge keys them as Debezium does",
+		ContentType: "application/json", BatchContentType: "application/json",
+		events:  debeziumEvents,
+		event:   (*Renderer).appendDebezium,
+		message: (*Renderer).appendDebeziumBrokerMessage,
+	},
+	CloudEvents: {
+		Format: CloudEvents, Name: "cloudevents",
+		Help:        "CloudEvents 1.0: the Kafka and JetStream bridges in binary mode with ce-* headers, the webhook and consume as structured JSON",
+		ContentType: "application/cloudevents+json", BatchContentType: "application/cloudevents-batch+json",
+		event: func(r *Renderer, b []byte, tx *pgq.Transaction, i, _ int) []byte {
+			return r.AppendCloudEvent(b, tx, i)
+		},
+		message: (*Renderer).appendCloudEventBrokerMessage,
+	},
+}
+
+// Formats returns the table of formats, in the order of their constants
+// (PGQ, the default, first).
+func Formats() []Spec { return append([]Spec(nil), table[:]...) }
+
+// Names returns the formats' names, in the table's order.
+func Names() []string {
+	n := make([]string, len(table))
+	for i := range table {
+		n[i] = table[i].Name
+	}
+	return n
+}
+
+// List returns the formats' names as prose: "pgq, debezium or
+// cloudevents".
+func List() string { return listOf(func(s Spec) string { return s.Name }) }
+
+// HelpList returns each format's name and Help as prose, for the CLI's
+// help: "pgq (pgq's own JSON), debezium (…) or cloudevents (…)".
+func HelpList() string {
+	return listOf(func(s Spec) string { return s.Name + " (" + s.Help + ")" })
+}
+
+// listOf joins item of each row: "a, b or c".
+func listOf(item func(Spec) string) string {
+	var sb strings.Builder
+	for i := range table {
+		switch {
+		case i == len(table)-1 && i > 0:
+			sb.WriteString(" or ")
+		case i > 0:
+			sb.WriteString(", ")
+		}
+		sb.WriteString(item(table[i]))
+	}
+	return sb.String()
+}
+
+// Spec returns the format's row in the table; an invalid Format has the
+// zero Spec.
+func (f Format) Spec() Spec {
+	if int(f) < len(table) {
+		return table[f]
+	}
+	return Spec{}
+}
+
+// Binding is how a broker carries a change as a message: the CloudEvents
+// protocol bindings of the binary content mode (which decide the header
+// names) and the structured mode of a batch of events. A bridge's
+// publisher names its binding; the format decides what the message is.
+type Binding uint8
+
+// The bindings.
+const (
+	// HTTP: "ce-" headers, the data's type in Content-Type, values
+	// percent-encoded.
+	HTTP Binding = iota
+	// NATS: "ce-" headers for every attribute, datacontenttype included,
+	// values percent-encoded.
+	NATS
+	// Kafka: "ce_" headers, the data's type in content-type.
+	Kafka
+	// Structured: each message is a whole event, no headers of the
+	// format: the webhook's JSON batches (Spec.BatchContentType).
+	Structured
+)
+
+// Message is what a binding needs of one change, as AppendMessage
+// renders it. Payload and Key are capped slices of the buffer
+// AppendMessage returned (appending to one never overwrites another).
+type Message struct {
+	// Payload is the message's body; nil → the bridge's own payload
+	// stays (pgq's format).
+	Payload []byte
+	// Key is the message's key; nil → the bridge's key stays (the
+	// format has none for the change, or it is pgq's format).
+	Key []byte
+	// Headers are the format's headers (CloudEvents' ce-* in binary
+	// mode), sent after the bridge's own; nil → none.
+	Headers [][2]string
+}
+
+// Rewrites reports whether the format replaces a bridge's messages
+// (Renderer.AppendMessage): false for pgq's own format, whose messages
+// are the bridge's wire format.
+func (s Spec) Rewrites() bool { return s.message != nil }
+
+// AppendMessage appends change i of tx as a broker message of binding
+// bind to b and returns b grown and the message, whose Payload and Key
+// point into it. Every change keeps exactly one message (and its stable
+// id, the resume position):
+//
+//   - debezium: the payload is the change's event; a change that renders
+//     to several (a key-changing update, a multi-table truncate) carries
+//     them as a JSON array, one that renders to none (ddl, gap) the JSON
+//     null. The key is Debezium's key ({"id":1}); where it is null (a
+//     table without a key, a truncate, ddl, gap) Key is nil and the
+//     bridge's key stays, so a partition stays deterministic. Every
+//     binding alike.
+//   - cloudevents: in the binary bindings (HTTP, NATS, Kafka) the payload
+//     is the event's data (the change in pgq's JSON) and the attributes
+//     are ce-* (Kafka: ce_*) headers; in Structured the payload is the
+//     whole event. The key stays the bridge's.
+//   - pgq: nothing (Rewrites is false): the bridge's message stays.
+func (r *Renderer) AppendMessage(b []byte, tx *pgq.Transaction, i int, bind Binding) ([]byte, Message) {
+	if m := table[r.f].message; m != nil {
+		return m(r, b, tx, i, bind)
+	}
+	return b, Message{}
+}
+
+func (r *Renderer) appendDebeziumBrokerMessage(b []byte, tx *pgq.Transaction, i int, _ Binding) ([]byte, Message) {
+	var m Message
+	start := len(b)
+	n := debeziumEvents(&tx.Changes[i])
+	b = r.appendEvents(b, tx, i, n, (*Renderer).appendDebezium)
+	m.Payload = b[start:len(b):len(b)]
+	if n == 0 {
+		return b, m
+	}
+	start = len(b)
+	b = r.AppendDebeziumKey(b, tx, i, 0)
+	if k := b[start:]; len(k) == 0 || string(k) == "null" {
+		return b[:start], m
+	}
+	m.Key = b[start:len(b):len(b)]
+	return b, m
+}
+
+func (r *Renderer) appendCloudEventBrokerMessage(b []byte, tx *pgq.Transaction, i int, bind Binding) ([]byte, Message) {
+	var m Message
+	start := len(b)
+	if bind == Structured {
+		b = r.AppendCloudEvent(b, tx, i)
+		m.Payload = b[start:len(b):len(b)]
+		return b, m
+	}
+	b = r.AppendCloudEventData(b, tx, i)
+	m.Payload = b[start:len(b):len(b)]
+	m.Headers = r.CloudEventAttributes(tx, i).Headers(bind)
+	return b, m
+}
+
+// appendEvents appends the n events of change i of tx (event appends
+// one) as one JSON value: null for none, the event for one, an array for
+// several.
+func (r *Renderer) appendEvents(b []byte, tx *pgq.Transaction, i, n int, event eventFunc) []byte {
+	switch n {
+	case 0:
+		return append(b, "null"...)
+	case 1:
+		return event(r, b, tx, i, 0)
+	}
+	b = append(b, '[')
+	for k := 0; k < n; k++ {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = event(r, b, tx, i, k)
+	}
+	return append(b, ']')
+}
