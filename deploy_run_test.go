@@ -238,6 +238,20 @@ func testImageDataDir(t *testing.T, bin string, facts imageFacts) {
 		return exitStatus(t, cmd)
 	}
 	good := volumeDir(t, uid, gid, dirMode(t, facts))
+	// A start that fails on a missing or empty data dir removes what it
+	// made there, so the volume holds a file of the image user's (0644, as
+	// a backup restored under umask 022 leaves it): pgq keeps its journal
+	// beside it and makes that file its owner's only too.
+	seed := filepath.Join(good, "restored")
+	if err := os.WriteFile(seed, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(seed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(seed, int(uid), int(gid)); err != nil {
+		t.Fatal(err)
+	}
 	code, stderr := run(good)
 	if strings.Contains(stderr, "permission denied") || code == 0 {
 		t.Errorf("on the image's volume pgq exited %d: %s", code, stderr)

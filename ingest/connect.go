@@ -36,7 +36,7 @@ func connectError(err error, connURL string) error {
 // and the error without pgconn's "failed to connect to `user=…`" prefix.
 func dialFailure(err error) string {
 	var op *net.OpError
-	if errors.As(err, &op) && op.Addr != nil && !strings.Contains(err.Error(), "\n") {
+	if errors.As(err, &op) && op.Addr != nil && oneFailure(unwrapConnectErr(err).Error()) {
 		reason := op.Err
 		var sys *os.SyscallError
 		if errors.As(reason, &sys) {
@@ -45,6 +45,20 @@ func dialFailure(err error) string {
 		return fmt.Sprintf(" at %s: %v", op.Addr, reason)
 	}
 	return ": " + unwrapConnectErr(err).Error()
+}
+
+// oneFailure reports whether a connection error says one thing: pgconn
+// joins the error of each attempt with a newline, and with sslmode=prefer
+// (the default) it tries the same address twice, with TLS and without,
+// and fails the same way both times.
+func oneFailure(msg string) bool {
+	lines := strings.Split(msg, "\n")
+	for _, l := range lines[1:] {
+		if strings.TrimSpace(l) != strings.TrimSpace(lines[0]) {
+			return false
+		}
+	}
+	return true
 }
 
 // passwordSource says where libpq's rules took the password from: the

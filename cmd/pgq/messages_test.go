@@ -54,6 +54,9 @@ func TestConnectErrorsSayWhatToChange(t *testing.T) {
 		{"wrong password in PGPASSWORD", run(noPassword), []string{"PGPASSWORD=wrong"}, exitRuntime, `user "pgq_pw" (the password is PGPASSWORD's`},
 		{"slot info, wrong password", []string{"slot", "info", "--pg-url", wrong, "--slot", "s"}, nil, exitRuntime, `authentication failed: password authentication failed for user "pgq_pw"`},
 		{"refused", run("postgres://postgres@" + closed + "/x?sslmode=disable"), nil, exitRuntime, "server unreachable: cannot connect to PostgreSQL at " + closed + ": connection refused"},
+		// sslmode=prefer (libpq's default) tries TLS and then plain text:
+		// two failures that say the same, said once.
+		{"refused, sslmode prefer", run("postgres://postgres@" + closed + "/x"), nil, exitRuntime, "server unreachable: cannot connect to PostgreSQL at " + closed + ": connection refused"},
 	})
 	t.Run("wrong password leaves no data dir", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "data")
