@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -136,7 +137,7 @@ func TestTLSVerifyFull(t *testing.T) {
 		recs := records(t, r.Dir)
 		return len(recs) == 2 && len(recs[1].Changes) == 20000
 	})
-	mfs, err := r.S.Registry.Gather()
+	mfs, err := serverparts.Of(r.S).Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,7 +276,7 @@ func (s *Server) openTLS() error {
 		return err
 	}
 	for _, c := range r.collectors() {
-		if err := s.Registry.Register(c); err != nil {
+		if err := s.registry.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
