@@ -16,7 +16,7 @@ import (
 var floors = [][]string{
 	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
-	{"api", "record", "pgoutput", "feedback", "index", "format", "console"},
+	{"api", "record", "pgoutput", "feedback", "index", "format", "console", "opterr"},
 	{"journal", "client"},
 	{"consumers", "ingest", "bridge"},
 	{"backfill", "bridge/jetstream", "bridge/kafka", "bridge/webhook"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/feedback"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // coverageGap is the least time between two stores of the coverage file:
@@ -84,7 +85,7 @@ func (in *Ingester) checkContinuity(ctx context.Context, info ServerInfo) error 
 		start, _ := parseStart(in.o.Start) // validated
 		switch {
 		case start.lsn != 0 && start.lsn < slotAt:
-			return fatalf(ErrConfig, "--start lsn:%s: slot %s can no longer serve it: it resumes at %s", start.lsn, in.o.Slot, slotAt)
+			return fatalOpt(ErrConfig, "{} lsn:%s: slot %s can no longer serve it: it resumes at %s", opterr.Of("ingest.Options.Start"), start.lsn, in.o.Slot, slotAt)
 		case start.lsn != 0:
 			in.startAt = start.lsn
 		case start.latest:
@@ -104,7 +105,7 @@ func (in *Ingester) checkContinuity(ctx context.Context, info ServerInfo) error 
 		return nil
 	}
 	if !in.o.AcceptGap {
-		return fatalf(ErrGap, "%s (restore the journal, or pass --accept-gap to record the hole and go on)", cause)
+		return fatalOpt(ErrGap, "%s (restore the journal, or pass {} to record the hole and go on)", opterr.Of("ingest.Options.AcceptGap"), cause)
 	}
 	to := max(slotAt, covered)
 	in.o.Logger.Warn("accepting a gap in the journal (--accept-gap)", "from_lsn", covered, "to_lsn", to, "cause", cause)

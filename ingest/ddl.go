@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // DDLPrefix is the logical message prefix of captured schema changes.
@@ -152,7 +153,7 @@ func publishProof(ctx context.Context, tx pgx.Tx, publication string) error {
 		publication, ddlSchema, ddlProofTable).Scan(&exists, &inserts, &published)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fatalf(ErrPubMissing, "publication %q does not exist: create it first (or leave out --publication)", publication)
+		return fatalOpt(ErrPubMissing, "publication %q does not exist: create it first (or leave out {})", opterr.Of("ingest.InstallDDLCapture(publication)"), publication)
 	case err != nil:
 		return fmt.Errorf("ingest: install DDL capture: read publication %q: %w", publication, err)
 	case !inserts:

@@ -12,7 +12,9 @@
 // parts: the journal, the index, the committer, the ingester, the metrics
 // registry, the group manager and the backfill manager are unexported
 // (pgq's own tests in other packages reach them through
-// internal/serverparts).
+// internal/serverparts). Errors name options in Go terms: one that an
+// option mends is an *opterr.Error ("server.Options.DataDir",
+// "ingest.Options.CreateSlot"), which cmd/pgq renders as its flags.
 //
 // Open locks and opens the journal under DataDir/journal, opens and
 // catches up the index under DataDir/index, opens the consumer-group

@@ -33,7 +33,7 @@ func Example() {
 		},
 	})
 	if err != nil {
-		log.Print(err) // one line; a refusal names the Options field to set
+		log.Print(err) // one line; a refusal names the option that mends it (opterr)
 		return
 	}
 	fmt.Println("pgq listens on", s.Addr())

@@ -28,6 +28,7 @@ import (
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // Options configures a sidecar. Zero values get the defaults noted.
@@ -103,7 +104,7 @@ type Options struct {
 // Validate checks the options and fills defaults.
 func (o *Options) Validate() error {
 	if o.DataDir == "" {
-		return fmt.Errorf("%w: a data directory is required (--data-dir or PGQ_DATA_DIR)", ingest.ErrConfig)
+		return opterr.New(ingest.ErrConfig, "a data directory is required ({+env})", opterr.Of("server.Options.DataDir"))
 	}
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:5480"
@@ -244,7 +245,7 @@ func (s *Server) openConsumers(ctx context.Context) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if err := cm.HoldSlotFor(ctx, s.o.HoldSlotFor); err != nil {
-		return fmt.Errorf("--hold-slot-for: %w", err)
+		return fmt.Errorf("%w: %w", opterr.New(nil, "{}", opterr.Of("server.Options.HoldSlotFor")), err)
 	}
 	return nil
 }
@@ -440,7 +441,7 @@ var probeLimits = httpapi.Limits{MaxConns: 16, ProbeConns: 1, HeaderTimeout: 5 *
 func (s *Server) openProbes(api *httpapi.API) error {
 	l, err := net.Listen("tcp", s.o.ProbeListen)
 	if err != nil {
-		return fmt.Errorf("listen on %s (--probe-listen): %w", s.o.ProbeListen, err)
+		return fmt.Errorf("%w: %w", opterr.New(nil, "listen on %s ({})", opterr.Of("server.Options.ProbeListen"), s.o.ProbeListen), err)
 	}
 	lim := probeLimits
 	srv, err := httpapi.NewServer(api.ProbeHandler(), lim)

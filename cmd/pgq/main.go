@@ -202,7 +202,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 
 // oneLine keeps error output to a single line.
 func oneLine(err error) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ")), " ")
+	return strings.Join(strings.Fields(strings.ReplaceAll(inFlagTerms(err), "\n", " ")), " ")
 }
 
 // innerPrefixes are the package names pgq's errors carry for its
