@@ -185,7 +185,7 @@ func (m *Manager) reportLost(ctx context.Context, res *RetainResult, first pgq.O
 		lost := max(g.CommittedOffset+1, first)
 		res.Lost = append(res.Lost, GroupLoss{Group: g.Name, From: lost, To: res.First - 1})
 		m.retentionLost.WithLabelValues(g.Name).Add(float64(res.First - lost))
-		m.o.Logger.Warn("retention: dropped records a group had not consumed (--retain-max-age / --retain-max-bytes); the group is out of range until reset",
+		m.o.Logger.Warn("retention: dropped records a group had not consumed (consumers.RetentionOptions.MaxAge / consumers.RetentionOptions.MaxBytes); the group is out of range until reset",
 			"group", g.Name, "lost_from", lost, "lost_to", res.First-1, "records", uint64(res.First-lost))
 	}
 }

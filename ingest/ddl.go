@@ -242,11 +242,11 @@ func (in *Ingester) warnDDLCapture(ctx context.Context, conn *pgx.Conn) {
 		in.o.Logger.Warn("cannot check the DDL capture", "error", err)
 	case state == DDLOld && !in.warned["ddl-old"]:
 		in.warned["ddl-old"] = true
-		in.o.Logger.Warn("an old pgq DDL capture trigger is installed: its messages carry no proof and are journaled as message changes, not ddl; upgrade it with pgq ddl install --publication " + in.o.Publication)
+		in.o.Logger.Warn("an old pgq DDL capture trigger is installed: its messages carry no proof and are journaled as message changes, not ddl; upgrade it with ingest.InstallDDLCapture on publication " + in.o.Publication)
 	case state == DDLCurrent && !published && !in.warned["ddl-unpublished"]:
 		in.warned["ddl-unpublished"] = true
 		in.o.Logger.Warn("DDL capture is installed but the publication does not publish inserts into "+ddlSchema+"."+ddlProofTable+
-			": captured DDL is journaled as message changes, not ddl; add it with pgq ddl install --publication "+in.o.Publication, "publication", in.o.Publication)
+			": captured DDL is journaled as message changes, not ddl; add it with ingest.InstallDDLCapture on publication "+in.o.Publication, "publication", in.o.Publication)
 	}
 }
 

@@ -385,7 +385,7 @@ func fitFileLimit(l httpapi.Limits, limit uint64, log *slog.Logger) httpapi.Limi
 	}
 	probes := min(l.ProbeConns, max(1, budget/8))
 	conns := max(1, budget-probes)
-	log.Warn("the open-file limit is low: API connections capped below --http-max-conns so that pgq keeps its own files", "open_file_limit", limit, "http_max_conns", conns, "probe_conns", probes)
+	log.Warn("the open-file limit is low: API connections capped below httpapi.Limits.MaxConns so that pgq keeps its own files", "open_file_limit", limit, "http_max_conns", conns, "probe_conns", probes)
 	l.MaxConns, l.ProbeConns = conns, probes
 	return l
 }

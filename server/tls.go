@@ -326,9 +326,9 @@ func (s *Server) checkExposed(addr net.Addr) error {
 	case o.AuthToken == "" && o.TLS.ClientCAFile == "" && !o.InsecureNoAuth:
 		return fmt.Errorf("%w (%s): %w", ErrExposed, addr, opterr.New(nil, "anyone who can reach it could read every change and move every group; set {+env} or {}, listen on 127.0.0.1, or accept it with {}", opterr.Of("server.Options.AuthToken", "server.TLSOptions.ClientCAFile", "server.Options.InsecureNoAuth")))
 	case o.AuthToken == "" && o.TLS.ClientCAFile == "":
-		o.Logger.Warn("--insecure-no-auth: the API listens on a non-loopback address without --auth-token: anyone who can reach it can read every change and move every group", "listen", addr.String())
+		o.Logger.Warn("server.Options.InsecureNoAuth: the API listens on a non-loopback address without server.Options.AuthToken: anyone who can reach it can read every change and move every group", "listen", addr.String())
 	case o.AuthToken != "" && s.tls == nil:
-		o.Logger.Warn("the API listens on a non-loopback address without TLS: the bearer token and every change cross the network in clear text (--tls-cert, --tls-key)", "listen", addr.String())
+		o.Logger.Warn("the API listens on a non-loopback address without TLS: the bearer token and every change cross the network in clear text (server.TLSOptions.CertFile, server.TLSOptions.KeyFile)", "listen", addr.String())
 	}
 	return nil
 }

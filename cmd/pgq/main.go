@@ -195,9 +195,9 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 			}
 			return a
 		}
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(flagTermsHandler{slog.NewJSONHandler(w, opts)})
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(flagTermsHandler{slog.NewTextHandler(w, opts)})
 }
 
 // oneLine keeps error output to a single line.
