@@ -222,7 +222,7 @@ func TestCheckExposed(t *testing.T) {
 	}{
 		"open":                {wild, Options{}, nil, true, ""},
 		"open on a pod IP":    {pod, Options{}, nil, true, ""},
-		"open, said insecure": {wild, Options{InsecureNoAuth: true}, nil, false, "--insecure-no-auth"},
+		"open, said insecure": {wild, Options{InsecureNoAuth: true}, nil, false, "server.Options.InsecureNoAuth:"},
 		"token in clear":      {wild, Options{AuthToken: "x"}, nil, false, "clear text"},
 		"token over TLS":      {wild, Options{AuthToken: "x"}, tlsOn, false, ""},
 		"mutual TLS":          {wild, Options{TLS: TLSOptions{ClientCAFile: "ca.pem"}}, tlsOn, false, ""},
