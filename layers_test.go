@@ -9,17 +9,18 @@ import (
 
 // floors are the layers of pgq's packages, bottom first: a package imports
 // only packages on lower floors (the README's architecture diagram draws
-// the same). internal/ holds only leaf helpers; the composition root
+// the same). internal/ holds leaf helpers, and internal/serverparts (the
+// server's unexported parts, for pgq's own tests) under server; the composition root
 // (server) and the HTTP surface (httpapi) sit on top of the domain
 // packages, with only the CLI and the benchmarks above them.
 var floors = [][]string{
 	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
-	{"api", "record", "pgoutput", "feedback", "index", "format", "console"},
+	{"api", "record", "pgoutput", "feedback", "index", "format", "console", "opterr"},
 	{"journal", "client"},
 	{"consumers", "ingest", "bridge"},
 	{"backfill", "bridge/jetstream", "bridge/kafka", "bridge/webhook"},
-	{"httpapi"},
+	{"httpapi", "internal/serverparts"},
 	{"server", "httpapi/apitest"},
 	{"cmd/pgq", "benchmarks", "benchmarks/bigtx"},
 	{"benchmarks/cmd/bigtx", "benchmarks/cmd/pgqbench"},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -46,7 +47,7 @@ func (e *env) profiledDrain(ctx context.Context, w walRange) (Row, error) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 wait:
-	for s.Journal.LastEndLSN() < w.lastTx {
+	for serverparts.Of(s).Journal.LastEndLSN() < w.lastTx {
 		select {
 		case runErr = <-done:
 			done <- runErr
@@ -58,7 +59,7 @@ wait:
 		}
 	}
 	el := time.Since(start)
-	reached := s.Journal.LastEndLSN() >= w.lastTx
+	reached := serverparts.Of(s).Journal.LastEndLSN() >= w.lastTx
 	pprof.StopCPUProfile()
 	cancel()
 	if err := errors.Join(runErr, <-done); err != nil {

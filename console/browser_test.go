@@ -20,6 +20,7 @@ import (
 	"github.com/pgq-dev/pgq/console"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -101,7 +102,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	base := "http://" + s.Addr()
 
 	deadline := time.Now().Add(30 * time.Second)
-	for !s.Ingester.Status().Connected { // inserts before streaming would start past them
+	for !serverparts.Of(s).Ingester.Status().Connected { // inserts before streaming would start past them
 		if time.Now().After(deadline) {
 			t.Fatal("ingest did not connect")
 		}
@@ -110,9 +111,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		db.Exec(t, fmt.Sprintf(`INSERT INTO orders VALUES (%d, 'item %d')`, i, i))
 	}
-	for s.Journal.LastOffset() < 3 {
+	for serverparts.Of(s).Journal.LastOffset() < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("journal has %d records, want 3", s.Journal.LastOffset())
+			t.Fatalf("journal has %d records, want 3", serverparts.Of(s).Journal.LastOffset())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -22,11 +23,11 @@ func TestStartPositions(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	mid := e.insert(t, 1)
 	last := e.insert(t, 1)
-	midTx, err := e.S.Journal.Read(mid)
+	midTx, err := serverparts.Of(e.S).Journal.Read(mid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jfirst := e.S.Journal.FirstOffset()
+	jfirst := serverparts.Of(e.S).Journal.FirstOffset()
 	cases := []struct {
 		from string
 		want pgq.Offset // first delivered offset; 0: nothing
@@ -82,7 +83,7 @@ func TestFilters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := e.S.Journal.LastOffset()
+	before := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "INSERT INTO t (v) VALUES ('a')", "INSERT INTO u VALUES (1)", "DELETE FROM t", "INSERT INTO t (v) VALUES ('b')")
 	last := e.waitLast(t, before+4)
 	res := fetch(t, e, "only_u", "m", 100, 0)
@@ -304,11 +305,11 @@ func TestLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := e.S.Index.BytesBetween(last-3, last)
+	want, err := serverparts.Of(e.S).Index.BytesBetween(last-3, last)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _ := e.S.Journal.Read(last - 3)
+	first, _ := serverparts.Of(e.S).Journal.Read(last - 3)
 	if gi.Lag.Records != 4 || gi.Lag.Bytes != want || gi.Lag.Bytes <= 0 {
 		t.Fatalf("lag %+v, want 4 records, %d bytes", gi.Lag, want)
 	}

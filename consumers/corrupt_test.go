@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -21,7 +22,7 @@ func TestFetchAcrossCorruptRecord(t *testing.T) {
 	e := start(t, func(o *server.Options) { o.SegmentSize = 4096; o.ScrubRate = 1 << 20 })
 	ctx := ctxT(t)
 	e.insert(t, 200)
-	segs, err := e.S.Journal.Segments()
+	segs, err := serverparts.Of(e.S).Journal.Segments()
 	if err != nil || len(segs) < 3 {
 		t.Fatalf("segments %v %v", segs, err)
 	}
@@ -55,7 +56,7 @@ func TestFetchAcrossCorruptRecord(t *testing.T) {
 	if code != 500 || errCode(t, body) != api.CodeJournalCorrupt || !strings.Contains(string(body), "offset ") {
 		t.Fatalf("fetch across the corrupt record: %d %s, want 500 journal_corrupt naming the offset", code, body)
 	}
-	c := e.S.Journal.Corruption()
+	c := serverparts.Of(e.S).Journal.Corruption()
 	if c == nil || c.Segment != seg.Path[len(seg.Path)-20:] {
 		t.Fatalf("journal corruption %+v, want one in %s", c, seg.Path)
 	}
@@ -90,7 +91,7 @@ func TestScrubReportsCorruptSegment(t *testing.T) {
 	var opts server.Options
 	e := start(t, func(o *server.Options) { o.SegmentSize = 4096; o.ScrubRate = 1 << 20; opts = *o })
 	e.insert(t, 200)
-	segs, err := e.S.Journal.Segments()
+	segs, err := serverparts.Of(e.S).Journal.Segments()
 	if err != nil || len(segs) < 3 {
 		t.Fatalf("segments %v %v", segs, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -95,7 +96,7 @@ func start(t *testing.T, mod func(*server.Options)) *env {
 		if time.Now().After(deadline) {
 			t.Fatal("sidecar never streamed")
 		}
-		if e.S.Ingester.Status().Running && (n == 0 || time.Since(wrote) > 2*time.Second) {
+		if serverparts.Of(e.S).Ingester.Status().Running && (n == 0 || time.Since(wrote) > 2*time.Second) {
 			n++
 			marker, wrote = fmt.Sprintf("marker %d", n), time.Now()
 			db.Exec(t, "INSERT INTO t (v) VALUES ('"+marker+"')")
@@ -108,11 +109,11 @@ func start(t *testing.T, mod func(*server.Options)) *env {
 // lastIs tells whether the journal's (and index's) last record inserts
 // v = marker into t.
 func (e *env) lastIs(marker string) bool {
-	last := e.S.Journal.LastOffset()
-	if marker == "" || last == 0 || e.S.Index.LastOffset() < last {
+	last := serverparts.Of(e.S).Journal.LastOffset()
+	if marker == "" || last == 0 || serverparts.Of(e.S).Index.LastOffset() < last {
 		return false
 	}
-	tx, err := e.S.Journal.Read(last)
+	tx, err := serverparts.Of(e.S).Journal.Read(last)
 	if err != nil || len(tx.Changes) != 1 {
 		return false
 	}
@@ -124,7 +125,7 @@ func (e *env) lastIs(marker string) bool {
 // are in the journal; it returns the offset of the last one.
 func (e *env) insert(t *testing.T, n int) pgq.Offset {
 	t.Helper()
-	before := e.S.Journal.LastOffset()
+	before := serverparts.Of(e.S).Journal.LastOffset()
 	if n == 1 {
 		e.DB.Exec(t, "INSERT INTO t (v) VALUES ('x')")
 	} else {
@@ -136,13 +137,13 @@ func (e *env) insert(t *testing.T, n int) pgq.Offset {
 func (e *env) waitLast(t *testing.T, off pgq.Offset) pgq.Offset {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
-	for e.S.Journal.LastOffset() < off || e.S.Index.LastOffset() < off {
+	for serverparts.Of(e.S).Journal.LastOffset() < off || serverparts.Of(e.S).Index.LastOffset() < off {
 		if time.Now().After(deadline) {
-			t.Fatalf("journal did not reach offset %d (at %d)", off, e.S.Journal.LastOffset())
+			t.Fatalf("journal did not reach offset %d (at %d)", off, serverparts.Of(e.S).Journal.LastOffset())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return e.S.Journal.LastOffset()
+	return serverparts.Of(e.S).Journal.LastOffset()
 }
 
 // call does an HTTP request with a raw body and returns status and body.

@@ -164,9 +164,9 @@ func (m *Manager) noteRelease(name string, released bool, lag int64) bool {
 	h := &m.hold
 	if released != h.released[name] {
 		if released {
-			m.o.Logger.Warn("hold_slot: the group is past --hold-slot-max-lag; the slot is no longer held for it (what is confirmed meanwhile is not protected against losing pgq's disk)", "group", name, "lag_bytes", lag, "max_lag_bytes", m.o.HoldSlotMaxLag)
+			m.o.Logger.Warn("hold_slot: the group is past consumers.ManagerOptions.HoldSlotMaxLag; the slot is no longer held for it (what is confirmed meanwhile is not protected against losing pgq's disk)", "group", name, "lag_bytes", lag, "max_lag_bytes", m.o.HoldSlotMaxLag)
 		} else {
-			m.o.Logger.Info("hold_slot: the group is back within --hold-slot-max-lag; holding the slot for it again", "group", name, "lag_bytes", lag)
+			m.o.Logger.Info("hold_slot: the group is back within consumers.ManagerOptions.HoldSlotMaxLag; holding the slot for it again", "group", name, "lag_bytes", lag)
 		}
 	}
 	h.released[name] = released

@@ -9,6 +9,7 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -28,7 +29,7 @@ func recordsOf(t *testing.T, e *env, offs []pgq.Offset) int64 {
 	t.Helper()
 	var n int64
 	for _, off := range offs {
-		en, err := e.S.Index.EntryAt(off)
+		en, err := serverparts.Of(e.S).Index.EntryAt(off)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,8 +42,8 @@ func recordsOf(t *testing.T, e *env, offs []pgq.Offset) int64 {
 func offsetsOf(t *testing.T, e *env, after pgq.Offset, table string, op pgq.Op) []pgq.Offset {
 	t.Helper()
 	var out []pgq.Offset
-	for off := after + 1; off <= e.S.Journal.LastOffset(); off++ {
-		tx, err := e.S.Journal.Read(off)
+	for off := after + 1; off <= serverparts.Of(e.S).Journal.LastOffset(); off++ {
+		tx, err := serverparts.Of(e.S).Journal.Read(off)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func TestFilteredLagCountsOnlyItsRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := e.S.Journal.LastOffset()
+	start := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "DO $$ BEGIN FOR i IN 3001..3100 LOOP INSERT INTO big VALUES (i, 'y'); COMMIT; END LOOP; END $$")
 	e.waitLast(t, start+100)
 	bf, err := e.C.StartBackfill(ctx, api.BackfillRequest{Tables: []string{"public.big"}, ChunkSize: 500})
@@ -97,7 +98,7 @@ func TestFilteredLagCountsOnlyItsRecords(t *testing.T) {
 	if bf.State != "done" || bf.Rows != 3100 {
 		t.Fatalf("backfill %+v", bf)
 	}
-	e.waitLast(t, e.S.Journal.LastOffset())
+	e.waitLast(t, serverparts.Of(e.S).Journal.LastOffset())
 	if reads := offsetsOf(t, e, start, "big", pgq.OpRead); len(reads) < 6 {
 		t.Fatalf("the backfill journaled %d read records, want its chunks", len(reads))
 	}
@@ -109,7 +110,7 @@ func TestFilteredLagCountsOnlyItsRecords(t *testing.T) {
 		t.Fatalf("unfiltered lag %+v: want every record (100 inserts, the chunks) and the backfill's bytes", all)
 	}
 
-	before := e.S.Journal.LastOffset()
+	before := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "INSERT INTO orders VALUES (1, 'a')", "INSERT INTO big VALUES (5000, 'z')", "INSERT INTO orders VALUES (2, 'b')",
 		"BEGIN; INSERT INTO big VALUES (5001, 'z'); UPDATE orders SET v = 'c' WHERE id = 1; COMMIT",
 		"INSERT INTO big VALUES (5002, 'z')")
@@ -156,7 +157,7 @@ func TestFilteredGroupRetentionOutOfRange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := e.S.Journal.LastOffset()
+	before := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "INSERT INTO orders VALUES (1, 'lost')")
 	e.waitLast(t, before+1)
 	for _, mode := range []string{"", "shared"} {
@@ -164,15 +165,15 @@ func TestFilteredGroupRetentionOutOfRange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before = e.S.Journal.LastOffset()
+	before = serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "DO $$ BEGIN FOR i IN 1..400 LOOP INSERT INTO big VALUES (i, repeat('x', 100)); COMMIT; END LOOP; END $$",
 		"INSERT INTO orders VALUES (2, 'after')")
 	e.waitLast(t, before+401)
-	segs, err := e.S.Journal.Segments()
+	segs, err := serverparts.Of(e.S).Journal.Segments()
 	if err != nil || len(segs) < 5 {
 		t.Fatalf("%d segments, %v: the test needs several", len(segs), err)
 	}
-	res, err := e.S.Consumers.Retain(ctx, consumers.RetentionOptions{MaxBytes: 2 * 4096})
+	res, err := serverparts.Of(e.S).Consumers.Retain(ctx, consumers.RetentionOptions{MaxBytes: 2 * 4096})
 	if err != nil {
 		t.Fatal(err)
 	}

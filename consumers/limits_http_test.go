@@ -11,6 +11,7 @@ import (
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -100,16 +101,16 @@ func (e *env) refused(t *testing.T, method, path, body, code string) {
 // and lsn: of the transaction starts at its first part.
 func TestMultiPartPositionHTTP(t *testing.T) {
 	e := start(t, func(o *server.Options) { o.Ingest.MaxRecordBytes = ingest.MinMaxRecordBytes })
-	before := e.S.Journal.LastOffset()
+	before := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "INSERT INTO t (v) SELECT repeat('x', 200) FROM generate_series(1, 200)")
 	last := e.waitLast(t, before+3)
 	p0 := before + 1
-	tx, err := e.S.Journal.Read(p0)
+	tx, err := serverparts.Of(e.S).Journal.Read(p0)
 	if err != nil || tx.Part != 0 || tx.Final {
 		t.Fatalf("test setup: offset %d is not part 0 of a multi-part transaction: %v %+v", p0, err, tx)
 	}
 	for off := p0 + 1; off <= last; off++ {
-		later, err := e.S.Journal.Read(off)
+		later, err := serverparts.Of(e.S).Journal.Read(off)
 		if err != nil || later.Xid != tx.Xid {
 			t.Fatalf("test setup: offset %d: %v", off, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -93,7 +94,7 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 	}
 	// The slow group holds everything.
 	time.Sleep(300 * time.Millisecond)
-	if f := e.S.Journal.FirstOffset(); f != 1 {
+	if f := serverparts.Of(e.S).Journal.FirstOffset(); f != 1 {
 		t.Fatalf("journal truncated to %d below the slow group's cursor", f)
 	}
 	// The slow group commits half: the journal follows at segment granularity.
@@ -102,22 +103,22 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 	if _, err := e.C.Commit(ctx, "slow", "s", mid, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, "truncation to the slow group", func() bool { return e.S.Journal.FirstOffset() > 1 })
-	f := e.S.Journal.FirstOffset()
-	segs, _ := e.S.Journal.Segments()
+	waitCond(t, "truncation to the slow group", func() bool { return serverparts.Of(e.S).Journal.FirstOffset() > 1 })
+	f := serverparts.Of(e.S).Journal.FirstOffset()
+	segs, _ := serverparts.Of(e.S).Journal.Segments()
 	if f > mid+1 || segs[0].FirstOffset != f {
 		t.Fatalf("first %d, slow cursor %d, segments start %d", f, mid, segs[0].FirstOffset)
 	}
 	// Caps: a direct pass with max-bytes drops what the slow group needs
 	// (records are stored compact: 2 KiB holds fewer than 100 of them).
-	res, err := e.S.Consumers.Retain(ctx, consumers.RetentionOptions{MaxBytes: 2048})
-	if err != nil || e.S.Journal.Size() > 2048+4096 {
-		t.Fatalf("max-bytes pass: %+v %v, size %d", res, err, e.S.Journal.Size())
+	res, err := serverparts.Of(e.S).Consumers.Retain(ctx, consumers.RetentionOptions{MaxBytes: 2048})
+	if err != nil || serverparts.Of(e.S).Journal.Size() > 2048+4096 {
+		t.Fatalf("max-bytes pass: %+v %v, size %d", res, err, serverparts.Of(e.S).Journal.Size())
 	}
 	if len(res.Lost) != 1 || res.Lost[0].Group != "slow" || res.Lost[0].From != mid+1 || res.Lost[0].To != res.First-1 {
 		t.Fatalf("max-bytes pass lost %+v, want the slow group's %d..%d", res.Lost, mid+1, res.First-1)
 	}
-	if n := testutil.ToFloat64(e.S.Consumers.RetentionLost().WithLabelValues("slow")); n != float64(res.First-mid-1) {
+	if n := testutil.ToFloat64(serverparts.Of(e.S).Consumers.RetentionLost().WithLabelValues("slow")); n != float64(res.First-mid-1) {
 		t.Fatalf("pgq_retention_lost_records_total{group=slow} = %v, want %d", n, res.First-mid-1)
 	}
 	if _, err := e.C.Fetch(ctx, "slow", client.FetchRequest{Member: "s"}); err == nil || !strings.Contains(err.Error(), "retention") {
@@ -135,10 +136,10 @@ func TestRetentionSlowGroupCapsOutOfRange(t *testing.T) {
 	}
 	// max-age: everything older than 1ms goes (the last record stays).
 	time.Sleep(10 * time.Millisecond)
-	if _, err := e.S.Consumers.Retain(ctx, consumers.RetentionOptions{MaxAge: time.Millisecond}); err != nil {
+	if _, err := serverparts.Of(e.S).Consumers.Retain(ctx, consumers.RetentionOptions{MaxAge: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	segs, _ = e.S.Journal.Segments()
+	segs, _ = serverparts.Of(e.S).Journal.Segments()
 	if len(segs) != 1 {
 		t.Fatalf("max-age left %d segments", len(segs))
 	}
@@ -162,24 +163,24 @@ func TestRetentionMinAgeKeepsYoung(t *testing.T) {
 	if _, err := e.C.Commit(ctx, "all", "a", r.NextOffset-1, 0); err != nil {
 		t.Fatal(err)
 	}
-	if segs, _ := e.S.Journal.Segments(); len(segs) < 3 {
+	if segs, _ := serverparts.Of(e.S).Journal.Segments(); len(segs) < 3 {
 		t.Fatalf("only %d segments: the test needs several", len(segs))
 	}
 	time.Sleep(300 * time.Millisecond) // several background passes
-	if f := e.S.Journal.FirstOffset(); f != 1 {
+	if f := serverparts.Of(e.S).Journal.FirstOffset(); f != 1 {
 		t.Fatalf("background retention truncated young records to %d", f)
 	}
-	if _, err := e.S.Consumers.Retain(ctx, consumers.RetentionOptions{MinAge: time.Hour}); err != nil {
+	if _, err := serverparts.Of(e.S).Consumers.Retain(ctx, consumers.RetentionOptions{MinAge: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if f := e.S.Journal.FirstOffset(); f != 1 {
+	if f := serverparts.Of(e.S).Journal.FirstOffset(); f != 1 {
 		t.Fatalf("min-age pass truncated young records to %d", f)
 	}
 	// Without the floor the same pass drops what the group committed.
-	if _, err := e.S.Consumers.Retain(ctx, consumers.RetentionOptions{}); err != nil {
+	if _, err := serverparts.Of(e.S).Consumers.Retain(ctx, consumers.RetentionOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if f := e.S.Journal.FirstOffset(); f == 1 {
+	if f := serverparts.Of(e.S).Journal.FirstOffset(); f == 1 {
 		t.Fatal("a pass without min-age kept everything the group committed")
 	}
 }
@@ -221,7 +222,7 @@ func TestCLI(t *testing.T) {
 	last := e.insert(t, 3)
 	var want strings.Builder
 	for off := pgq.Offset(1); off <= last; off++ {
-		tx, err := e.S.Journal.Read(off)
+		tx, err := serverparts.Of(e.S).Journal.Read(off)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +260,7 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("create with a bad op: %v %q", err, out)
 	}
 	// journal dump --follow prints what is appended while it runs.
-	dump := exec.Command(bin, "journal", "dump", "--data-dir", filepath.Dir(e.S.Journal.Dir()), "--follow", "--poll", "20ms")
+	dump := exec.Command(bin, "journal", "dump", "--data-dir", filepath.Dir(serverparts.Of(e.S).Journal.Dir()), "--follow", "--poll", "20ms")
 	stdout, err := dump.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/opterr"
 	"github.com/pgq-dev/pgq/record"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,10 +32,10 @@ type RetentionOptions struct {
 // Validate rejects negative values and a MaxAge below MinAge.
 func (o RetentionOptions) Validate() error {
 	if o.MinAge < 0 || o.MaxAge < 0 || o.MaxBytes < 0 || o.Interval < 0 {
-		return errors.New("consumers: retention: negative --retain-* value")
+		return opterr.New(nil, "consumers: retention: negative {} value", opterr.Of("consumers.RetentionOptions"))
 	}
 	if o.MaxAge > 0 && o.MaxAge < o.MinAge {
-		return fmt.Errorf("consumers: retention: --retain-max-age (%s) is below --retain-min-age (%s)", o.MaxAge, o.MinAge)
+		return opterr.New(nil, "consumers: retention: {} (%s) is below {} (%s)", opterr.Of("consumers.RetentionOptions.MaxAge", "consumers.RetentionOptions.MinAge"), o.MaxAge, o.MinAge)
 	}
 	return nil
 }
@@ -184,7 +185,7 @@ func (m *Manager) reportLost(ctx context.Context, res *RetainResult, first pgq.O
 		lost := max(g.CommittedOffset+1, first)
 		res.Lost = append(res.Lost, GroupLoss{Group: g.Name, From: lost, To: res.First - 1})
 		m.retentionLost.WithLabelValues(g.Name).Add(float64(res.First - lost))
-		m.o.Logger.Warn("retention: dropped records a group had not consumed (--retain-max-age / --retain-max-bytes); the group is out of range until reset",
+		m.o.Logger.Warn("retention: dropped records a group had not consumed (consumers.RetentionOptions.MaxAge / consumers.RetentionOptions.MaxBytes); the group is out of range until reset",
 			"group", g.Name, "lost_from", lost, "lost_to", res.First-1, "records", uint64(res.First-lost))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 )
 
 // TestTableFilterNamesEndToEnd: against PostgreSQL with DDL capture,
@@ -36,7 +37,7 @@ func TestTableFilterNamesEndToEnd(t *testing.T) {
 			t.Fatalf("create %s %q: %v", name, pats, err)
 		}
 	}
-	before := e.S.Journal.LastOffset()
+	before := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, `INSERT INTO "MyT" VALUES (1)`, `INSERT INTO "a/b" VALUES (1)`, `INSERT INTO "x.y" VALUES (1)`, `INSERT INTO "s.p".t VALUES (1)`,
 		`ALTER TABLE "MyT" ADD COLUMN note text`, `ALTER TABLE "a/b" ADD COLUMN note text`, `ALTER TABLE "x.y" ADD COLUMN note text`,
 		`ALTER TABLE "s.p".t ADD COLUMN note text`,

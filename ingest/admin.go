@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // SlotInfo is a slot's state and how much WAL it makes the server keep.
@@ -88,7 +89,7 @@ func DropSlot(ctx context.Context, url, slot string, force bool) error {
 	}
 	if active {
 		if !force || pid == nil {
-			return fmt.Errorf("%w: slot %q is in use; stop pgq first or pass --force", ErrSlotInUse, slot)
+			return opterr.New(ErrSlotInUse, "slot %q is in use; stop pgq first or pass {}", opterr.Of("ingest.DropSlot(force)"), slot)
 		}
 		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", *pid); err != nil {
 			return fmt.Errorf("ingest: terminate backend %d: %w", *pid, err)

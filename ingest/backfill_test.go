@@ -23,6 +23,7 @@ import (
 	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -696,8 +697,8 @@ func TestBackfillResumeAndCancel(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	after := getBackfill(t, r2, cn.ID)
-	if after.State != "canceled" || after.Rows > cs.Rows+10 || r2.S.Ingester.Backfills().OpenChunks() != 0 {
-		t.Fatalf("after cancel: %+v (was %+v), open chunks %d", after, cs, r2.S.Ingester.Backfills().OpenChunks())
+	if after.State != "canceled" || after.Rows > cs.Rows+10 || serverparts.Of(r2.S).Ingester.Backfills().OpenChunks() != 0 {
+		t.Fatalf("after cancel: %+v (was %+v), open chunks %d", after, cs, serverparts.Of(r2.S).Ingester.Backfills().OpenChunks())
 	}
 	var ids []string
 	for _, s := range []bfStatus{getBackfill(t, r2, st.ID), after} {

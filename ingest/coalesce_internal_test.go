@@ -105,7 +105,7 @@ func TestReceiveCoalesceOption(t *testing.T) {
 	}
 	o := base
 	o.ReceiveCoalesce = MaxReceiveCoalesce + 1
-	if err := o.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--receive-coalesce") {
+	if err := o.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Options.ReceiveCoalesce") {
 		t.Fatalf("ReceiveCoalesce above the maximum: %v", err)
 	}
 }

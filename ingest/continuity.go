@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/feedback"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // coverageGap is the least time between two stores of the coverage file:
@@ -84,7 +85,7 @@ func (in *Ingester) checkContinuity(ctx context.Context, info ServerInfo) error 
 		start, _ := parseStart(in.o.Start) // validated
 		switch {
 		case start.lsn != 0 && start.lsn < slotAt:
-			return fatalf(ErrConfig, "--start lsn:%s: slot %s can no longer serve it: it resumes at %s", start.lsn, in.o.Slot, slotAt)
+			return fatalOpt(ErrConfig, "{} lsn:%s: slot %s can no longer serve it: it resumes at %s", opterr.Of("ingest.Options.Start"), start.lsn, in.o.Slot, slotAt)
 		case start.lsn != 0:
 			in.startAt = start.lsn
 		case start.latest:
@@ -104,10 +105,10 @@ func (in *Ingester) checkContinuity(ctx context.Context, info ServerInfo) error 
 		return nil
 	}
 	if !in.o.AcceptGap {
-		return fatalf(ErrGap, "%s (restore the journal, or pass --accept-gap to record the hole and go on)", cause)
+		return fatalOpt(ErrGap, "%s (restore the journal, or pass {} to record the hole and go on)", opterr.Of("ingest.Options.AcceptGap"), cause)
 	}
 	to := max(slotAt, covered)
-	in.o.Logger.Warn("accepting a gap in the journal (--accept-gap)", "from_lsn", covered, "to_lsn", to, "cause", cause)
+	in.o.Logger.Warn("accepting a gap in the journal (ingest.Options.AcceptGap)", "from_lsn", covered, "to_lsn", to, "cause", cause)
 	at, err := in.gapTime(ctx)
 	if err != nil {
 		return err
@@ -170,11 +171,11 @@ func (in *Ingester) warnTables(info ServerInfo) {
 		}
 	}
 	if len(keyless) > 0 {
-		in.o.Logger.Warn("published tables without a primary key or replica identity: UPDATE and DELETE on them fail in the application (add a primary key, set REPLICA IDENTITY FULL, or publish without them: --skip-tables-without-key)",
+		in.o.Logger.Warn("published tables without a primary key or replica identity: UPDATE and DELETE on them fail in the application (add a primary key, set REPLICA IDENTITY FULL, or publish without them: ingest.Options.SkipTablesWithoutKey)",
 			"publication", in.o.Publication, "tables", strings.Join(keyless, ","))
 	}
 	if len(missing) > 0 {
-		in.o.Logger.Warn("the publication does not publish tables named in --create-publication", "publication", in.o.Publication, "tables", strings.Join(missing, ","))
+		in.o.Logger.Warn("the publication does not publish tables named in ingest.Options.CreatePublication", "publication", in.o.Publication, "tables", strings.Join(missing, ","))
 	}
 }
 
@@ -210,8 +211,8 @@ func (in *Ingester) dropOnExit() {
 	defer cancel()
 	// The walsender of the closed connection may linger a moment: force.
 	if err := DropSlot(ctx, in.o.PGURL, in.o.Slot, true); err != nil {
-		in.o.Logger.Error("cannot drop the slot on exit (--slot-lifecycle drop-on-exit)", "slot", in.o.Slot, "error", err)
+		in.o.Logger.Error("cannot drop the slot on exit (ingest.Options.SlotLifecycle drop-on-exit)", "slot", in.o.Slot, "error", err)
 		return
 	}
-	in.o.Logger.Info("dropped the slot on exit (--slot-lifecycle drop-on-exit): changes committed from now on are not kept for pgq", "slot", in.o.Slot)
+	in.o.Logger.Info("dropped the slot on exit (ingest.Options.SlotLifecycle drop-on-exit): changes committed from now on are not kept for pgq", "slot", in.o.Slot)
 }

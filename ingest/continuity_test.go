@@ -102,7 +102,7 @@ func TestGapNewSlotOverJournal(t *testing.T) {
 		t.Fatalf("start over a new slot: %v, want ErrGap", err)
 	}
 	msg := err.Error()
-	if strings.Contains(msg, "\n") || !strings.Contains(msg, "just created") || !strings.Contains(msg, "--accept-gap") {
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "just created") || !strings.Contains(msg, "ingest.Options.AcceptGap") {
 		t.Fatalf("error is not one clear line naming the cause: %q", msg)
 	}
 	if n := len(records(t, dir)); n != 1 {

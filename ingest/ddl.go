@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // DDLPrefix is the logical message prefix of captured schema changes.
@@ -152,7 +153,7 @@ func publishProof(ctx context.Context, tx pgx.Tx, publication string) error {
 		publication, ddlSchema, ddlProofTable).Scan(&exists, &inserts, &published)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fatalf(ErrPubMissing, "publication %q does not exist: create it first (or leave out --publication)", publication)
+		return fatalOpt(ErrPubMissing, "publication %q does not exist: create it first (or leave out {})", opterr.Of("ingest.InstallDDLCapture(publication)"), publication)
 	case err != nil:
 		return fmt.Errorf("ingest: install DDL capture: read publication %q: %w", publication, err)
 	case !inserts:
@@ -241,11 +242,11 @@ func (in *Ingester) warnDDLCapture(ctx context.Context, conn *pgx.Conn) {
 		in.o.Logger.Warn("cannot check the DDL capture", "error", err)
 	case state == DDLOld && !in.warned["ddl-old"]:
 		in.warned["ddl-old"] = true
-		in.o.Logger.Warn("an old pgq DDL capture trigger is installed: its messages carry no proof and are journaled as message changes, not ddl; upgrade it with pgq ddl install --publication " + in.o.Publication)
+		in.o.Logger.Warn("an old pgq DDL capture trigger is installed: its messages carry no proof and are journaled as message changes, not ddl; upgrade it with ingest.InstallDDLCapture on publication " + in.o.Publication)
 	case state == DDLCurrent && !published && !in.warned["ddl-unpublished"]:
 		in.warned["ddl-unpublished"] = true
 		in.o.Logger.Warn("DDL capture is installed but the publication does not publish inserts into "+ddlSchema+"."+ddlProofTable+
-			": captured DDL is journaled as message changes, not ddl; add it with pgq ddl install --publication "+in.o.Publication, "publication", in.o.Publication)
+			": captured DDL is journaled as message changes, not ddl; add it with ingest.InstallDDLCapture on publication "+in.o.Publication, "publication", in.o.Publication)
 	}
 }
 

@@ -224,4 +224,12 @@
 // start); a slot that existed before never is. When ctx is cancelled, the
 // session waits for the in-flight group commit, sends the final
 // confirmation and Run returns nil.
+//
+// # Errors
+//
+// Errors are one line and wrap a sentinel (ErrConfig, ErrSlotMissing,
+// ErrGap, …; FatalError for those that stop Run). One that an option
+// mends is an *opterr.Error naming it in Go terms
+// ("ingest.Options.AcceptGap"), never a flag of the pgq CLI, which
+// renders the same error in its own terms.
 package ingest

@@ -52,7 +52,7 @@ func (in *Ingester) warnFailover(ctx context.Context, conn *pgx.Conn, info Serve
 			"slot", in.o.Slot, "standbys", standbys, "setting", "synchronized_standby_slots")
 	case !info.SlotFailover:
 		in.warned["failover"] = true
-		in.o.Logger.Warn("physical standbys are attached but the slot is not a failover slot: a promotion loses it (create it with --create-slot and --slot-failover auto or on, and set sync_replication_slots on the standbys)",
+		in.o.Logger.Warn("physical standbys are attached but the slot is not a failover slot: a promotion loses it (create it with ingest.Options.CreateSlot and ingest.Options.SlotFailover auto or on, and set sync_replication_slots on the standbys)",
 			"slot", in.o.Slot, "standbys", standbys, "setting", "failover")
 	}
 }

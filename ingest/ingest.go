@@ -21,6 +21,7 @@ import (
 	"github.com/pgq-dev/pgq/feedback"
 	"github.com/pgq-dev/pgq/internal/backoff"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/opterr"
 	"github.com/pgq-dev/pgq/pgoutput"
 )
 
@@ -278,13 +279,13 @@ func (in *Ingester) afterFailure(err error, retry *backoff.Retry) (wait time.Dur
 		return 0, err
 	}
 	if in.o.NoReconnect {
-		return 0, fmt.Errorf("ingest: replication interrupted (--no-reconnect): %w", err)
+		return 0, fmt.Errorf("%w: %w", opterr.New(nil, "ingest: replication interrupted ({})", opterr.Of("ingest.Options.NoReconnect")), err)
 	}
 	var se *streamErr
 	progress := errors.As(err, &se) && se.progress
 	wait, giveUp := retry.Failed(time.Now(), progress)
 	if giveUp {
-		return 0, fmt.Errorf("ingest: gave up reconnecting after %s without progress (--reconnect-give-up): %w", in.o.ReconnectGiveUp, err)
+		return 0, fmt.Errorf("%w: %w", opterr.New(nil, "ingest: gave up reconnecting after %s without progress ({})", opterr.Of("ingest.Options.ReconnectGiveUp"), in.o.ReconnectGiveUp), err)
 	}
 	if errors.Is(err, ErrSpill) {
 		// Like a full journal disk, but not fail-stop: spill files die
@@ -321,7 +322,7 @@ const tablesCheckTimeout = 5 * time.Second
 func (in *Ingester) session(ctx context.Context, first bool) error {
 	cfg, err := pgx.ParseConfig(in.o.PGURL)
 	if err != nil {
-		return &FatalError{Err: fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)}
+		return &FatalError{Err: opterr.New(ErrConfig, "invalid {}: %v", opterr.Of("ingest.Options.PGURL"), err)}
 	}
 	// Journaled text is UTF-8 whatever the database's encoding, and pgx's
 	// simple protocol (preflight) needs it too. PostgreSQL defaults the

@@ -27,7 +27,7 @@ func TestMaxRecordBytesBounds(t *testing.T) {
 	for _, bad := range []int{-1, 1, 10, MinMaxRecordBytes - 1, MaxMaxRecordBytes + 1} {
 		o := base
 		o.MaxRecordBytes = bad
-		if err := o.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--max-record-bytes") {
+		if err := o.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Options.MaxRecordBytes") {
 			t.Errorf("MaxRecordBytes %d: %v; want a configuration error naming --max-record-bytes", bad, err)
 		}
 	}

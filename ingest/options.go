@@ -15,6 +15,7 @@ import (
 	"github.com/pgq-dev/pgq/feedback"
 	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // DefaultMaxRecordBytes is the record size limit when
@@ -166,7 +167,7 @@ func parseStart(s string) (startPos, error) {
 			return startPos{lsn: lsn}, nil
 		}
 	}
-	return startPos{}, fmt.Errorf("%w: --start %q: want slot, latest or lsn:X/Y", ErrConfig, s)
+	return startPos{}, opterr.New(ErrConfig, "{} %q: want slot, latest or lsn:X/Y", opterr.Of("ingest.Options.Start"), s)
 }
 
 // Validate checks required fields and fills defaults.
@@ -185,11 +186,11 @@ func (o *Options) Validate() error {
 func (o *Options) validateSlot() error {
 	switch {
 	case o.PGURL == "":
-		return fmt.Errorf("%w: a PostgreSQL URL is required (--pg-url or PGQ_PG_URL)", ErrConfig)
+		return opterr.New(ErrConfig, "a PostgreSQL URL is required ({+env})", opterr.Of("ingest.Options.PGURL"))
 	case o.Slot == "":
-		return fmt.Errorf("%w: a slot name is required (--slot or PGQ_SLOT)", ErrConfig)
+		return opterr.New(ErrConfig, "a slot name is required ({+env})", opterr.Of("ingest.Options.Slot"))
 	case o.Publication == "":
-		return fmt.Errorf("%w: a publication name is required (--publication or PGQ_PUBLICATION)", ErrConfig)
+		return opterr.New(ErrConfig, "a publication name is required ({+env})", opterr.Of("ingest.Options.Publication"))
 	case o.Journal == nil || o.Committer == nil:
 		return fmt.Errorf("%w: ingest needs a journal and its committer", ErrConfig)
 	}
@@ -206,7 +207,7 @@ func (o *Options) validateSlot() error {
 		o.SlotLifecycle = LifecycleKeep
 	case LifecycleKeep, LifecycleDropOnExit, LifecycleTemporary:
 	default:
-		return fmt.Errorf("%w: --slot-lifecycle %q: want keep, drop-on-exit or temporary", ErrConfig, o.SlotLifecycle)
+		return opterr.New(ErrConfig, "{} %q: want keep, drop-on-exit or temporary", opterr.Of("ingest.Options.SlotLifecycle"), o.SlotLifecycle)
 	}
 	if err := o.validateFailover(); err != nil {
 		return err
@@ -215,10 +216,10 @@ func (o *Options) validateSlot() error {
 		return err
 	}
 	if o.ReconnectGiveUp < 0 {
-		return fmt.Errorf("%w: --reconnect-give-up is negative", ErrConfig)
+		return opterr.New(ErrConfig, "{} is negative", opterr.Of("ingest.Options.ReconnectGiveUp"))
 	}
 	if o.SkipTablesWithoutKey && o.CreatePublication != "all" {
-		return fmt.Errorf("%w: --skip-tables-without-key goes with --create-publication all", ErrConfig)
+		return opterr.New(ErrConfig, "{} goes with {} all", opterr.Of("ingest.Options.SkipTablesWithoutKey", "ingest.Options.CreatePublication"))
 	}
 	return nil
 }
@@ -233,20 +234,20 @@ func (o *Options) validateTiming() error {
 		o.ReconnectMax = 30 * time.Second
 	}
 	if o.ReconnectMax < o.ReconnectMin {
-		return fmt.Errorf("%w: --reconnect-max (%s) is below --reconnect-min (%s)", ErrConfig, o.ReconnectMax, o.ReconnectMin)
+		return opterr.New(ErrConfig, "{} (%s) is below {} (%s)", opterr.Of("ingest.Options.ReconnectMax", "ingest.Options.ReconnectMin"), o.ReconnectMax, o.ReconnectMin)
 	}
 	switch {
 	case o.MaxRecordBytes == 0:
 		o.MaxRecordBytes = DefaultMaxRecordBytes
 	case o.MaxRecordBytes < MinMaxRecordBytes || o.MaxRecordBytes > MaxMaxRecordBytes:
-		return fmt.Errorf("%w: --max-record-bytes %d is out of range: want 4KiB to 1GiB", ErrConfig, o.MaxRecordBytes)
+		return opterr.New(ErrConfig, "{} %d is out of range: want 4KiB to 1GiB", opterr.Of("ingest.Options.MaxRecordBytes"), o.MaxRecordBytes)
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = 10 * time.Second
 	}
 	switch {
 	case o.ReceiveCoalesce > MaxReceiveCoalesce:
-		return fmt.Errorf("%w: --receive-coalesce %s is above %s", ErrConfig, o.ReceiveCoalesce, MaxReceiveCoalesce)
+		return opterr.New(ErrConfig, "{} %s is above %s", opterr.Of("ingest.Options.ReceiveCoalesce"), o.ReceiveCoalesce, MaxReceiveCoalesce)
 	case o.ReceiveCoalesce == 0:
 		o.ReceiveCoalesce = DefaultReceiveCoalesce
 	}
@@ -280,10 +281,10 @@ func (o *Options) validateFailover() error {
 	case FailoverAuto, FailoverOff:
 	case FailoverOn:
 		if o.SlotLifecycle == LifecycleTemporary {
-			return fmt.Errorf("%w: --slot-failover on does not go with --slot-lifecycle temporary: a temporary slot is never synchronized to a standby", ErrConfig)
+			return opterr.New(ErrConfig, "{} on does not go with {} temporary: a temporary slot is never synchronized to a standby", opterr.Of("ingest.Options.SlotFailover", "ingest.Options.SlotLifecycle"))
 		}
 	default:
-		return fmt.Errorf("%w: --slot-failover %q: want auto, on or off", ErrConfig, o.SlotFailover)
+		return opterr.New(ErrConfig, "{} %q: want auto, on or off", opterr.Of("ingest.Options.SlotFailover"), o.SlotFailover)
 	}
 	return checkMultiHost(o.PGURL)
 }
@@ -295,7 +296,7 @@ func (o *Options) validateFailover() error {
 func checkMultiHost(url string) error {
 	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
-		return fmt.Errorf("%w: invalid --pg-url: %v", ErrConfig, err)
+		return opterr.New(ErrConfig, "invalid {}: %v", opterr.Of("ingest.Options.PGURL"), err)
 	}
 	hosts := map[string]bool{fmt.Sprintf("%s:%d", cfg.Host, cfg.Port): true}
 	for _, f := range cfg.Fallbacks {
@@ -313,5 +314,5 @@ func checkMultiHost(url string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: a --pg-url with several hosts needs target_session_attrs=primary (or read-write), else pgq may connect to a standby", ErrConfig)
+	return opterr.New(ErrConfig, "a {} with several hosts needs target_session_attrs=primary (or read-write), else pgq may connect to a standby", opterr.Of("ingest.Options.PGURL"))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // Sentinel errors callers tell apart. Every one of them is fatal: ingest
@@ -41,6 +42,11 @@ func (e *FatalError) Unwrap() error { return e.Err }
 
 func fatalf(sentinel error, format string, args ...any) error {
 	return &FatalError{Err: fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))}
+}
+
+// fatalOpt is fatalf for a message that names options (opterr.New).
+func fatalOpt(sentinel error, text string, opts []opterr.Option, args ...any) error {
+	return &FatalError{Err: opterr.New(sentinel, text, opts, args...)}
 }
 
 // IsFatal reports whether err must stop ingest.
@@ -127,7 +133,7 @@ func preflight(ctx context.Context, cfg *pgx.ConnConfig, o *Options, firstStart 
 		return info, nil, fatalf(ErrPrivilege, "role lacks REPLICATION (ALTER ROLE ... REPLICATION; %s)", privilegeHelp)
 	}
 	if o.SlotFailover == FailoverOn && info.VersionNum < failoverMinVersion {
-		return info, nil, fatalf(ErrConfig, "--slot-failover on needs PostgreSQL 17 or later, and the server is %s", version)
+		return info, nil, fatalOpt(ErrConfig, "{} on needs PostgreSQL 17 or later, and the server is %s", opterr.Of("ingest.Options.SlotFailover"), version)
 	}
 
 	if err := checkPublication(ctx, conn, o, firstStart); err != nil {
@@ -181,7 +187,7 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, o *Options, firstStar
 		return nil
 	}
 	if o.CreatePublication == "" || !firstStart {
-		return fatalf(ErrPubMissing, "publication %q does not exist (create it, or pass --create-publication all|schema.table,...)", o.Publication)
+		return fatalOpt(ErrPubMissing, "publication %q does not exist (create it, or pass {} all|schema.table,...)", opterr.Of("ingest.Options.CreatePublication"), o.Publication)
 	}
 	sql := "CREATE PUBLICATION " + pgx.Identifier{o.Publication}.Sanitize()
 	switch {
@@ -191,7 +197,7 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, o *Options, firstStar
 			return err
 		}
 		if len(tables) == 0 {
-			return fatalf(ErrConfig, "--skip-tables-without-key: no table has a primary key or replica identity to publish")
+			return fatalOpt(ErrConfig, "{}: no table has a primary key or replica identity to publish", opterr.Of("ingest.Options.SkipTablesWithoutKey"))
 		}
 		sql += " FOR TABLE " + strings.Join(tables, ", ")
 	case o.CreatePublication == "all":
@@ -235,12 +241,12 @@ func ParseTableList(list string) ([]pgx.Identifier, error) {
 			schema, table = "public", item
 		}
 		if schema == "" || table == "" || strings.Contains(table, ".") {
-			return nil, fmt.Errorf("%w: invalid table %q in --create-publication: want schema.table", ErrConfig, item)
+			return nil, opterr.New(ErrConfig, "invalid table %q in {}: want schema.table", opterr.Of("ingest.Options.CreatePublication"), item)
 		}
 		out = append(out, pgx.Identifier{schema, table})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: --create-publication needs \"all\" or a list of schema.table", ErrConfig)
+		return nil, opterr.New(ErrConfig, "{} needs \"all\" or a list of schema.table", opterr.Of("ingest.Options.CreatePublication"))
 	}
 	return out, nil
 }
@@ -315,7 +321,7 @@ const failoverMinVersion = 170000
 // errSlotLost is the error of a reconnect that found no slot: what is
 // gone cannot be re-read, so it names the way on instead of a retry.
 func errSlotLost(slot string) error {
-	return fatalf(ErrSlotMissing, "replication slot %q is gone from the server pgq reconnected to (a failover to a standby that did not have it — PostgreSQL 16 or older, a slot that was not a failover slot or not yet synchronized — or the slot was dropped): changes committed after the journal's end may be missing; to go on, restart with --create-slot --accept-gap (the journal records the gap), then backfill the affected tables", slot)
+	return fatalOpt(ErrSlotMissing, "replication slot %q is gone from the server pgq reconnected to (a failover to a standby that did not have it — PostgreSQL 16 or older, a slot that was not a failover slot or not yet synchronized — or the slot was dropped): changes committed after the journal's end may be missing; to go on, restart with {} {} (the journal records the gap), then backfill the affected tables", opterr.Of("ingest.Options.CreateSlot", "ingest.Options.AcceptGap"), slot)
 }
 
 func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo, firstStart bool) error {
@@ -335,7 +341,7 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 	if o.SlotLifecycle == LifecycleTemporary {
 		// The slot is created on the replication connection itself.
 		if err == nil {
-			return fatalf(ErrConfig, "slot %q exists; --slot-lifecycle temporary creates its own slot: use a name no slot has", o.Slot)
+			return fatalOpt(ErrConfig, "slot %q exists; {} temporary creates its own slot: use a name no slot has", opterr.Of("ingest.Options.SlotLifecycle"), o.Slot)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -346,7 +352,7 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 			return errSlotLost(o.Slot)
 		}
 		if !o.CreateSlot {
-			return fatalf(ErrSlotMissing, "replication slot %q does not exist (create it, or pass --create-slot; if a failover lost it: --create-slot --accept-gap, then a backfill)", o.Slot)
+			return fatalOpt(ErrSlotMissing, "replication slot %q does not exist (create it, or pass {}; if a failover lost it: {} {}, then a backfill)", opterr.Of("ingest.Options.CreateSlot", "ingest.Options.CreateSlot", "ingest.Options.AcceptGap"), o.Slot)
 		}
 		if err := createSlot(ctx, conn, o, info.VersionNum); err != nil {
 			var pgErr *pgconn.PgError
@@ -380,7 +386,7 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 		return fatalf(ErrSlotPlugin, "slot %q is a %s slot with plugin %q; pgq needs a logical pgoutput slot", o.Slot, slotType, plugin)
 	}
 	if o.SlotFailover == FailoverOn && !info.SlotFailover {
-		return fatalf(ErrConfig, "--slot-failover on: slot %q exists and is not a failover slot (make it one: ALTER_REPLICATION_SLOT %s (FAILOVER true) on a replication=database connection, or drop it and let --create-slot make it)", o.Slot, o.Slot)
+		return fatalOpt(ErrConfig, "{} on: slot %q exists and is not a failover slot (make it one: ALTER_REPLICATION_SLOT %s (FAILOVER true) on a replication=database connection, or drop it and let {} make it)", opterr.Of("ingest.Options.SlotFailover", "ingest.Options.CreateSlot"), o.Slot, o.Slot)
 	}
 	if database != nil && *database != info.Database {
 		return fatalf(ErrConfig, "slot %q belongs to database %q, but the URL connects to %q", o.Slot, *database, info.Database)

@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
+	"github.com/pgq-dev/pgq/opterr"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -102,8 +105,10 @@ func TestSlotDroppedIsFatal(t *testing.T) {
 		}
 		// A slot lost by a failover looks the same: the error names the
 		// way on, not only what is missing.
-		if !strings.Contains(err.Error(), "--create-slot --accept-gap") || !strings.Contains(err.Error(), "backfill") {
-			t.Fatalf("Run returned %v, want the way on (--create-slot --accept-gap, then a backfill)", err)
+		oe, ok := opterr.Find(err)
+		if !ok || !slices.Equal(oe.Options, opterr.Of("ingest.Options.CreateSlot", "ingest.Options.AcceptGap")) ||
+			!strings.Contains(err.Error(), "ingest.Options.CreateSlot ingest.Options.AcceptGap") || !strings.Contains(err.Error(), "backfill") {
+			t.Fatalf("Run returned %v, want the way on (CreateSlot and AcceptGap, then a backfill)", err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("pgq kept running after its slot was dropped")
@@ -136,7 +141,7 @@ func TestTLSVerifyFull(t *testing.T) {
 		recs := records(t, r.Dir)
 		return len(recs) == 2 && len(recs[1].Changes) == 20000
 	})
-	mfs, err := r.S.Registry.Gather()
+	mfs, err := serverparts.Of(r.S).Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

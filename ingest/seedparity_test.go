@@ -103,7 +103,7 @@ func TestReconnectGiveUpAndNoReconnect(t *testing.T) {
 	r.waitStreaming(t)
 	waitSlotActive(t, db, slot)
 	db.Exec(t, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '`+slot+`'`)
-	if err := r.runErr(t); err == nil || !strings.Contains(err.Error(), "--no-reconnect") {
+	if err := r.runErr(t); err == nil || !strings.Contains(err.Error(), "ingest.Options.NoReconnect") {
 		t.Fatalf("--no-reconnect: %v", err)
 	}
 

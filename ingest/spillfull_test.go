@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -157,7 +158,7 @@ func TestSpillDiskFullRecovers(t *testing.T) {
 // counter reads a counter of the sidecar's registry.
 func counter(t *testing.T, r *running, name string) float64 {
 	t.Helper()
-	mfs, err := r.S.Registry.Gather()
+	mfs, err := serverparts.Of(r.S).Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/record"
 	"github.com/pgq-dev/pgq/server"
 )
@@ -75,10 +76,10 @@ func stStartWith(t *testing.T, db *pgtest.DB, mod func(*ingest.Options)) *stSide
 		}
 	})
 	waitFor(t, 30*time.Second, "streaming", func() bool {
-		st := s.Ingester.Status()
+		st := serverparts.Of(s).Ingester.Status()
 		return st.Running && st.ProtoVersion > 0 && st.LastError == nil
 	})
-	if st := s.Ingester.Status(); st.ProtoVersion != 2 || !st.Streaming {
+	if st := serverparts.Of(s).Ingester.Status(); st.ProtoVersion != 2 || !st.Streaming {
 		t.Fatalf("want protocol 2 with streaming, status says %d, %v", st.ProtoVersion, st.Streaming)
 	}
 	return r
@@ -93,7 +94,7 @@ func (r *stSidecar) streamed(t *testing.T) float64 {
 // counter returns the value of one of the sidecar's counters.
 func (r *stSidecar) counter(t *testing.T, name string) float64 {
 	t.Helper()
-	mfs, err := r.s.Registry.Gather()
+	mfs, err := serverparts.Of(r.s).Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestStreamedCommit(t *testing.T) {
 	}
 	// Confirmation reaches the transaction once its final part is durable.
 	end := txs[0].parts[0].EndLSN
-	waitFor(t, 30*time.Second, "confirmation", func() bool { return r.s.Ingester.Status().ConfirmedLSN >= end })
+	waitFor(t, 30*time.Second, "confirmation", func() bool { return serverparts.Of(r.s).Ingester.Status().ConfirmedLSN >= end })
 }
 
 // A transaction streamed at full speed is read with coalescing on (the

@@ -15,13 +15,13 @@ func (s *Server) openBackfills() (*backfill.Manager, error) {
 		// A backfill reads only what pgq's slot publishes.
 		Publication: s.o.Ingest.Publication,
 		Dir:         filepath.Join(s.o.DataDir, "backfill"),
-		Registry:    s.Ingester.Backfills(),
+		Registry:    s.ingester.Backfills(),
 		FS:          s.o.FS,
 		// The committer's published LSN, not the journal's fsynced one: a
 		// chunk's buffer is reused once its record is durable, and the
 		// committer's after-append hook (indexBatch) still reads the
 		// encoded record after the fsync, until it publishes.
-		Durable: func() pgq.LSN { _, lsn := s.Committer.Durable(); return lsn },
+		Durable: func() pgq.LSN { _, lsn := s.committer.Durable(); return lsn },
 		Logger:  s.o.Logger,
 	})
 }
@@ -31,7 +31,7 @@ func (s *Server) openBackfills() (*backfill.Manager, error) {
 func (s *Server) runBackfills(ctx context.Context) (stop func()) {
 	bctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); s.Backfills.Run(bctx) }()
+	go func() { defer close(done); s.backfills.Run(bctx) }()
 	return func() {
 		cancel()
 		<-done

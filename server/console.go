@@ -21,12 +21,12 @@ func (s *Server) openHistory() error {
 // gauges pgq_ingest_connected, pgq_slot_lag_bytes and
 // pgq_journal_size_bytes.
 func (s *Server) sample() console.Sample {
-	st := s.Ingester.Status()
+	st := s.ingester.Status()
 	return console.Sample{
 		Time:           time.Now().UTC(),
 		Connected:      st.Connected,
 		SlotLagBytes:   slotLag(st.ServerWALEnd, st.ConfirmedLSN),
-		JournalBytes:   s.Journal.Size(),
+		JournalBytes:   s.journal.Size(),
 		ChangesWritten: st.ChangesWritten,
 	}
 }

@@ -8,6 +8,14 @@
 //	st := s.Status()                     // what GET /v1/status answers
 //	// s.Close() releases an opened Server that is never run.
 //
+// (Example in example_test.go.) A Server shows methods only, not its
+// parts: the journal, the index, the committer, the ingester, the metrics
+// registry, the group manager and the backfill manager are unexported
+// (pgq's own tests in other packages reach them through
+// internal/serverparts). Errors name options in Go terms: one that an
+// option mends is an *opterr.Error ("server.Options.DataDir",
+// "ingest.Options.CreateSlot"), which cmd/pgq renders as its flags.
+//
 // Open locks and opens the journal under DataDir/journal, opens and
 // catches up the index under DataDir/index, opens the consumer-group
 // manager and the backfill store (DataDir/backfill), prepares ingest, and

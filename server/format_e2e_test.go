@@ -19,7 +19,7 @@ func TestFetchFormatsEndToEnd(t *testing.T) {
 	s, stop := start(t, db, t.TempDir())
 	defer stop()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	db.Exec(t, `INSERT INTO fmt VALUES (7, '2016-11-04', 1.50)`)

@@ -34,13 +34,13 @@ func inspectDataDir(dir string, ownFS bool) freshDir {
 // other pgq's files), which is empty, and no group or backfill exists.
 // Called before the stores close.
 func (s *Server) unused() bool {
-	if !s.dataDir.fresh || s.Journal == nil || s.Journal.LastOffset() != 0 {
+	if !s.dataDir.fresh || s.journal == nil || s.journal.LastOffset() != 0 {
 		return false
 	}
-	if s.Consumers != nil && len(s.Consumers.List(context.Background())) > 0 {
+	if s.consumers != nil && len(s.consumers.List(context.Background())) > 0 {
 		return false
 	}
-	return s.Backfills == nil || len(s.Backfills.List()) == 0
+	return s.backfills == nil || len(s.backfills.List()) == 0
 }
 
 // removeUnused removes, after a failed start that unused allowed, what

@@ -59,30 +59,30 @@ func TestIndexHealsItself(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	waitFor("streaming", func() bool { return s.Ingester.Status().Connected })
+	waitFor("streaming", func() bool { return s.ingester.Status().Connected })
 	db.Exec(t, `INSERT INTO ih VALUES (1)`)
 	waitRecords(t, s, 1)
-	waitFor("index at 1", func() bool { return s.Index.LastOffset() == 1 })
+	waitFor("index at 1", func() bool { return s.index.LastOffset() == 1 })
 
 	broken.Store(true)
 	// Derived index writes are not synced, so Pebble meets the broken disk
 	// at the next synced write: a group's state.
-	if _, err := s.Consumers.Create(ctx, consumers.CreateRequest{Name: "g", From: "earliest"}); err == nil {
+	if _, err := s.consumers.Create(ctx, consumers.CreateRequest{Name: "g", From: "earliest"}); err == nil {
 		t.Fatal("creating a group on a broken index disk succeeded")
 	}
 	db.Exec(t, `INSERT INTO ih VALUES (2)`, `INSERT INTO ih VALUES (3)`)
 	waitRecords(t, s, 3)
-	waitFor("index stale or failed", func() bool { st := s.Index.Stats(); return st.Stale || st.Failed })
+	waitFor("index stale or failed", func() bool { st := s.index.Stats(); return st.Stale || st.Failed })
 	db.Exec(t, `INSERT INTO ih VALUES (4)`, `INSERT INTO ih VALUES (5)`)
 	waitRecords(t, s, 5)
-	last, err := s.Journal.Read(5)
+	last, err := s.journal.Read(5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Index.LastOffset() >= 5 {
-		t.Fatalf("the broken index indexed offset %d", s.Index.LastOffset())
+	if s.index.LastOffset() >= 5 {
+		t.Fatalf("the broken index indexed offset %d", s.index.LastOffset())
 	}
-	if _, err := s.Index.SeekLSN(last.CommitLSN); err == nil {
+	if _, err := s.index.SeekLSN(last.CommitLSN); err == nil {
 		t.Fatal("SeekLSN past the indexed end answered while the index is broken")
 	}
 	resp, err := http.Get("http://" + s.Addr() + "/v1/status")
@@ -99,14 +99,14 @@ func TestIndexHealsItself(t *testing.T) {
 
 	broken.Store(false)
 	waitFor("index healed", func() bool {
-		st := s.Index.Stats()
-		return !st.Stale && st.Heals >= 1 && s.Index.LastOffset() == s.Journal.LastOffset()
+		st := s.index.Stats()
+		return !st.Stale && st.Heals >= 1 && s.index.LastOffset() == s.journal.LastOffset()
 	})
-	off, err := s.Index.SeekLSN(last.CommitLSN)
+	off, err := s.index.SeekLSN(last.CommitLSN)
 	if err != nil || off != pgq.Offset(5) {
 		t.Fatalf("SeekLSN after the heal: %d %v, want 5", off, err)
 	}
 	db.Exec(t, `INSERT INTO ih VALUES (6)`)
 	waitRecords(t, s, 6)
-	waitFor("index follows again", func() bool { return s.Index.LastOffset() == 6 })
+	waitFor("index follows again", func() bool { return s.index.LastOffset() == 6 })
 }

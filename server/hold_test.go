@@ -27,7 +27,7 @@ func startHold(t *testing.T, db *pgtest.DB, dir string, hold []string) (*Server,
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // the slot exists once streaming
 	}
 	return s, func() error { cancel(); return <-done }
@@ -67,17 +67,17 @@ func TestHoldSlotNodeLoss(t *testing.T) {
 	}
 	waitRecords(t, s, 10)
 	ctx := context.Background()
-	if _, err := s.Consumers.Fetch(ctx, "h", consumers.FetchRequest{Member: "a", Max: 4}); err != nil {
+	if _, err := s.consumers.Fetch(ctx, "h", consumers.FetchRequest{Member: "a", Max: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Consumers.Commit(ctx, "h", "a", 4, 0); err != nil {
+	if _, err := s.consumers.Commit(ctx, "h", "a", 4, 0); err != nil {
 		t.Fatal(err)
 	}
-	fourth, err := s.Journal.Read(4)
+	fourth, err := s.journal.Read(4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := s.Journal.LastEndLSN()
+	end := s.journal.LastEndLSN()
 	deadline := time.Now().Add(15 * time.Second)
 	for slotConfirmed(t, db) != fourth.EndLSN {
 		if got := slotConfirmed(t, db); got > fourth.EndLSN || time.Now().After(deadline) {
@@ -104,11 +104,11 @@ func TestHoldSlotNodeLoss(t *testing.T) {
 	waitRecords(t, s2, 6)
 	t.Logf("node-loss replay: 6 transactions journaled %s after the new pgq opened", time.Since(began))
 	time.Sleep(300 * time.Millisecond) // nothing more may come
-	if n := s2.Journal.LastOffset(); n != 6 {
+	if n := s2.journal.LastOffset(); n != 6 {
 		t.Fatalf("new journal has %d records, want 6 (ids 5..10)", n)
 	}
 	for off := pgq.Offset(1); off <= 6; off++ {
-		tx, err := s2.Journal.Read(off)
+		tx, err := s2.journal.Read(off)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestHoldSlotNodeLoss(t *testing.T) {
 			t.Fatalf("record %d holds id %s (%d changes), want %d", off, id, len(tx.Changes), off+4)
 		}
 	}
-	if gi, err := s2.Consumers.Info(ctx, "h"); err != nil || !gi.HoldSlot || gi.From != "earliest" {
+	if gi, err := s2.consumers.Info(ctx, "h"); err != nil || !gi.HoldSlot || gi.From != "earliest" {
 		t.Fatalf("h on the new data dir: %+v %v", gi, err)
 	}
 }

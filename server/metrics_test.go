@@ -44,7 +44,7 @@ func TestIngestMetrics(t *testing.T) {
 	db.Exec(t, `CREATE TABLE om (id int PRIMARY KEY, v text)`)
 	s, stop := start(t, db, t.TempDir())
 	defer func() { _ = stop() }()
-	for deadline := time.Now().Add(20 * time.Second); s.Ingester.Status().ProtoVersion == 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); s.ingester.Status().ProtoVersion == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("ingest did not start streaming")
 		}
@@ -57,13 +57,13 @@ func TestIngestMetrics(t *testing.T) {
 		covered, okCovered := scrape(t, s, "pgq_covered_lsn")
 		conn, okConn := scrape(t, s, "pgq_ingest_connected")
 		_, okLag := scrape(t, s, "pgq_slot_lag_bytes")
-		if okSize && okCovered && okConn && okLag && size >= 500*100 && size == float64(s.Journal.Size()) &&
-			pgq.LSN(covered) >= s.Journal.LastEndLSN() && conn == 1 {
+		if okSize && okCovered && okConn && okLag && size >= 500*100 && size == float64(s.journal.Size()) &&
+			pgq.LSN(covered) >= s.journal.LastEndLSN() && conn == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("size %v (journal %d), covered %v (journal end %s), connected %v, lag present %v",
-				size, s.Journal.Size(), pgq.LSN(covered), s.Journal.LastEndLSN(), conn, okLag)
+				size, s.journal.Size(), pgq.LSN(covered), s.journal.LastEndLSN(), conn, okLag)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -86,18 +86,18 @@ func TestDataDirOwnerOnly(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	s, stop := startLogged(logs)
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	db.Exec(t, `INSERT INTO secrets SELECT g, repeat('t', 200) FROM generate_series(51, 150) g`) // ~20 KiB: parts
 	db.Exec(t, `INSERT INTO secrets VALUES (151, 'one')`)
 	waitRecords(t, s, 2)
-	bf, err := s.Backfills.Start(context.Background(), backfill.Request{Tables: []string{"public.secrets"}, Where: "id <= 100", ChunkSize: 10})
+	bf, err := s.backfills.Start(context.Background(), backfill.Request{Tables: []string{"public.secrets"}, Where: "id <= 100", ChunkSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		st, err := s.Backfills.Get(bf.ID)
+		st, err := s.backfills.Get(bf.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

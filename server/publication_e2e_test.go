@@ -61,7 +61,7 @@ func TestBackfillOnlyPublishedE2E(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	base := "http://" + s.Addr()

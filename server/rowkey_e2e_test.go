@@ -50,7 +50,7 @@ func rowKeyServer(t *testing.T) (*Server, string) {
 	s, stop := start(t, db, t.TempDir())
 	t.Cleanup(func() { _ = stop() })
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	big := strings.Repeat("0123456789abcdef", 512) // 8 KiB, out of line
@@ -97,7 +97,7 @@ func bridgeAll(t *testing.T, s *Server, cl *client.Client, g string, p bridge.Pu
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		gi, err := cl.Group(context.Background(), g)
-		if err == nil && gi.CommittedOffset >= s.Journal.LastOffset() {
+		if err == nil && gi.CommittedOffset >= s.journal.LastOffset() {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -20,7 +20,7 @@ func (s *Server) runScrub(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := s.Journal.RunScrub(sctx, journal.ScrubOptions{Rate: s.o.ScrubRate}); err != nil {
+		if err := s.journal.RunScrub(sctx, journal.ScrubOptions{Rate: s.o.ScrubRate}); err != nil {
 			s.o.Logger.Warn("journal scrub stopped", "error", err)
 		}
 	}()
@@ -50,12 +50,12 @@ func corruptStatus(c *journal.Corruption) *api.JournalCorrupt {
 // scrubMetrics are the journal corruption and scrub metrics.
 func (s *Server) scrubMetrics() []prometheus.Collector {
 	st := func(f func(journal.ScrubStatus) uint64) func() float64 {
-		return func() float64 { return float64(f(s.Journal.ScrubStatus())) }
+		return func() float64 { return float64(f(s.journal.ScrubStatus())) }
 	}
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pgq_journal_corrupt", Help: "1 once a corrupt journal record was found (by a read or the scrub; see journal_corrupt in /v1/status), else 0."},
 			func() float64 {
-				if s.Journal.Corruption() != nil {
+				if s.journal.Corruption() != nil {
 					return 1
 				}
 				return 0

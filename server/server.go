@@ -28,6 +28,7 @@ import (
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/pgq-dev/pgq/journal"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // Options configures a sidecar. Zero values get the defaults noted.
@@ -103,7 +104,7 @@ type Options struct {
 // Validate checks the options and fills defaults.
 func (o *Options) Validate() error {
 	if o.DataDir == "" {
-		return fmt.Errorf("%w: a data directory is required (--data-dir or PGQ_DATA_DIR)", ingest.ErrConfig)
+		return opterr.New(ingest.ErrConfig, "a data directory is required ({+env})", opterr.Of("server.Options.DataDir"))
 	}
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:5480"
@@ -133,13 +134,13 @@ func (o *Options) Validate() error {
 // Server is a running pgq.
 type Server struct {
 	o         Options
-	Journal   *journal.Journal
-	Index     *index.Index
-	Committer *journal.Committer
-	Ingester  *ingest.Ingester
-	Registry  *prometheus.Registry
-	Consumers *consumers.Manager
-	Backfills *backfill.Manager
+	journal   *journal.Journal
+	index     *index.Index
+	committer *journal.Committer
+	ingester  *ingest.Ingester
+	registry  *prometheus.Registry
+	consumers *consumers.Manager
+	backfills *backfill.Manager
 
 	listener net.Listener
 	server   *http.Server
@@ -173,7 +174,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
 	tightenDataDir(o.DataDir, o.Logger)
-	s := &Server{o: o, Registry: prometheus.NewRegistry(), dataDir: found}
+	s := &Server{o: o, registry: prometheus.NewRegistry(), dataDir: found}
 	for _, step := range []func(context.Context) error{s.openStores, s.openConsumers, s.registerMetrics, s.openIngest, s.registerIngestMetrics, s.openHTTP} {
 		if err := step(ctx); err != nil {
 			s.closeFailed()
@@ -206,7 +207,7 @@ func (s *Server) openStores(ctx context.Context) error {
 		Name: "pgq_fsync_seconds", Help: "Latency of fsyncs of pgq's storage (store: journal, index).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	}, []string{"store"})
-	if err := s.Registry.Register(syncs); err != nil {
+	if err := s.registry.Register(syncs); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	o := &s.o
@@ -216,38 +217,38 @@ func (s *Server) openStores(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.Journal = j
+	s.journal = j
 	indexSyncs := syncs.WithLabelValues("index")
 	ix, err := index.Open(index.Options{Dir: filepath.Join(o.DataDir, "index"), Logger: o.Logger,
 		FS: o.FS, OnSync: func(d time.Duration) { indexSyncs.Observe(d.Seconds()) }})
 	if err != nil {
 		return err
 	}
-	s.Index = ix
+	s.index = ix
 	if err := ix.CatchUp(ctx, j); err != nil {
 		return fmt.Errorf("index: catch up with journal: %w", err)
 	}
 	// The pending bound is what the committer may hold in memory: with
 	// ingest's size estimates (decoded changes) 8 MiB keeps a multi-part
 	// transaction of any size within pgq's memory bound.
-	s.Committer = journal.NewCommitter(j, journal.CommitterOptions{MaxPendingBytes: 8 << 20})
+	s.committer = journal.NewCommitter(j, journal.CommitterOptions{MaxPendingBytes: 8 << 20})
 	return nil
 }
 
 // openConsumers opens the consumer-group manager.
 func (s *Server) openConsumers(ctx context.Context) error {
 	co := s.o.Consumers
-	co.Journal, co.Index, co.Logger = s.Journal, s.Index, s.o.Logger
+	co.Journal, co.Index, co.Logger = s.journal, s.index, s.o.Logger
 	cm, err := consumers.NewManager(co)
 	if err != nil {
 		return err
 	}
-	s.Consumers = cm
-	if err := s.Registry.Register(cm.Collector()); err != nil {
+	s.consumers = cm
+	if err := s.registry.Register(cm.Collector()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if err := cm.HoldSlotFor(ctx, s.o.HoldSlotFor); err != nil {
-		return fmt.Errorf("--hold-slot-for: %w", err)
+		return fmt.Errorf("%w: %w", opterr.New(nil, "{}", opterr.Of("server.Options.HoldSlotFor")), err)
 	}
 	return nil
 }
@@ -256,7 +257,7 @@ func (s *Server) openConsumers(ctx context.Context) error {
 // committer's metrics.
 func (s *Server) registerMetrics(context.Context) error {
 	indexStat := func(f func(index.Stats) float64) func() float64 {
-		return func() float64 { return f(s.Index.Stats()) }
+		return func() float64 { return f(s.index.Stats()) }
 	}
 	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pgq_index_stale", Help: "1 while the index may be behind the journal (a failed update; the healer is catching up): LSN/time positions and byte lag answer with an error meanwhile."},
@@ -271,14 +272,14 @@ func (s *Server) registerMetrics(context.Context) error {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgq_index_heals_total", Help: "Times the index caught up with the journal after going stale."},
 			indexStat(func(st index.Stats) float64 { return float64(st.Heals) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgq_journal_submit_wait_seconds_total", Help: "Time ingest waited for the journal because the bytes it may hold unsynced were all pending: the disk's fsyncs were the bottleneck."},
-			func() float64 { return s.Committer.SubmitWaited().Seconds() }),
+			func() float64 { return s.committer.SubmitWaited().Seconds() }),
 	} {
-		if err := s.Registry.Register(c); err != nil {
+		if err := s.registry.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	for _, c := range s.scrubMetrics() { // scrub.go
-		if err := s.Registry.Register(c); err != nil {
+		if err := s.registry.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
@@ -288,13 +289,13 @@ func (s *Server) registerMetrics(context.Context) error {
 // openIngest prepares ingest (it connects in Run) and the backfill store
 // that feeds it.
 func (s *Server) openIngest(context.Context) error {
-	metrics, err := ingest.NewMetrics(s.Registry)
+	metrics, err := ingest.NewMetrics(s.registry)
 	if err != nil {
 		return err
 	}
 	io := s.o.Ingest
-	io.Journal, io.Committer, io.Logger, io.Metrics, io.FS = s.Journal, s.Committer, s.o.Logger, metrics, s.o.FS
-	io.HoldFloor = s.Consumers.HoldFloor
+	io.Journal, io.Committer, io.Logger, io.Metrics, io.FS = s.journal, s.committer, s.o.Logger, metrics, s.o.FS
+	io.HoldFloor = s.consumers.HoldFloor
 	if io.SpillDir == "" {
 		io.SpillDir = filepath.Join(s.o.DataDir, "spill")
 	}
@@ -302,12 +303,12 @@ func (s *Server) openIngest(context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.Ingester = in
+	s.ingester = in
 	bf, err := s.openBackfills() // backfill.go
 	if err != nil {
 		return err
 	}
-	s.Backfills = bf
+	s.backfills = bf
 	return nil
 }
 
@@ -339,8 +340,8 @@ func (s *Server) openHTTP(context.Context) error {
 	if err := s.checkExposed(l.Addr()); err != nil { // tls.go
 		return err // closeStores closes the listener
 	}
-	h, err := httpapi.New(httpapi.Options{Groups: s.Consumers, Backfills: s.Backfills, Status: s.Status, History: s.historyDoc, NotReady: s.notReady,
-		Metrics: promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken,
+	h, err := httpapi.New(httpapi.Options{Groups: s.consumers, Backfills: s.backfills, Status: s.Status, History: s.historyDoc, NotReady: s.notReady,
+		Metrics: promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken,
 		ClientCertificates: o.TLS.ClientCAFile != "", AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins,
 		Formats: format.Options{Database: databaseOf(o.Ingest.PGURL), Slot: o.Ingest.Slot}})
 	if err != nil {
@@ -387,7 +388,7 @@ func fitFileLimit(l httpapi.Limits, limit uint64, log *slog.Logger) httpapi.Limi
 	}
 	probes := min(l.ProbeConns, max(1, budget/8))
 	conns := max(1, budget-probes)
-	log.Warn("the open-file limit is low: API connections capped below --http-max-conns so that pgq keeps its own files", "open_file_limit", limit, "http_max_conns", conns, "probe_conns", probes)
+	log.Warn("the open-file limit is low: API connections capped below httpapi.Limits.MaxConns so that pgq keeps its own files", "open_file_limit", limit, "http_max_conns", conns, "probe_conns", probes)
 	l.MaxConns, l.ProbeConns = conns, probes
 	return l
 }
@@ -403,14 +404,14 @@ const indexWait = 2 * time.Second
 // next update fail, the index marks itself stale (lookups that would be
 // wrong return ErrStale), and the healer catches it up from the journal.
 func (s *Server) indexBatch(batch []*journal.Record) {
-	s.Consumers.KickHold() // a holder's lag grew
+	s.consumers.KickHold() // a holder's lag grew
 	if s.indexBusy.Load() {
 		return // an earlier update is still blocked: skip (see above)
 	}
 	entries := make([]index.Entry, len(batch))
 	for i, r := range batch {
 		if r.Encoded != nil { // a spilled part or a backfill chunk: no Tx.Changes
-			entries[i] = index.EntryOfStored(r.Tx, r.Encoded, r.Bytes, r.EncodedChanges, s.Journal.Relation)
+			entries[i] = index.EntryOfStored(r.Tx, r.Encoded, r.Bytes, r.EncodedChanges, s.journal.Relation)
 			continue
 		}
 		entries[i] = index.EntryOf(r.Tx, r.Bytes, r.ChangeCount())
@@ -418,7 +419,7 @@ func (s *Server) indexBatch(batch []*journal.Record) {
 	done := make(chan error, 1)
 	s.indexBusy.Store(true)
 	go func() {
-		err := s.Index.Add(entries)
+		err := s.index.Add(entries)
 		s.indexBusy.Store(false)
 		done <- err
 	}()
@@ -473,10 +474,10 @@ func (s *Server) notReady() string {
 	if err := s.storageErr(); err != nil {
 		return "journal not writable: " + err.Error()
 	}
-	if c := s.Journal.Corruption(); c != nil {
+	if c := s.journal.Corruption(); c != nil {
 		return c.Error()
 	}
-	st := s.Ingester.Status()
+	st := s.ingester.Status()
 	if st.SpillError != nil {
 		// A full spill disk stops ingest like a full journal disk, only
 		// not for good (ingest reconnects with backoff).
@@ -496,15 +497,15 @@ func (s *Server) storageErr() error {
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
-	return s.Journal.Err()
+	return s.journal.Err()
 }
 
 // Status is the document GET /v1/status answers: ingest's part
-// (Ingester.Status), the groups, the journal's error, corruption and
+// (the Ingester's Status), the groups, the journal's error, corruption and
 // scrub, and the index's health.
 func (s *Server) Status() api.Status {
-	st := statusDocument(s.Ingester.Status(), s.Consumers.Status(), s.storageErr(), s.Index.Stats())
-	scrubStatus(&st, s.Journal.Corruption(), s.Journal.ScrubStatus()) // scrub.go
+	st := statusDocument(s.ingester.Status(), s.consumers.Status(), s.storageErr(), s.index.Stats())
+	scrubStatus(&st, s.journal.Corruption(), s.journal.ScrubStatus()) // scrub.go
 	return st
 }
 
@@ -531,7 +532,7 @@ func (s *Server) Run(ctx context.Context) error {
 	stopBackfills := s.runBackfills(ctx) // backfill.go
 	cctx, cancelCommitter := context.WithCancel(context.WithoutCancel(ctx))
 	committerDone := make(chan error, 1)
-	go func() { committerDone <- s.Committer.Run(cctx) }()
+	go func() { committerDone <- s.committer.Run(cctx) }()
 	httpDone := make(chan error, 2)
 	go func() { httpDone <- s.server.Serve(s.listener) }()
 	if s.probes != nil {
@@ -542,7 +543,7 @@ func (s *Server) Run(ctx context.Context) error {
 	healerDone := make(chan struct{})
 	go func() {
 		defer close(healerDone)
-		s.Index.RunHealer(hctx, s.Journal, 0)
+		s.index.RunHealer(hctx, s.journal, 0)
 	}()
 
 	sctx, cancelSampler := context.WithCancel(ctx)
@@ -558,14 +559,14 @@ func (s *Server) Run(ctx context.Context) error {
 	retentionDone := make(chan struct{})
 	go func() {
 		defer close(retentionDone)
-		_ = s.Consumers.RunRetention(rctx, s.o.Retention) // options were validated by Open
+		_ = s.consumers.RunRetention(rctx, s.o.Retention) // options were validated by Open
 	}()
 
 	stopTLSWatch := s.watchTLS(ctx) // tls.go
 
 	ictx, cancelIngest := context.WithCancel(ctx)
 	ingestDone := make(chan error, 1)
-	go func() { ingestDone <- s.Ingester.Run(ictx) }()
+	go func() { ingestDone <- s.ingester.Run(ictx) }()
 
 	var err error
 	select {
@@ -595,8 +596,8 @@ func (s *Server) Run(ctx context.Context) error {
 	<-samplerDone
 	cancelHealer()
 	<-healerDone
-	_ = s.Consumers.Close() // wake long polls before the HTTP shutdown
-	if cerr := s.Committer.Close(); cerr != nil && err == nil {
+	_ = s.consumers.Close() // wake long polls before the HTTP shutdown
+	if cerr := s.committer.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
 	cancelCommitter()
@@ -647,15 +648,15 @@ func (s *Server) closeStoresNow() {
 	if s.listener != nil && s.server == nil {
 		s.listener.Close()
 	}
-	if s.Backfills != nil {
-		if err := s.Backfills.Close(); err != nil {
+	if s.backfills != nil {
+		if err := s.backfills.Close(); err != nil {
 			s.o.Logger.Error("closing the backfill store", "error", err)
 		}
 	}
-	if s.Index != nil {
-		s.Index.Close()
+	if s.index != nil {
+		s.index.Close()
 	}
-	if s.Journal != nil {
-		s.Journal.Close()
+	if s.journal != nil {
+		s.journal.Close()
 	}
 }

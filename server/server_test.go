@@ -38,9 +38,9 @@ func start(t *testing.T, db *pgtest.DB, dir string) (*Server, func() error) {
 func waitRecords(t *testing.T, s *Server, n pgq.Offset) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Journal.LastOffset() < n {
+	for s.journal.LastOffset() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("journal has %d records, want %d", s.Journal.LastOffset(), n)
+			t.Fatalf("journal has %d records, want %d", s.journal.LastOffset(), n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -56,21 +56,21 @@ func TestIndexRebuiltAndHTTP(t *testing.T) {
 	dir := t.TempDir()
 	s, stop := start(t, db, dir)
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for i := 1; i <= 5; i++ {
 		db.Exec(t, `INSERT INTO ix VALUES (`+string(rune('0'+i))+`)`)
 	}
 	waitRecords(t, s, 5)
-	for s.Index.LastOffset() < 5 && time.Now().Before(deadline) {
+	for s.index.LastOffset() < 5 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	third, err := s.Journal.Read(3)
+	third, err := s.journal.Read(3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if off, err := s.Index.SeekLSN(third.CommitLSN); err != nil || off != 3 {
+	if off, err := s.index.SeekLSN(third.CommitLSN); err != nil || off != 3 {
 		t.Fatalf("SeekLSN(record 3) = %d, %v", off, err)
 	}
 
@@ -111,13 +111,13 @@ func TestIndexRebuiltAndHTTP(t *testing.T) {
 	}
 	s2, stop2 := start(t, db, dir)
 	defer stop2()
-	if got := s2.Index.LastOffset(); got != 5 {
+	if got := s2.index.LastOffset(); got != 5 {
 		t.Fatalf("rebuilt index last offset %d, want 5", got)
 	}
-	if off, err := s2.Index.SeekTime(third.CommitTime); err != nil || off != 3 {
+	if off, err := s2.index.SeekTime(third.CommitTime); err != nil || off != 3 {
 		t.Fatalf("SeekTime after rebuild = %d, %v", off, err)
 	}
-	if _, err := s2.Index.SeekLSN(third.EndLSN + 1<<40); !errors.Is(err, index.ErrNotFound) {
+	if _, err := s2.index.SeekLSN(third.EndLSN + 1<<40); !errors.Is(err, index.ErrNotFound) {
 		t.Fatalf("SeekLSN past the end: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // TLSOptions turn on TLS for the API's listener (Options.TLS). The zero
@@ -47,19 +47,19 @@ func (t TLSOptions) Enabled() bool {
 // them (Open does, and fails with one line naming the bad file).
 func (t TLSOptions) Validate() error {
 	if (t.CertFile == "") != (t.KeyFile == "") {
-		return fmt.Errorf("%w: --tls-cert and --tls-key go together (a certificate and its private key)", ingest.ErrConfig)
+		return opterr.New(ingest.ErrConfig, "{} and {} go together (a certificate and its private key)", opterr.Of("server.TLSOptions.CertFile", "server.TLSOptions.KeyFile"))
 	}
 	if t.ClientCAFile != "" && t.CertFile == "" {
-		return fmt.Errorf("%w: --tls-client-ca (mutual TLS) needs --tls-cert and --tls-key", ingest.ErrConfig)
+		return opterr.New(ingest.ErrConfig, "{} (mutual TLS) needs {} and {}", opterr.Of("server.TLSOptions.ClientCAFile", "server.TLSOptions.CertFile", "server.TLSOptions.KeyFile"))
 	}
 	if t.ReloadInterval < 0 {
-		return fmt.Errorf("%w: --tls-reload-interval %s is negative (0: reload only on SIGHUP)", ingest.ErrConfig, t.ReloadInterval)
+		return opterr.New(ingest.ErrConfig, "{} %s is negative (0: reload only on SIGHUP)", opterr.Of("server.TLSOptions.ReloadInterval"), t.ReloadInterval)
 	}
 	return nil
 }
 
 // ErrNoTLS is ReloadTLS's answer when the server serves plain HTTP.
-var ErrNoTLS = errors.New("TLS is not configured (--tls-cert, --tls-key)")
+var ErrNoTLS error = opterr.New(nil, "TLS is not configured ({}, {})", opterr.Of("server.TLSOptions.CertFile", "server.TLSOptions.KeyFile"))
 
 // tlsFiles is one reading of the TLS files: the configuration every
 // handshake until the next successful reload uses.
@@ -280,7 +280,7 @@ func (s *Server) openTLS() error {
 		return err
 	}
 	for _, c := range r.collectors() {
-		if err := s.Registry.Register(c); err != nil {
+		if err := s.registry.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
@@ -328,11 +328,11 @@ func (s *Server) checkExposed(addr net.Addr) error {
 	o := &s.o
 	switch {
 	case o.AuthToken == "" && o.TLS.ClientCAFile == "" && !o.InsecureNoAuth:
-		return fmt.Errorf("%w (%s): anyone who can reach it could read every change and move every group; set --auth-token (PGQ_AUTH_TOKEN) or --tls-client-ca, listen on 127.0.0.1, or accept it with --insecure-no-auth", ErrExposed, addr)
+		return fmt.Errorf("%w (%s): %w", ErrExposed, addr, opterr.New(nil, "anyone who can reach it could read every change and move every group; set {+env} or {}, listen on 127.0.0.1, or accept it with {}", opterr.Of("server.Options.AuthToken", "server.TLSOptions.ClientCAFile", "server.Options.InsecureNoAuth")))
 	case o.AuthToken == "" && o.TLS.ClientCAFile == "":
-		o.Logger.Warn("--insecure-no-auth: the API listens on a non-loopback address without --auth-token: anyone who can reach it can read every change and move every group", "listen", addr.String())
+		o.Logger.Warn("server.Options.InsecureNoAuth: the API listens on a non-loopback address without server.Options.AuthToken: anyone who can reach it can read every change and move every group", "listen", addr.String())
 	case o.AuthToken != "" && s.tls == nil:
-		o.Logger.Warn("the API listens on a non-loopback address without TLS: the bearer token and every change cross the network in clear text (--tls-cert, --tls-key)", "listen", addr.String())
+		o.Logger.Warn("the API listens on a non-loopback address without TLS: the bearer token and every change cross the network in clear text (server.TLSOptions.CertFile, server.TLSOptions.KeyFile)", "listen", addr.String())
 	}
 	return nil
 }

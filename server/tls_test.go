@@ -176,12 +176,12 @@ func TestTLSOptionsRefused(t *testing.T) {
 		o    TLSOptions
 		want string
 	}{
-		"cert without key":    {TLSOptions{CertFile: certFile}, "--tls-cert and --tls-key go together"},
-		"client CA alone":     {TLSOptions{ClientCAFile: certFile}, "needs --tls-cert"},
+		"cert without key":    {TLSOptions{CertFile: certFile}, "server.TLSOptions.CertFile and server.TLSOptions.KeyFile go together"},
+		"client CA alone":     {TLSOptions{ClientCAFile: certFile}, "needs server.TLSOptions.CertFile"},
 		"key for the cert":    {TLSOptions{CertFile: keyFile, KeyFile: certFile}, keyFile},
 		"missing cert":        {TLSOptions{CertFile: filepath.Join(dir, "none.crt"), KeyFile: keyFile}, "none.crt"},
 		"client CA not a PEM": {TLSOptions{CertFile: certFile, KeyFile: keyFile, ClientCAFile: keyFile}, "no PEM certificate"},
-		"negative interval":   {TLSOptions{CertFile: certFile, KeyFile: keyFile, ReloadInterval: -time.Second}, "--tls-reload-interval -1s is negative"},
+		"negative interval":   {TLSOptions{CertFile: certFile, KeyFile: keyFile, ReloadInterval: -time.Second}, "server.TLSOptions.ReloadInterval -1s is negative"},
 	} {
 		s, err := Open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", TLS: tc.o,
 			Ingest: ingest.Options{PGURL: "postgres://127.0.0.1:1/x", Slot: "s", Publication: "p"}})
@@ -222,7 +222,7 @@ func TestCheckExposed(t *testing.T) {
 	}{
 		"open":                {wild, Options{}, nil, true, ""},
 		"open on a pod IP":    {pod, Options{}, nil, true, ""},
-		"open, said insecure": {wild, Options{InsecureNoAuth: true}, nil, false, "--insecure-no-auth"},
+		"open, said insecure": {wild, Options{InsecureNoAuth: true}, nil, false, "server.Options.InsecureNoAuth:"},
 		"token in clear":      {wild, Options{AuthToken: "x"}, nil, false, "clear text"},
 		"token over TLS":      {wild, Options{AuthToken: "x"}, tlsOn, false, ""},
 		"mutual TLS":          {wild, Options{TLS: TLSOptions{ClientCAFile: "ca.pem"}}, tlsOn, false, ""},
@@ -233,7 +233,7 @@ func TestCheckExposed(t *testing.T) {
 		tc.o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		s := &Server{o: tc.o, tls: tc.tls}
 		err := s.checkExposed(tc.addr)
-		if tc.refused != (err != nil) || err != nil && (!errors.Is(err, ErrExposed) || !errors.Is(err, ingest.ErrConfig) || !strings.Contains(err.Error(), "--insecure-no-auth")) {
+		if tc.refused != (err != nil) || err != nil && (!errors.Is(err, ErrExposed) || !errors.Is(err, ingest.ErrConfig) || !strings.Contains(err.Error(), "server.Options.InsecureNoAuth")) {
 			t.Errorf("%s: %v, want refused=%v (ErrExposed naming --insecure-no-auth)", name, err, tc.refused)
 		}
 		got := logs.String()

@@ -48,7 +48,7 @@ func TestValueFidelity(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	base := "http://" + s.Addr()

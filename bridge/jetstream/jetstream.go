@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/format"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // Options configure New. Zero values get the defaults noted.
@@ -207,7 +208,7 @@ func (p *Publisher) ensureStream(ctx context.Context, tmpl bridge.Template) erro
 		return fmt.Errorf("jetstream: stream %s: %w", p.o.Stream, err)
 	}
 	if !p.o.CreateStream {
-		return fmt.Errorf("jetstream: stream %s does not exist (create it, or use --create-stream)", p.o.Stream)
+		return opterr.New(nil, "jetstream: stream %s does not exist (create it, or use {})", opterr.Of("jetstream.Options.CreateStream"), p.o.Stream)
 	}
 	_, err = p.js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: p.o.Stream, Subjects: []string{StreamSubjects(tmpl.String())},

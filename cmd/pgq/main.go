@@ -198,14 +198,14 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 			}
 			return a
 		}
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(flagTermsHandler{slog.NewJSONHandler(w, opts)})
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(flagTermsHandler{slog.NewTextHandler(w, opts)})
 }
 
 // oneLine keeps error output to a single line.
 func oneLine(err error) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ")), " ")
+	return strings.Join(strings.Fields(strings.ReplaceAll(inFlagTerms(err), "\n", " ")), " ")
 }
 
 // innerPrefixes are the package names pgq's errors carry for its

@@ -131,7 +131,7 @@ func (c *RunCmd) logRunning(logger *slog.Logger, s *server.Server, done <-chan e
 			return err
 		case <-tick.C:
 		}
-		if s.Ingester.Status().Connected {
+		if s.Status().Connected {
 			logger.Info("pgq running", "listen", s.Addr(), "probe_listen", s.ProbeAddr(), "data_dir", c.DataDir)
 			return <-done
 		}

@@ -198,7 +198,7 @@ func TestTLSReloadIntervalFlag(t *testing.T) {
 	if got := interval(run()...); got != 50*time.Millisecond {
 		t.Errorf("PGQ_TLS_RELOAD_INTERVAL=50ms gave %s", got)
 	}
-	if _, err := parseCLI(t, run("--tls-reload-interval=-1s")...); err == nil || !strings.Contains(err.Error(), "--tls-reload-interval -1s is negative") {
+	if _, err := parseCLI(t, run("--tls-reload-interval=-1s")...); err == nil || !strings.Contains(errorLine(err), "--tls-reload-interval -1s is negative") {
 		t.Errorf("--tls-reload-interval=-1s: %v; want it refused as negative", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
+	"github.com/pgq-dev/pgq/internal/serverparts"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -190,7 +191,7 @@ func runPGQ(t *testing.T) string {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "ingest streaming", func() bool { return s.Ingester.Status().ProtoVersion != 0 })
+	waitFor(t, "ingest streaming", func() bool { return serverparts.Of(s).Ingester.Status().ProtoVersion != 0 })
 	cl, err := client.New(s.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +200,7 @@ func runPGQ(t *testing.T) string {
 		t.Fatal(err)
 	}
 	db.Exec(t, `INSERT INTO mon VALUES (1)`, `INSERT INTO mon VALUES (2)`, `INSERT INTO mon VALUES (3)`)
-	waitFor(t, "3 records", func() bool { return s.Journal.LastOffset() >= 3 })
+	waitFor(t, "3 records", func() bool { return serverparts.Of(s).Journal.LastOffset() >= 3 })
 	return s.Addr()
 }
 

@@ -1,0 +1,90 @@
+package pgq_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// cliTerm matches what names the pgq CLI rather than the library: a flag
+// ("--create-slot") or an environment variable of the CLI ("PGQ_SLOT").
+var cliTerm = regexp.MustCompile(`(^|[^-\w])--[a-z]|\bPGQ_[A-Z]`)
+
+// cliTermsAllowed are the library files whose string literals may still
+// name the CLI's flags, each for a reason that holds beyond this test:
+var cliTermsAllowed = map[string]string{
+	// The harness of pgq's own tests: its environment variable and
+	// pg_config's and initdb's own flags.
+	"internal/pgtest/pgtest.go": "test harness; other programs' flags",
+	// Metric help texts are bytes that /metrics serves (a contract); they
+	// name the flag whose effect they count.
+	"ingest/metrics.go":     "metric help text (/metrics contract)",
+	"consumers/hold.go":     "metric help text (/metrics contract)",
+	"server/tls.go":         "metric help text (/metrics contract)",
+	"httpapi/origin.go":     "HTTP error messages (the API's contract)",
+	"backfill/table.go":     "HTTP error message of a backfill's where clause (the API's contract)",
+	"client/tls.go":         "the Go client's TLS hints (issue 32 item 6 rewords them)",
+	"bridge/kafka/kafka.go": "a missing topic's hint, also shown in the bridge's /status last_error",
+	"journal/torn.go":       "names the journal tools (pgq journal verify/repair) an operator runs on a corrupt journal",
+}
+
+// TestLibrarySpeaksItsOwnTerms fails on a string literal of a library
+// package (not cmd/, not a test, not the benchmarks) that names a flag or
+// a PGQ_ variable of the CLI: a program embedding the library has neither.
+// Name the option in Go terms instead (package opterr for errors;
+// cmd/pgq renders it as its flag). Comments are free to name flags.
+func TestLibrarySpeaksItsOwnTerms(t *testing.T) {
+	fset := token.NewFileSet()
+	found := map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch {
+			case path == ".":
+			case strings.HasPrefix(d.Name(), "."), d.Name() == "testdata", path == "cmd", path == "benchmarks", path == "deploy":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil || !cliTerm.MatchString(s) {
+				return true
+			}
+			if _, ok := cliTermsAllowed[filepath.ToSlash(path)]; ok {
+				found[filepath.ToSlash(path)] = true
+				return true
+			}
+			t.Errorf("%s: %q names a CLI flag or variable: say it in the library's terms (opterr)", fset.Position(lit.Pos()), s)
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, why := range cliTermsAllowed {
+		if !found[path] {
+			t.Errorf("%s (%s) names no CLI term any more: take it off cliTermsAllowed", path, why)
+		}
+	}
+}
