@@ -48,6 +48,13 @@ type Status struct {
 	// interrupted streaming, until a spill write succeeds or the journal
 	// moves past where it happened; nil while healthy.
 	SpillError *string `json:"spill_error"`
+	// Database is the database pgq reads (the one its connection string
+	// names, "" when it names none): with Slot, what the formats name as
+	// the source of a change (Debezium's source.db, the CloudEvents
+	// source /pgq/<database>/<slot>). A client rendering changes itself
+	// (pgq consume, the bridges) takes them from here, so every path
+	// names the same source.
+	Database string `json:"database"`
 	// Groups is each group's cursor and lag, by name.
 	Groups map[string]GroupStatus `json:"groups"`
 	// JournalError is the journal's first write or sync error.

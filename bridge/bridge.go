@@ -88,7 +88,9 @@ type Options struct {
 	LingerChanges int
 	// Format of the messages' payloads (see formatter.apply); zero → pgq's
 	// own (the package doc's wire format). FormatOptions configure its
-	// renderer (database, slot, decimal mode, ...).
+	// renderer (database, slot, decimal mode, ...); a database or slot
+	// they leave empty is pgq's own (Run reads pgq's status once, at its
+	// start), unless they set the CloudEvents Source.
 	Format        format.Format
 	FormatOptions format.Options
 	// Metrics; nil → not recorded.
@@ -269,6 +271,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// rctx ends the retries of a batch in flight when Run fails for good.
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
+	if err := b.nameSource(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		b.fail("status", err)
+		return err
+	}
 	defer b.keepLease(pctx)()
 	pl := pipeline{free: make([]*batch, 0, maxInFlight+1)}
 	for range maxInFlight + 1 {
@@ -331,6 +340,28 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// nameSource completes the format's options from pgq's status (once,
+// before the first batch is built) where they name no database or slot
+// (format.Options.NamesSource): the bridge's messages then name a
+// change's source as pgq's HTTP fetch does.
+func (b *Bridge) nameSource(ctx context.Context) error {
+	o := b.o.FormatOptions
+	if b.fmt == nil || o.NamesSource() {
+		return nil
+	}
+	st, err := b.o.Client.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("bridge: pgq's status, for the source the format names: %w", err)
+	}
+	o.FillSource(st.Database, st.Slot)
+	f, err := newFormatter(b.o.Format, o, b.o.Publisher)
+	if err != nil {
+		return err
+	}
+	b.fmt = f
+	return nil
 }
 
 // fetch polls once (long-polling for wait) and moves what arrived into

@@ -159,6 +159,10 @@
 // Debezium's is null, so a Kafka partition stays deterministic);
 // cloudevents the binary content mode (the change as data, the
 // attributes as ce-* or ce_* headers), the webhook the structured one.
+// The source a format names (Debezium's source.db, the CloudEvents
+// source) is pgq's own database and slot, read from its status when Run
+// starts, unless Options.FormatOptions name them: the same as pgq's HTTP
+// fetch names for the same change.
 //
 // # Concurrency
 //

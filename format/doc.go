@@ -103,7 +103,8 @@
 // sequence names the change (below); origin only when the transaction
 // has one; version is
 // Options.Version ("pgq"), name Options.Name ("pgq"), db
-// Options.Database. The transaction block's id is "<xid>:<commit LSN>"
+// Options.Database (pgq's HTTP fetch, pgq consume and the bridges give
+// the database pgq reads, api.Status.Database, unless told another). The transaction block's id is "<xid>:<commit LSN>"
 // (Debezium's form, with the one LSN pgq has, so stable across the
 // transaction); total_order is the change's ordinal + 1 (shared by the
 // events of one change); data_collection_order counts the transaction's

@@ -135,7 +135,9 @@ func ParseIntervalMode(s string) (IntervalMode, error) {
 // Options configure a Renderer.
 type Options struct {
 	// Database is the name of the database pgq reads (Debezium's
-	// source.db, part of the CloudEvents source).
+	// source.db, part of the CloudEvents source). pgq's HTTP fetch uses
+	// its own (api.Status.Database); a client fills it from there
+	// (NamesSource, FillSource).
 	Database string
 	// Slot is the replication slot pgq reads (part of the CloudEvents
 	// source).
@@ -159,6 +161,25 @@ type Options struct {
 	// Now is the clock of Debezium's top-level ts_ms, ts_us and ts_ns (the
 	// time the event was rendered); nil → time.Now.
 	Now func() time.Time
+}
+
+// NamesSource reports whether o names the source of the changes itself
+// (Source, or both Database and Slot). A client rendering changes (pgq
+// consume, the bridges) otherwise takes what is missing from pgq's
+// status (api.Status: database and slot; FillSource), so that it names
+// a change's source as pgq's HTTP fetch does.
+func (o *Options) NamesSource() bool {
+	return o.Source != "" || (o.Database != "" && o.Slot != "")
+}
+
+// FillSource sets Database and Slot where they are empty.
+func (o *Options) FillSource(database, slot string) {
+	if o.Database == "" {
+		o.Database = database
+	}
+	if o.Slot == "" {
+		o.Slot = slot
+	}
 }
 
 // Validate checks the options and fills defaults.

@@ -141,6 +141,9 @@ type Server struct {
 	registry  *prometheus.Registry
 	consumers *consumers.Manager
 	backfills *backfill.Manager
+	// database is the database Options.Ingest.PGURL names (databaseOf):
+	// the status's and the fetch formats' source.
+	database string
 
 	listener net.Listener
 	server   *http.Server
@@ -174,7 +177,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 	}
 	tightenDataDir(o.DataDir, o.Logger)
-	s := &Server{o: o, registry: prometheus.NewRegistry(), dataDir: found}
+	s := &Server{o: o, registry: prometheus.NewRegistry(), dataDir: found, database: databaseOf(o.Ingest.PGURL)}
 	for _, step := range []func(context.Context) error{s.openStores, s.openConsumers, s.registerMetrics, s.openIngest, s.registerIngestMetrics, s.openHTTP} {
 		if err := step(ctx); err != nil {
 			s.closeFailed()
@@ -343,7 +346,7 @@ func (s *Server) openHTTP(context.Context) error {
 	h, err := httpapi.New(httpapi.Options{Groups: s.consumers, Backfills: s.backfills, Status: s.Status, History: s.historyDoc, NotReady: s.notReady,
 		Metrics: promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}), AuthToken: o.AuthToken,
 		ClientCertificates: o.TLS.ClientCAFile != "", AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins,
-		Formats: format.Options{Database: databaseOf(o.Ingest.PGURL), Slot: o.Ingest.Slot}})
+		Formats: format.Options{Database: s.database, Slot: o.Ingest.Slot}})
 	if err != nil {
 		return err
 	}
@@ -504,7 +507,7 @@ func (s *Server) storageErr() error {
 // (the Ingester's Status), the groups, the journal's error, corruption and
 // scrub, and the index's health.
 func (s *Server) Status() api.Status {
-	st := statusDocument(s.ingester.Status(), s.consumers.Status(), s.storageErr(), s.index.Stats())
+	st := statusDocument(s.ingester.Status(), s.database, s.consumers.Status(), s.storageErr(), s.index.Stats())
 	scrubStatus(&st, s.journal.Corruption(), s.journal.ScrubStatus()) // scrub.go
 	return st
 }
@@ -512,7 +515,8 @@ func (s *Server) Status() api.Status {
 // statusDocument completes st, ingest's part of the status, with its
 // other parts; apart from Server so that a test can feed it every part
 // and check that no field of api.Status is left out.
-func statusDocument(st api.Status, groups map[string]api.GroupStatus, storageErr error, ist index.Stats) api.Status {
+func statusDocument(st api.Status, database string, groups map[string]api.GroupStatus, storageErr error, ist index.Stats) api.Status {
+	st.Database = database
 	st.Groups = groups
 	if storageErr != nil {
 		e := storageErr.Error()

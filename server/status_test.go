@@ -30,7 +30,7 @@ func TestStatusDocumentFillsAPIStatus(t *testing.T) {
 	ingestPart := mustJSON(t, st)
 	ist := index.Stats{Stale: true, FailedAdds: 2, Heals: 3, LastError: errors.New("index failure")}
 	groups := map[string]api.GroupStatus{"g": {CommittedOffset: 7}}
-	got := statusDocument(st, groups, errors.New("journal failure"), ist)
+	got := statusDocument(st, "app", groups, errors.New("journal failure"), ist)
 	var sc journal.ScrubStatus
 	fill(t, reflect.ValueOf(&sc).Elem(), "journal.ScrubStatus")
 	var c journal.Corruption
@@ -40,7 +40,7 @@ func TestStatusDocumentFillsAPIStatus(t *testing.T) {
 	for _, name := range zeroFields(reflect.ValueOf(got), "api.Status") {
 		t.Errorf("%s is zero: api.Status has a field the status document does not fill", name)
 	}
-	if !reflect.DeepEqual(got.Groups, groups) || *got.JournalError != "journal failure" || *got.Index.LastError != "index failure" ||
+	if !reflect.DeepEqual(got.Groups, groups) || got.Database != "app" || *got.JournalError != "journal failure" || *got.Index.LastError != "index failure" ||
 		got.JournalCorrupt.Segment != "journal.Corruption.Segment" || got.JournalScrub.Passes != 7 {
 		t.Errorf("the server's parts: %+v", got)
 	}
@@ -53,7 +53,7 @@ func TestStatusDocumentFillsAPIStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range want {
-		if k == "groups" || k == "journal_error" || k == "index" || k == "journal_corrupt" || k == "journal_scrub" {
+		if k == "database" || k == "groups" || k == "journal_error" || k == "index" || k == "journal_corrupt" || k == "journal_scrub" {
 			continue // the server's parts
 		}
 		if !reflect.DeepEqual(back[k], v) {

@@ -42,7 +42,7 @@ type ConsumeCmd struct {
 // through pgq restarts: transactions printed but not committed when pgq
 // went away are printed again (at-least-once), none is skipped.
 func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
-	r, err := c.renderer()
+	fm, fo, err := c.options()
 	if err != nil {
 		return err
 	}
@@ -53,6 +53,10 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 	cl, err := client.New(c.Addr, client.Options{Token: c.AuthToken, Retry: client.RetryOptions{GiveUp: giveUp}, TLS: c.tls()})
 	if err != nil {
 		return usage(err)
+	}
+	r, err := renderer(ctx, cl, fm, fo)
+	if err != nil {
+		return err
 	}
 	gi, err := cl.Group(ctx, c.Group)
 	if err != nil {
@@ -80,15 +84,20 @@ func (c *ConsumeCmd) Run(ctx context.Context) (err error) {
 	return c.runExclusive(ctx, cs, r)
 }
 
-// renderer returns the renderer for --format: nil for pgq's own lines,
-// exactly as before.
-func (c *ConsumeCmd) renderer() (*format.Renderer, error) {
-	fm, fo, err := c.options()
-	if err != nil {
-		return nil, err
-	}
+// renderer returns the renderer of format fm: nil for pgq's own lines,
+// exactly as before. A database or slot the flags leave empty is pgq's
+// own (its status), as in pgq's HTTP fetch: every path names a change's
+// source alike.
+func renderer(ctx context.Context, cl *client.Client, fm format.Format, fo format.Options) (*format.Renderer, error) {
 	if fm == format.PGQ {
 		return nil, nil
+	}
+	if !fo.NamesSource() {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("pgq's status, for the source --format %s names: %w", fm.Spec().Name, err)
+		}
+		fo.FillSource(st.Database, st.Slot)
 	}
 	r, err := format.New(fm, fo)
 	if err != nil {

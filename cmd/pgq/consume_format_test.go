@@ -29,28 +29,32 @@ type consumeTx struct {
 	} `json:"changes"`
 }
 
-// TestConsumeFormat: `pgq consume --format debezium|cloudevents` against
-// a real PostgreSQL and `pgq run`: an insert of two rows, an update, a
-// key-changing update and a delete print as Debezium events (the key
-// change as a delete and a create) and as structured CloudEvents (valid
-// by the CloudEvents 1.0 JSON schema), ids and LSNs those of the
-// transactions; `--format pgq` prints exactly the default lines.
-func TestConsumeFormat(t *testing.T) {
+// formatRun is a `pgq run` over a fresh database of a real PostgreSQL
+// whose publication holds table (id int PRIMARY KEY, v text).
+type formatRun struct {
+	db   *pgtest.DB
+	addr string
+	slot string
+}
+
+// startFormatRun starts it and waits until it is ready.
+func startFormatRun(t *testing.T, table string) *formatRun {
+	t.Helper()
 	c, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
 	db := c.NewDB(t)
-	db.Exec(t, `CREATE TABLE cf (id int PRIMARY KEY, v text)`)
+	db.Exec(t, `CREATE TABLE `+table+` (id int PRIMARY KEY, v text)`)
 	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	slot := "cf_" + db.Name
-	run := exec.Command(pgqbin.Path(t), "run", "--pg-url", db.URL, "--slot", slot, "--publication", "cf_pub", "--data-dir", t.TempDir(),
-		"--create-slot", "--create-publication", "public.cf", "--listen", addr)
+	slot := table + "_" + db.Name
+	run := exec.Command(pgqbin.Path(t), "run", "--pg-url", db.URL, "--slot", slot, "--publication", table+"_pub", "--data-dir", t.TempDir(),
+		"--create-slot", "--create-publication", "public."+table, "--listen", addr)
 	run.Env = cliEnv()
 	var runErr bytes.Buffer
 	run.Stderr = &runErr
@@ -73,17 +77,35 @@ func TestConsumeFormat(t *testing.T) {
 			t.Fatalf("pgq run not ready:\n%s", runErr.String())
 		}
 	}
+	return &formatRun{db: db, addr: addr, slot: slot}
+}
+
+// out runs pgq with args against the run and returns its standard output.
+func (r *formatRun) out(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(pgqbin.Path(t), append(args, "--addr", r.addr)...)
+	cmd.Env = cliEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pgq %v: %v\n%s", args, err, stderr.String())
+	}
+	return out
+}
+
+// TestConsumeFormat: `pgq consume --format debezium|cloudevents` against
+// a real PostgreSQL and `pgq run`: an insert of two rows, an update, a
+// key-changing update and a delete print as Debezium events (the key
+// change as a delete and a create) and as structured CloudEvents (valid
+// by the CloudEvents 1.0 JSON schema), ids and LSNs those of the
+// transactions; `--format pgq` prints exactly the default lines.
+func TestConsumeFormat(t *testing.T) {
+	r := startFormatRun(t, "cf")
+	db, slot := r.db, r.slot
 	pgqOut := func(args ...string) []byte {
 		t.Helper()
-		cmd := exec.Command(pgqbin.Path(t), append(args, "--addr", addr)...)
-		cmd.Env = cliEnv()
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("pgq %v: %v\n%s", args, err, stderr.String())
-		}
-		return out
+		return r.out(t, args...)
 	}
 	pgqOut("groups", "create", "g", "--from", "earliest")
 	db.Exec(t,

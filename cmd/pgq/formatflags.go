@@ -14,8 +14,8 @@ import (
 // their help come from package format's table (kongVars).
 type FormatFlags struct {
 	Format     string `default:"pgq" enum:"${formats}" env:"FORMAT" help:"Format of the changes: ${format_help}."`
-	FormatDB   string `name:"format-db" env:"FORMAT_DB" help:"Database name for Debezium's source.db and the CloudEvents source."`
-	FormatSlot string `name:"format-slot" env:"FORMAT_SLOT" help:"Slot name for the CloudEvents source (/pgq/<db>/<slot>)."`
+	FormatDB   string `name:"format-db" env:"FORMAT_DB" help:"Database name for Debezium's source.db and the CloudEvents source (default: pgq's own, from its status)."`
+	FormatSlot string `name:"format-slot" env:"FORMAT_SLOT" help:"Slot name for the CloudEvents source (/pgq/<db>/<slot>; default: pgq's own, from its status)."`
 }
 
 // kongVars are the variables the CLI's tags interpolate: the version and

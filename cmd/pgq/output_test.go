@@ -248,7 +248,7 @@ func sameJSON(t *testing.T, what string, out []byte, want any) {
 func TestJSONOutputIsTheAPIDocument(t *testing.T) {
 	// The status document of a real pgq (server.Status), as JSON.
 	statusJSON := `{"running":true,"connected":false,"last_error_at":null,"last_message_at":null,"changes_written":3,"last_error":null,` +
-		`"slot":"pgq","publication":"pgq","proto_version":2,"streaming":true,"slot_failover":false,"last_received_lsn":"0/136",` +
+		`"slot":"pgq","database":"app","publication":"pgq","proto_version":2,"streaming":true,"slot_failover":false,"last_received_lsn":"0/136",` +
 		`"server_wal_end":"0/136","confirmed_lsn":"0/136","journal_first_offset":1,"journal_last_offset":3,"journal_last_end_lsn":"0/136",` +
 		`"covered_lsn":"0/136","records_written":3,"reconnects":0,"spill_error":null,"groups":{},"journal_error":null,` +
 		`"index":{"stale":false,"failed_updates":0,"heals":0,"last_error":null},"journal_corrupt":null,` +

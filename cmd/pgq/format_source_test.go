@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgq-dev/pgq/internal/pgqbin"
+)
+
+// TestFormatSourceAgrees: without --format-db and --format-slot, `pgq
+// consume`, `pgq bridge webhook` and the HTTP fetch name the same source
+// for the same change: the database and slot pgq reads, which its status
+// reports (CloudEvents source /pgq/<database>/<slot>, Debezium's
+// source.db). Before, consume and the bridges said /pgq// and "", so
+// deduplication by CloudEvents source+id saw two sources. A CloudEvent is
+// the same bytes on every path; a Debezium event the same but for its
+// top-level ts_* (when it was rendered).
+func TestFormatSourceAgrees(t *testing.T) {
+	r := startFormatRun(t, "fs")
+	for _, g := range []string{"consume", "fetch-debezium", "fetch-cloudevents", "webhook-debezium", "webhook-cloudevents"} {
+		r.out(t, "groups", "create", g, "--from", "earliest")
+	}
+	r.db.Exec(t, `INSERT INTO fs VALUES (1, 'a')`)
+
+	st, _ := getJSON(t, "http://"+r.addr+"/v1/status").(map[string]any)
+	if st["database"] != r.db.Name || st["slot"] != r.slot {
+		t.Fatalf("status: database %v slot %v, want %q %q", st["database"], st["slot"], r.db.Name, r.slot)
+	}
+	wantSource := "/pgq/" + r.db.Name + "/" + r.slot
+
+	for _, f := range []string{"cloudevents", "debezium"} {
+		var consumed []string
+		for deadline := time.Now().Add(30 * time.Second); len(consumed) == 0 || consumed[0] == ""; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: consume printed nothing", f)
+			}
+			consumed = strings.Split(strings.TrimSuffix(string(r.out(t, "consume", "--group", "consume", "--no-commit", "--format", f)), "\n"), "\n")
+		}
+		fetched := fetchFormat(t, r.addr, "fetch-"+f, f)
+		posted := webhookFormat(t, r, "webhook-"+f, f)
+		if len(consumed) != 1 || len(fetched) != 1 || len(posted) != 1 {
+			t.Fatalf("%s: consume %d, fetch %d, webhook %d events, want 1 each:\n%q\n%q\n%q", f, len(consumed), len(fetched), len(posted), consumed, fetched, posted)
+		}
+		paths := map[string]string{"consume": consumed[0], "fetch": string(fetched[0]), "webhook": string(posted[0])}
+		for path, ev := range paths {
+			var e struct {
+				Source json.RawMessage `json:"source"`
+			}
+			if err := json.Unmarshal([]byte(ev), &e); err != nil {
+				t.Fatalf("%s %s: %v\n%s", f, path, err, ev)
+			}
+			if f == "cloudevents" {
+				var src string
+				if err := json.Unmarshal(e.Source, &src); err != nil || src != wantSource {
+					t.Errorf("%s %s: source %s, want %q", f, path, e.Source, wantSource)
+				}
+			} else {
+				var src struct{ DB string }
+				if err := json.Unmarshal(e.Source, &src); err != nil || src.DB != r.db.Name {
+					t.Errorf("%s %s: source %s, want db %q", f, path, e.Source, r.db.Name)
+				}
+			}
+			if got, want := withoutRenderTime(t, ev), withoutRenderTime(t, paths["consume"]); got != want {
+				t.Errorf("%s: %s renders\n%s\nconsume\n%s", f, path, got, want)
+			}
+		}
+	}
+}
+
+// withoutRenderTime is event ev with Debezium's top-level ts_ms, ts_us and
+// ts_ns (the time of rendering) left out, as compact JSON with sorted keys.
+func withoutRenderTime(t *testing.T, ev string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(ev), &m); err != nil {
+		t.Fatalf("%v\n%s", err, ev)
+	}
+	delete(m, "ts_ms")
+	delete(m, "ts_us")
+	delete(m, "ts_ns")
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// fetchFormat fetches group g (without committing) in format f over the
+// HTTP API until it answers a change, and returns the events of its
+// changes (one JSON value each, as the answer holds them).
+func fetchFormat(t *testing.T, addr, g, f string) []json.RawMessage {
+	t.Helper()
+	body := `{"member":"m","max":100,"format":"` + f + `"}`
+	resp, err := http.Post("http://"+addr+"/v1/groups/"+g+"/fetch", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Transactions []struct {
+			Changes []json.RawMessage `json:"changes"`
+		} `json:"transactions"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("fetch %s: %s %s", f, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		t.Fatal(err)
+	}
+	var evs []json.RawMessage
+	for _, tx := range ans.Transactions {
+		evs = append(evs, tx.Changes...)
+	}
+	return evs
+}
+
+// webhookFormat runs `pgq bridge webhook --format f` on group g into a
+// receiver until a request arrived, and returns the events of the
+// requests' bodies (JSON arrays of events).
+func webhookFormat(t *testing.T, r *formatRun, g, f string) []json.RawMessage {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		evs  []json.RawMessage
+		errs []string
+	)
+	got := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var batch []json.RawMessage
+		mu.Lock()
+		if err := json.Unmarshal(b, &batch); err != nil {
+			errs = append(errs, err.Error()+": "+string(b))
+		}
+		evs = append(evs, batch...)
+		mu.Unlock()
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pgqbin.Path(t), "bridge", "webhook", "--group", g, "--url", srv.URL, "--format", f, "--addr", r.addr)
+	cmd.Env = cliEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-ctx.Done():
+	}
+	time.Sleep(300 * time.Millisecond) // a second request would be a bug: let it show
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(evs) == 0 || len(errs) > 0 {
+		t.Fatalf("webhook %s: %d events, errors %q; bridge:\n%s", f, len(evs), errs, stderr.String())
+	}
+	return evs
+}
