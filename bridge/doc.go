@@ -149,7 +149,9 @@
 //
 // Options.Format renders the messages in another format of package
 // format's table; ids, the pgq-* headers, subjects and the resume
-// position stay the same, and every change keeps exactly one message.
+// position stay the same, and every change keeps exactly one message,
+// but one the format has no event for (format.Renderer.Events 0: a ddl or
+// gap change in debezium), which has none.
 // The bridge names no format: it asks the format what a change's message
 // is (format.Renderer.AppendMessage: its payload, its key, its headers)
 // in the publisher's binding (Binder: NATS for jetstream, Kafka for

@@ -44,10 +44,20 @@ func newFormatter(f format.Format, o format.Options, p Publisher) (*formatter, e
 // per change, in order) in the renderer's format for the publisher's
 // binding (format.Renderer.AppendMessage), their payloads and keys
 // appended to arena (returned, grown). What the format leaves out (a nil
-// key, a nil payload) stays as appendMessages built it.
-func (f *formatter) apply(msgs []Message, arena []byte, tx *pgq.Transaction) []byte {
+// key, a nil payload) stays as appendMessages built it. A change the
+// format has no event for (format.Renderer.Events 0: a ddl or gap change
+// in Debezium's) has no message: apply returns msgs without them (in
+// msgs' array, in order). Its null would be a tombstone to a Kafka
+// Connect sink and a corrupt record to Flink; the resume positions need
+// no message of every change.
+func (f *formatter) apply(msgs []Message, arena []byte, tx *pgq.Transaction) ([]Message, []byte) {
+	kept := msgs[:0]
 	for i := range msgs {
-		m := &msgs[i]
+		if f.r.Events(tx, msgs[i].Index) == 0 {
+			continue
+		}
+		kept = append(kept, msgs[i])
+		m := &kept[len(kept)-1]
 		var fm format.Message
 		arena, fm = f.r.AppendMessage(arena, tx, m.Index, f.bind)
 		if fm.Payload != nil {
@@ -60,5 +70,6 @@ func (f *formatter) apply(msgs []Message, arena []byte, tx *pgq.Transaction) []b
 			m.Extra = fm.Headers
 		}
 	}
-	return arena
+	clear(msgs[len(kept):]) // no reference to the left-out messages' strings
+	return kept, arena
 }

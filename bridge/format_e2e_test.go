@@ -3,18 +3,25 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/bridge/kafka"
+	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/format"
+	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/journal"
 )
 
 // bridged is one broker message as the format tests read it.
@@ -115,28 +122,7 @@ func TestJetStreamFormats(t *testing.T) {
 			}
 			defer p.Close()
 			bridgeFormat(t, p, src, f)
-			nc, err := nats.Connect(ns.ClientURL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, err := njs.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := js.Stream(context.Background(), stream)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, err := st.GetMsg(context.Background(), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := bridged{key: raw.Header.Get(jetstream.HeaderKey), body: raw.Data, hdr: map[string]string{"pgq-id": raw.Header.Get(njs.MsgIDHeader)}}
-			for h, v := range raw.Header {
-				m.hdr[h] = v[0]
-			}
-			m.hdr["pgq-id"] = raw.Header.Get(njs.MsgIDHeader)
+			m := jetstreamMessages(t, ns.ClientURL(), stream)[0]
 			checkFormat(t, src, f, "ce-", m)
 		})
 	}
@@ -156,31 +142,188 @@ func TestKafkaFormats(t *testing.T) {
 			}
 			defer p.Close()
 			bridgeFormat(t, p, src, f)
-			cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			fs := cl.PollFetches(ctx)
-			if err := ctx.Err(); err != nil {
-				t.Fatal(err)
-			}
-			var r *kgo.Record
-			fs.EachRecord(func(x *kgo.Record) {
-				if r == nil {
-					r = x
-				}
-			})
-			if r == nil {
-				t.Fatal("no record")
-			}
+			m := kafkaMessages(t, brokers, topic)[0]
+			checkFormat(t, src, f, "ce_", m)
+		})
+	}
+}
+
+// jetstreamMessages reads every message of the stream, in order.
+func jetstreamMessages(t *testing.T, url, stream string) []bridged {
+	t.Helper()
+	ctx := context.Background()
+	st, err := jsClient(t, url).Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []bridged
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		raw, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := bridged{key: raw.Header.Get(jetstream.HeaderKey), body: raw.Data, hdr: map[string]string{}}
+		for h, v := range raw.Header {
+			m.hdr[h] = v[0]
+		}
+		m.hdr["pgq-id"] = raw.Header.Get(njs.MsgIDHeader)
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		t.Fatal("no message")
+	}
+	return out
+}
+
+// kafkaMessages reads the topic's records until none came for a second.
+func kafkaMessages(t *testing.T, brokers []string, topic string) []bridged {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []bridged
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		wait := time.Second
+		if len(out) == 0 {
+			wait = time.Until(deadline)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := len(out)
+		fs.EachRecord(func(r *kgo.Record) {
 			m := bridged{key: string(r.Key), body: r.Value, hdr: map[string]string{}}
 			for _, h := range r.Headers {
 				m.hdr[h.Key] = string(h.Value)
 			}
-			checkFormat(t, src, f, "ce_", m)
+			out = append(out, m)
 		})
+		if len(out) > 0 && len(out) == n {
+			break
+		}
 	}
+	if len(out) == 0 {
+		t.Fatal("no record")
+	}
+	return out
+}
+
+// appendNonEvents journals a transaction of an update, a ddl change and
+// an update, and one of a gap change alone: changes Debezium has no
+// event for, between two events.
+func (s *source) appendNonEvents() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}, {Name: "v", TypeOID: 20}}
+	var keys []int
+	update := func() pgq.Change {
+		s.seq++
+		k := (s.seq * 7919) % s.keys
+		keys = append(keys, k)
+		return pgq.Change{Op: pgq.OpUpdate, Schema: "public", Table: "t", Columns: cols,
+			New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(strconv.Itoa(k))}, {Kind: pgq.ValueText, Data: []byte(strconv.Itoa(s.seq))}}}
+	}
+	ddl := pgq.Change{Op: pgq.OpDDL, Prefix: "pgq.ddl", Transactional: true,
+		Content: []byte(`{"command":"ALTER TABLE","object":"public.t","schema":"public","object_type":"table","statement":"ALTER TABLE t ADD note text"}`)}
+	var batch []*pgq.Transaction
+	for _, changes := range [][]pgq.Change{{update(), ddl, update()}, {{Op: pgq.OpGap, FromLSN: s.lastEnd, ToLSN: s.lastEnd + 50}}} {
+		s.lastEnd += 100
+		batch = append(batch, &pgq.Transaction{Xid: uint32(s.lastEnd), CommitLSN: s.lastEnd - 10, EndLSN: s.lastEnd,
+			CommitTime: time.Now().UTC().Truncate(time.Microsecond), Final: true, Changes: changes})
+	}
+	recs := journal.Records(batch)
+	if err := s.j.AppendRecords(recs); err != nil {
+		s.t.Fatal(err)
+	}
+	entries := make([]index.Entry, len(batch))
+	for i, tx := range batch {
+		entries[i] = index.EntryOf(tx, recs[i].Bytes, len(tx.Changes))
+	}
+	if err := s.ix.Add(entries); err != nil {
+		s.t.Fatal(err)
+	}
+	s.ids[bridge.MessageID(batch[0].CommitLSN, 0, "")] = keys[0]
+	s.ids[bridge.MessageID(batch[0].CommitLSN, 2, "")] = keys[1]
+	s.changes += 2
+}
+
+// TestDebeziumLeavesOutNonEvents: in the Debezium format a ddl or gap
+// change has no message on JetStream, Kafka or the webhook (its null
+// would be a tombstone to a Kafka Connect sink and a corrupt record to
+// Flink's debezium-json); every change with an event has its message,
+// the Debezium event of its update.
+func TestDebeziumLeavesOutNonEvents(t *testing.T) {
+	check := func(t *testing.T, src *source, prefix string, msgs []bridged) {
+		t.Helper()
+		if len(msgs) != src.changes {
+			t.Errorf("%d messages, want %d (the updates)", len(msgs), src.changes)
+		}
+		for _, m := range msgs {
+			checkFormat(t, src, format.Debezium, prefix, m) // an update's event, named by its id
+		}
+	}
+	t.Run("jetstream", func(t *testing.T) {
+		ns := startNATS(t, t.TempDir(), 0)
+		defer ns.Shutdown()
+		src := startSource(t, 50)
+		src.appendNonEvents()
+		p, err := jetstream.New(context.Background(), jetstream.Options{URL: ns.ClientURL(), Stream: "NONEV", Subject: "NONEV.{table}", CreateStream: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		bridgeFormat(t, p, src, format.Debezium)
+		check(t, src, "ce-", jetstreamMessages(t, ns.ClientURL(), "NONEV"))
+	})
+	t.Run("kafka", func(t *testing.T) {
+		brokers := kafkaBrokers(t)
+		src := startSource(t, 50)
+		src.appendNonEvents()
+		p, err := kafka.New(context.Background(), kafka.Options{Brokers: brokers, Topic: "nonev", CreateTopics: true, Partitions: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		bridgeFormat(t, p, src, format.Debezium)
+		check(t, src, "ce_", kafkaMessages(t, brokers, "nonev"))
+	})
+	t.Run("webhook", func(t *testing.T) {
+		var mu sync.Mutex
+		var events []json.RawMessage
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var batch []json.RawMessage
+			if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
+				t.Errorf("body: %v", err)
+			}
+			mu.Lock()
+			events = append(events, batch...)
+			mu.Unlock()
+		}))
+		defer srv.Close()
+		src := startSource(t, 50)
+		src.appendNonEvents()
+		p, err := webhook.New(webhook.Options{URL: srv.URL, Format: format.Debezium, BatchSize: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bridgeFormat(t, p, src, format.Debezium)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(events) != src.changes {
+			t.Errorf("%d events, want %d (the updates)", len(events), src.changes)
+		}
+		for _, e := range events {
+			var ev struct{ Op string }
+			if err := json.Unmarshal(e, &ev); err != nil || ev.Op != "u" {
+				t.Errorf("event %s: want an update's (%v)", e, err)
+			}
+		}
+	})
 }

@@ -33,8 +33,8 @@
 //	                          (truncate), else 1
 //	broker       the bridge's payload: the event(s);  payload: the data (binary
 //	message      own message  key: Debezium's         bindings) or the event
-//	                          (bridge's if null)      (Structured); headers:
-//	                                                  ce-* / ce_* (binary)
+//	                          (bridge's if null);     (Structured); headers:
+//	                          none for no event       ce-* / ce_* (binary)
 //
 // To add a format: a constant after the last (Format), a row in table
 // (name, help, content types, and the functions that count and append

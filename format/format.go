@@ -255,7 +255,9 @@ func (r *Renderer) AppendEvent(b []byte, tx *pgq.Transaction, i, k int) []byte {
 // AppendChangeEvents appends change i of tx as one JSON value: its event
 // when it renders to one, null when to none, and a JSON array of its
 // events when to several (a Debezium primary-key update or multi-table
-// truncate). This is the form of the HTTP fetch's "change" fields.
+// truncate). This is the form of a shared group's fetched "change"
+// field, whose message stays to be acked (an exclusive fetch leaves a
+// change without events out: AppendTransaction).
 func (r *Renderer) AppendChangeEvents(b []byte, tx *pgq.Transaction, i int) []byte {
 	return r.appendEvents(b, tx, i, r.Events(tx, i), table[r.f].event)
 }
@@ -276,18 +278,26 @@ func ChangeID(commit pgq.LSN, ord uint32, backfill string) string {
 
 // AppendTransaction appends tx as a line of `pgq journal dump`
 // (AppendJSONAs) whose changes are rendered in the renderer's format,
-// each as one JSON value (AppendChangeEvents). In the pgq format it is
-// exactly AppendJSONAs.
+// each as one JSON value (AppendChangeEvents); a change the format has
+// no event for (Events 0: a ddl or gap change in Debezium's) is left
+// out, never a null a reader of the format would take for an event (a
+// tombstone). In the pgq format it is exactly AppendJSONAs.
 func (r *Renderer) AppendTransaction(b []byte, tx *pgq.Transaction) []byte {
 	if r.f == PGQ {
 		return AppendJSONAs(b, tx, r.o.JSONValues)
 	}
 	b = AppendJSONHead(b, tx)
+	first := true
 	for i := range tx.Changes {
-		if i > 0 {
+		n := r.Events(tx, i)
+		if n == 0 {
+			continue
+		}
+		if !first {
 			b = append(b, ',')
 		}
-		b = r.AppendChangeEvents(b, tx, i)
+		first = false
+		b = r.appendEvents(b, tx, i, n, table[r.f].event)
 	}
 	return append(b, "]}"...)
 }

@@ -156,13 +156,14 @@ func (s Spec) Rewrites() bool { return s.message != nil }
 
 // AppendMessage appends change i of tx as a broker message of binding
 // bind to b and returns b grown and the message, whose Payload and Key
-// point into it. Every change keeps exactly one message (and its stable
-// id, the resume position):
+// point into it. Every change with an event keeps exactly one message
+// (and its stable id, the resume position):
 //
 //   - debezium: the payload is the change's event; a change that renders
 //     to several (a key-changing update, a multi-table truncate) carries
 //     them as a JSON array, one that renders to none (ddl, gap) the JSON
-//     null. The key is Debezium's key ({"id":1}); where it is null (a
+//     null, which a bridge does not publish (Events is 0: a null is a
+//     tombstone to a Kafka Connect sink). The key is Debezium's key ({"id":1}); where it is null (a
 //     table without a key, a truncate, ddl, gap) Key is nil and the
 //     bridge's key stays, so a partition stays deterministic. Every
 //     binding alike.

@@ -23,55 +23,76 @@ import (
 // source.db). Before, consume and the bridges said /pgq// and "", so
 // deduplication by CloudEvents source+id saw two sources. A CloudEvent is
 // the same bytes on every path; a Debezium event the same but for its
-// top-level ts_* (when it was rendered).
+// top-level ts_* (when it was rendered). A ddl change is a CloudEvent on
+// every path and left out of every path in Debezium's format (issue 33
+// item 5: no null a Connect sink would take for a tombstone).
 func TestFormatSourceAgrees(t *testing.T) {
 	r := startFormatRun(t, "fs")
 	for _, g := range []string{"consume", "fetch-debezium", "fetch-cloudevents", "webhook-debezium", "webhook-cloudevents"} {
 		r.out(t, "groups", "create", g, "--from", "earliest")
 	}
 	r.db.Exec(t, `INSERT INTO fs VALUES (1, 'a')`)
+	// A ddl change: Debezium has no event for it, CloudEvents has.
+	if out, err := exec.Command(pgqbin.Path(t), "ddl", "install", "--pg-url", r.db.URL, "--publication", "fs_pub").CombinedOutput(); err != nil {
+		t.Fatalf("pgq ddl install: %v\n%s", err, out)
+	}
+	r.db.Exec(t, `ALTER TABLE fs ADD note text`)
 
 	st, _ := getJSON(t, "http://"+r.addr+"/v1/status").(map[string]any)
 	if st["database"] != r.db.Name || st["slot"] != r.slot {
 		t.Fatalf("status: database %v slot %v, want %q %q", st["database"], st["slot"], r.db.Name, r.slot)
 	}
-	wantSource := "/pgq/" + r.db.Name + "/" + r.slot
 
-	for _, f := range []string{"cloudevents", "debezium"} {
+	// The insert's event, and the ddl change's in CloudEvents only: in
+	// Debezium's format it is left out on every path (a null there is a
+	// tombstone to a Kafka Connect sink, corrupt to Flink).
+	for f, want := range map[string]int{"cloudevents": 2, "debezium": 1} {
 		var consumed []string
-		for deadline := time.Now().Add(30 * time.Second); len(consumed) == 0 || consumed[0] == ""; time.Sleep(100 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); len(consumed) < 2; time.Sleep(100 * time.Millisecond) {
+			consumed = strings.Split(strings.TrimSuffix(string(r.out(t, "consume", "--group", "consume", "--no-commit")), "\n"), "\n")
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: consume printed nothing", f)
+				t.Fatalf("consume printed %q, want the insert's and the ddl's transactions", consumed)
 			}
-			consumed = strings.Split(strings.TrimSuffix(string(r.out(t, "consume", "--group", "consume", "--no-commit", "--format", f)), "\n"), "\n")
 		}
+		consumed = strings.Split(strings.TrimSuffix(string(r.out(t, "consume", "--group", "consume", "--no-commit", "--format", f)), "\n"), "\n")
 		fetched := fetchFormat(t, r.addr, "fetch-"+f, f)
-		posted := webhookFormat(t, r, "webhook-"+f, f)
-		if len(consumed) != 1 || len(fetched) != 1 || len(posted) != 1 {
-			t.Fatalf("%s: consume %d, fetch %d, webhook %d events, want 1 each:\n%q\n%q\n%q", f, len(consumed), len(fetched), len(posted), consumed, fetched, posted)
+		posted := webhookFormat(t, r, "webhook-"+f, f, want)
+		if len(consumed) != want || len(fetched) != want || len(posted) != want {
+			t.Fatalf("%s: consume %d, fetch %d, webhook %d events, want %d each:\n%q\n%q\n%q", f, len(consumed), len(fetched), len(posted), want, consumed, fetched, posted)
 		}
-		paths := map[string]string{"consume": consumed[0], "fetch": string(fetched[0]), "webhook": string(posted[0])}
-		for path, ev := range paths {
-			var e struct {
-				Source json.RawMessage `json:"source"`
+		for i := range want {
+			agree(t, f, r, consumed[i], string(fetched[i]), string(posted[i]))
+		}
+	}
+}
+
+// agree checks that the events consume, the HTTP fetch and the webhook
+// gave for one change in format f are the same and name the source the
+// status reports.
+func agree(t *testing.T, f string, r *formatRun, consumed, fetched, posted string) {
+	t.Helper()
+	wantSource := "/pgq/" + r.db.Name + "/" + r.slot
+	paths := map[string]string{"consume": consumed, "fetch": fetched, "webhook": posted}
+	for path, ev := range paths {
+		var e struct {
+			Source json.RawMessage `json:"source"`
+		}
+		if err := json.Unmarshal([]byte(ev), &e); err != nil {
+			t.Fatalf("%s %s: %v\n%s", f, path, err, ev)
+		}
+		if f == "cloudevents" {
+			var src string
+			if err := json.Unmarshal(e.Source, &src); err != nil || src != wantSource {
+				t.Errorf("%s %s: source %s, want %q", f, path, e.Source, wantSource)
 			}
-			if err := json.Unmarshal([]byte(ev), &e); err != nil {
-				t.Fatalf("%s %s: %v\n%s", f, path, err, ev)
+		} else {
+			var src struct{ DB string }
+			if err := json.Unmarshal(e.Source, &src); err != nil || src.DB != r.db.Name {
+				t.Errorf("%s %s: source %s, want db %q", f, path, e.Source, r.db.Name)
 			}
-			if f == "cloudevents" {
-				var src string
-				if err := json.Unmarshal(e.Source, &src); err != nil || src != wantSource {
-					t.Errorf("%s %s: source %s, want %q", f, path, e.Source, wantSource)
-				}
-			} else {
-				var src struct{ DB string }
-				if err := json.Unmarshal(e.Source, &src); err != nil || src.DB != r.db.Name {
-					t.Errorf("%s %s: source %s, want db %q", f, path, e.Source, r.db.Name)
-				}
-			}
-			if got, want := withoutRenderTime(t, ev), withoutRenderTime(t, paths["consume"]); got != want {
-				t.Errorf("%s: %s renders\n%s\nconsume\n%s", f, path, got, want)
-			}
+		}
+		if got, want := withoutRenderTime(t, ev), withoutRenderTime(t, paths["consume"]); got != want {
+			t.Errorf("%s: %s renders\n%s\nconsume\n%s", f, path, got, want)
 		}
 	}
 }
@@ -125,16 +146,16 @@ func fetchFormat(t *testing.T, addr, g, f string) []json.RawMessage {
 }
 
 // webhookFormat runs `pgq bridge webhook --format f` on group g into a
-// receiver until a request arrived, and returns the events of the
+// receiver until want events arrived (and a little more), and returns the events of the
 // requests' bodies (JSON arrays of events).
-func webhookFormat(t *testing.T, r *formatRun, g, f string) []json.RawMessage {
+func webhookFormat(t *testing.T, r *formatRun, g, f string, want int) []json.RawMessage {
 	t.Helper()
 	var (
 		mu   sync.Mutex
 		evs  []json.RawMessage
 		errs []string
 	)
-	got := make(chan struct{}, 1)
+	got := make(chan struct{}, 1) // want events arrived
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		var batch []json.RawMessage
@@ -143,11 +164,13 @@ func webhookFormat(t *testing.T, r *formatRun, g, f string) []json.RawMessage {
 			errs = append(errs, err.Error()+": "+string(b))
 		}
 		evs = append(evs, batch...)
-		mu.Unlock()
-		select {
-		case got <- struct{}{}:
-		default:
+		if len(evs) >= want {
+			select {
+			case got <- struct{}{}:
+			default:
+			}
 		}
+		mu.Unlock()
 	}))
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
