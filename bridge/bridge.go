@@ -555,9 +555,7 @@ func (b *Bridge) add(bt *batch, tx *pgq.Transaction) {
 	n := len(bt.msgs)
 	bt.msgs, bt.arena, bt.prefix = appendMessages(bt.msgs, bt.arena, bt.prefix, tx, b.o.Group)
 	if b.fmt != nil {
-		var kept []Message
-		kept, bt.arena = b.fmt.apply(bt.msgs[n:], bt.arena, tx)
-		bt.msgs = bt.msgs[:n+len(kept)]
+		bt.msgs, bt.arena = b.fmt.apply(bt.msgs, n, bt.arena, tx)
 	}
 	for range len(bt.msgs) - n {
 		bt.acked = append(bt.acked, false)

@@ -149,11 +149,19 @@
 //
 // Options.Format renders the messages in another format of package
 // format's table; ids, the pgq-* headers, subjects and the resume
-// position stay the same, and every change keeps exactly one message,
-// but one the format has no event for (format.Renderer.Events 0: a ddl or
-// gap change in debezium), which has none.
+// position stay the same, and a change keeps one message per event of
+// the format (format.Renderer.Events): one, as a rule; none for a change
+// the format has no event for (a ddl or gap change in debezium); one per
+// event for a change of several (debezium's key-changing update, a delete
+// and a create, and multi-table truncate, one per table: its subject or
+// topic and pgq key those of the event's table), each with its own id
+// (EventID: the change's id, then "<id>.<k>") and position (the
+// Position's Event), so that JetStream's dedupe keeps both and the Kafka
+// resume tells a partition holding the delete from one holding the
+// create.
 // The bridge names no format: it asks the format what a change's message
-// is (format.Renderer.AppendMessage: its payload, its key, its headers)
+// is (format.Renderer.AppendMessage, AppendEventMessage: its payload, its
+// key, its headers)
 // in the publisher's binding (Binder: NATS for jetstream, Kafka for
 // kafka, the webhook's structured batches, HTTP otherwise). pgq (the
 // default) keeps the payload above; debezium carries the change's

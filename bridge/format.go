@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/format"
@@ -20,6 +21,7 @@ type Binder interface {
 type formatter struct {
 	r    *format.Renderer
 	bind format.Binding
+	in   []Message // scratch: the messages apply reads
 }
 
 // newFormatter returns nil for a format whose messages are the bridge's
@@ -40,36 +42,58 @@ func newFormatter(f format.Format, o format.Options, p Publisher) (*formatter, e
 	return &formatter{r: r, bind: bind}, nil
 }
 
-// apply rewrites msgs (the messages appendMessages just built for tx, one
-// per change, in order) in the renderer's format for the publisher's
-// binding (format.Renderer.AppendMessage), their payloads and keys
-// appended to arena (returned, grown). What the format leaves out (a nil
-// key, a nil payload) stays as appendMessages built it. A change the
+// apply rewrites the messages of tx that add just appended to msgs (from
+// index n on: appendMessages built them, one per change, in order) in the
+// renderer's format for the publisher's binding
+// (format.Renderer.AppendMessage), their payloads and keys appended to
+// arena; it returns msgs and arena grown. What the format leaves out (a
+// nil key, a nil payload) stays as appendMessages built it. A change the
 // format has no event for (format.Renderer.Events 0: a ddl or gap change
-// in Debezium's) has no message: apply returns msgs without them (in
-// msgs' array, in order). Its null would be a tombstone to a Kafka
-// Connect sink and a corrupt record to Flink; the resume positions need
-// no message of every change.
-func (f *formatter) apply(msgs []Message, arena []byte, tx *pgq.Transaction) ([]Message, []byte) {
-	kept := msgs[:0]
-	for i := range msgs {
-		if f.r.Events(tx, msgs[i].Index) == 0 {
-			continue
-		}
-		kept = append(kept, msgs[i])
-		m := &kept[len(kept)-1]
-		var fm format.Message
-		arena, fm = f.r.AppendMessage(arena, tx, m.Index, f.bind)
-		if fm.Payload != nil {
-			m.Payload = fm.Payload
-		}
-		if fm.Key != nil {
-			m.Key = fm.Key
-		}
-		if fm.Headers != nil {
-			m.Extra = fm.Headers
+// in Debezium's) has no message: its null would be a tombstone to a Kafka
+// Connect sink and a corrupt record to Flink. A change of several events
+// (a Debezium key-changing update, a multi-table truncate) has one
+// message per event (AppendEventMessage), each with its own id (EventID)
+// and position, so a broker's dedupe and the resume tell them apart.
+func (f *formatter) apply(msgs []Message, n int, arena []byte, tx *pgq.Transaction) ([]Message, []byte) {
+	f.in = append(f.in[:0], msgs[n:]...)
+	msgs = msgs[:n]
+	for i := range f.in {
+		c := f.in[i].Index
+		events := f.r.Events(tx, c)
+		for k := range events {
+			msgs = append(msgs, f.in[i])
+			m := &msgs[len(msgs)-1]
+			var fm format.Message
+			if events == 1 {
+				arena, fm = f.r.AppendMessage(arena, tx, c, f.bind)
+			} else {
+				arena, fm = f.r.AppendEventMessage(arena, tx, c, k, f.bind)
+				m.setEvent(&tx.Changes[c], k)
+			}
+			if fm.Payload != nil {
+				m.Payload = fm.Payload
+			}
+			if fm.Key != nil {
+				m.Key = fm.Key
+			}
+			if fm.Headers != nil {
+				m.Extra = fm.Headers
+			}
 		}
 	}
-	clear(msgs[len(kept):]) // no reference to the left-out messages' strings
-	return kept, arena
+	clear(f.in) // no reference to this batch's strings
+	return msgs, arena
+}
+
+// setEvent makes m, a copy of change c's message, the message of its
+// event k: its id and position, and for a truncate the table of the
+// event (its subject or topic, and the key where the format's is null).
+func (m *Message) setEvent(c *pgq.Change, k int) {
+	m.Event = uint32(k)
+	m.ID = EventID(m.ID, m.Event)
+	if c.Op == pgq.OpTruncate && k < len(c.Tables) {
+		m.table = c.Tables[k]
+		m.Schema, m.Table, _ = strings.Cut(m.table, ".")
+		m.Key = []byte(m.table)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgq-dev/pgq"
@@ -221,19 +222,54 @@ func (s *source) appendNonEvents() {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}, {Name: "v", TypeOID: 20}}
-	var keys []int
-	update := func() pgq.Change {
-		s.seq++
-		k := (s.seq * 7919) % s.keys
-		keys = append(keys, k)
-		return pgq.Change{Op: pgq.OpUpdate, Schema: "public", Table: "t", Columns: cols,
-			New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(strconv.Itoa(k))}, {Kind: pgq.ValueText, Data: []byte(strconv.Itoa(s.seq))}}}
-	}
+	a, b := s.nextUpdate(), s.nextUpdate()
 	ddl := pgq.Change{Op: pgq.OpDDL, Prefix: "pgq.ddl", Transactional: true,
 		Content: []byte(`{"command":"ALTER TABLE","object":"public.t","schema":"public","object_type":"table","statement":"ALTER TABLE t ADD note text"}`)}
+	batch := s.journal([]pgq.Change{a, ddl, b}, []pgq.Change{{Op: pgq.OpGap, FromLSN: s.lastEnd, ToLSN: s.lastEnd + 50}})
+	s.ids[bridge.MessageID(batch[0].CommitLSN, 0, "")] = keyOf(a)
+	s.ids[bridge.MessageID(batch[0].CommitLSN, 2, "")] = keyOf(b)
+	s.changes += 2
+}
+
+// appendKeyChange journals a transaction of an update that changes the
+// row's key from -1 to -2, between two updates: a delete and a create in
+// Debezium's format. It returns the change's id (MessageID).
+func (s *source) appendKeyChange() string {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, b := s.nextUpdate(), s.nextUpdate()
+	rekey := s.nextUpdate()
+	rekey.New[0].Data = []byte("-2")
+	rekey.Old = []pgq.Value{{Kind: pgq.ValueText, Data: []byte("-1")}, {Kind: pgq.ValueNull}}
+	batch := s.journal([]pgq.Change{a, rekey, b})
+	s.ids[bridge.MessageID(batch[0].CommitLSN, 0, "")] = keyOf(a)
+	s.ids[bridge.MessageID(batch[0].CommitLSN, 2, "")] = keyOf(b)
+	s.changes += 2
+	return bridge.MessageID(batch[0].CommitLSN, 1, "")
+}
+
+// nextUpdate is an update of the next key (s.mu held).
+func (s *source) nextUpdate() pgq.Change {
+	s.seq++
+	k := (s.seq * 7919) % s.keys
+	cols := []pgq.Column{{Name: "id", TypeOID: 20, Key: true}, {Name: "v", TypeOID: 20}}
+	return pgq.Change{Op: pgq.OpUpdate, Schema: "public", Table: "t", Columns: cols,
+		New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(strconv.Itoa(k))}, {Kind: pgq.ValueText, Data: []byte(strconv.Itoa(s.seq))}}}
+}
+
+// keyOf is the key nextUpdate gave c.
+func keyOf(c pgq.Change) int {
+	k, _ := strconv.Atoi(string(c.New[0].Data))
+	return k
+}
+
+// journal journals a transaction of each list of changes (s.mu held)
+// and returns them.
+func (s *source) journal(txs ...[]pgq.Change) []*pgq.Transaction {
+	s.t.Helper()
 	var batch []*pgq.Transaction
-	for _, changes := range [][]pgq.Change{{update(), ddl, update()}, {{Op: pgq.OpGap, FromLSN: s.lastEnd, ToLSN: s.lastEnd + 50}}} {
+	for _, changes := range txs {
 		s.lastEnd += 100
 		batch = append(batch, &pgq.Transaction{Xid: uint32(s.lastEnd), CommitLSN: s.lastEnd - 10, EndLSN: s.lastEnd,
 			CommitTime: time.Now().UTC().Truncate(time.Microsecond), Final: true, Changes: changes})
@@ -249,9 +285,7 @@ func (s *source) appendNonEvents() {
 	if err := s.ix.Add(entries); err != nil {
 		s.t.Fatal(err)
 	}
-	s.ids[bridge.MessageID(batch[0].CommitLSN, 0, "")] = keys[0]
-	s.ids[bridge.MessageID(batch[0].CommitLSN, 2, "")] = keys[1]
-	s.changes += 2
+	return batch
 }
 
 // TestDebeziumLeavesOutNonEvents: in the Debezium format a ddl or gap
@@ -326,4 +360,119 @@ func TestDebeziumLeavesOutNonEvents(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDebeziumEventPerMessage: a key-changing update is a delete and a
+// create in Debezium's format, published as two messages (as Debezium
+// does), each keyed by its own key and with its own id (the change's, and
+// EventID's "<id>.1"), on JetStream (whose Nats-Msg-Id dedupe would drop
+// a repeated id) and Kafka (whose resume reads the ids back).
+func TestDebeziumEventPerMessage(t *testing.T) {
+	check := func(t *testing.T, src *source, id, prefix string, msgs []bridged) {
+		t.Helper()
+		if len(msgs) != src.changes+2 {
+			t.Errorf("%d messages, want %d (the updates, the delete and the create)", len(msgs), src.changes+2)
+		}
+		seen := map[string]bool{}
+		for _, m := range msgs {
+			mid := m.hdr["pgq-id"]
+			if seen[mid] {
+				t.Errorf("id %s twice", mid)
+			}
+			seen[mid] = true
+			var ev struct {
+				Before, After *struct{ ID int }
+				Op            string
+			}
+			switch mid {
+			case id:
+				if json.Unmarshal(m.body, &ev) != nil || ev.Op != "d" || ev.Before == nil || ev.Before.ID != -1 || m.key != `{"id":-1}` {
+					t.Errorf("%s: %s key %s, want the delete of id -1", mid, m.body, m.key)
+				}
+			case bridge.EventID(id, 1):
+				if json.Unmarshal(m.body, &ev) != nil || ev.Op != "c" || ev.After == nil || ev.After.ID != -2 || m.key != `{"id":-2}` {
+					t.Errorf("%s: %s key %s, want the create of id -2", mid, m.body, m.key)
+				}
+			default:
+				checkFormat(t, src, format.Debezium, prefix, m)
+			}
+		}
+		if !seen[id] || !seen[bridge.EventID(id, 1)] {
+			t.Errorf("ids %v: want %s and %s", seen, id, bridge.EventID(id, 1))
+		}
+	}
+	t.Run("jetstream", func(t *testing.T) {
+		ns := startNATS(t, t.TempDir(), 0)
+		defer ns.Shutdown()
+		src := startSource(t, 50)
+		id := src.appendKeyChange()
+		p, err := jetstream.New(context.Background(), jetstream.Options{URL: ns.ClientURL(), Stream: "REKEY", Subject: "REKEY.{table}", CreateStream: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		bridgeFormat(t, p, src, format.Debezium)
+		check(t, src, id, "ce-", jetstreamMessages(t, ns.ClientURL(), "REKEY"))
+	})
+	t.Run("kafka", func(t *testing.T) {
+		brokers := kafkaBrokers(t)
+		src := startSource(t, 50)
+		id := src.appendKeyChange()
+		p, err := kafka.New(context.Background(), kafka.Options{Brokers: brokers, Topic: "rekey", CreateTopics: true, Partitions: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		bridgeFormat(t, p, src, format.Debezium)
+		check(t, src, id, "ce_", kafkaMessages(t, brokers, "rekey"))
+	})
+}
+
+// TestKafkaResumesBetweenEvents: a bridge that stopped between the delete
+// and the create of a key-changing update (the partition's last record is
+// the delete) resumes with the create: each event has its own position
+// (EventID), so the create is not taken for a record the partition holds.
+// One partition: both events go to it, as every message of a topic of
+// one partition.
+func TestKafkaResumesBetweenEvents(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	ctx := context.Background()
+	src := startSource(t, 50)
+	id := src.appendKeyChange()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "between"); err != nil {
+		t.Fatal(err)
+	}
+	// What the stopped bridge published: the records before the delete, and the delete.
+	held := &kgo.Record{Topic: "between", Key: []byte(`{"id":-1}`), Value: []byte(`{"op":"d"}`),
+		Headers: []kgo.RecordHeader{{Key: kafka.HeaderID, Value: []byte(id)}, {Key: bridge.HeaderGroup, Value: []byte("g")}}}
+	if err := cl.ProduceSync(ctx, held).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kafka.New(ctx, kafka.Options{Brokers: brokers, Topic: "between"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	bridgeFormat(t, p, src, format.Debezium)
+	msgs := kafkaMessages(t, brokers, "between")
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.hdr[kafka.HeaderID])
+	}
+	// The held delete, the create, then every change after the key change.
+	if len(msgs) != 1+src.changes || ids[0] != id || ids[1] != bridge.EventID(id, 1) {
+		t.Fatalf("records %q: want %s, %s and the %d changes after them", ids, id, bridge.EventID(id, 1), src.changes-1)
+	}
+	var ev struct{ Op string }
+	if err := json.Unmarshal(msgs[1].body, &ev); err != nil || ev.Op != "c" || msgs[1].key != `{"id":-2}` {
+		t.Fatalf("after the held delete: %s key %s, want the create", msgs[1].body, msgs[1].key)
+	}
+	for _, m := range msgs[2:] {
+		checkFormat(t, src, format.Debezium, "ce_", m)
+	}
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/pgq-dev/pgq/format"
 )
 
-// Message is one broker message: one change of a journal record.
+// Message is one broker message: one change of a journal record (or one
+// event of it, when the format renders the change to several: Event).
 type Message struct {
 	// Offset is the journal offset of the record, Index the change's
 	// position in it and Count the number of changes in it.
@@ -28,12 +29,17 @@ type Message struct {
 	// (all parts, before any group filter; pgq.Transaction.Ordinal), or a
 	// backfill row's index in its chunk.
 	Ordinal uint32
+	// Event is the message's event within its change when the format
+	// renders the change to several, each its own message (a Debezium
+	// key-changing update: 0 the delete, 1 the create); 0 otherwise.
+	Event uint32
 	// Backfill is the backfill id of a backfill chunk's row; "" otherwise.
 	Backfill string
 	// Group is the pgq consumer group the bridge reads (HeaderGroup); ""
 	// from AppendMessages.
 	Group string
-	// ID is "<commit LSN>.<ordinal>" (see MessageID): the change's place
+	// ID is "<commit LSN>.<ordinal>" (see MessageID; an event after a
+	// change's first "<commit LSN>.<ordinal>.<event>", EventID): the change's place
 	// in PostgreSQL's history, the same whichever journal (a fresh data
 	// dir, a restored one) it was read from (JetStream's Nats-Msg-Id,
 	// Kafka's pgq-id header).
@@ -163,6 +169,18 @@ func MessageID(commit pgq.LSN, ord uint32, backfill string) string {
 		b = append(append(b, backfill...), '.')
 	}
 	return string(strconv.AppendUint(b, uint64(ord), 10))
+}
+
+// EventID is the id of event k of the change whose id (MessageID) is
+// id, when the format renders the change to several events, each its own
+// message: the first event keeps the change's id, event k > 0 is
+// "<id>.<k>" ("16/B374D848.3.1"), so that each has its own (JetStream's
+// Nats-Msg-Id drops a repeated one) and its own resume position.
+func EventID(id string, k uint32) string {
+	if k == 0 {
+		return id
+	}
+	return id + "." + strconv.FormatUint(uint64(k), 10)
 }
 
 // AppendPayload appends the JSON payload of change i of tx: the

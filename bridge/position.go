@@ -12,7 +12,8 @@ import (
 // Position is a message's place in the order the bridge publishes in:
 // the commit LSN, then (at one commit LSN) the transaction's changes
 // before a backfill chunk's rows, then the ordinal (a backfill row's
-// index). Journal order is commit order, commit LSNs grow with it, and a
+// index), then the event within the change (a format's change that
+// renders to several events has a message per event: Message.Event). Journal order is commit order, commit LSNs grow with it, and a
 // backfill chunk takes its high watermark transaction's place; so the
 // messages of one bridge are published in increasing Position, whichever
 // journal (a fresh data dir, a restored one) they were read from.
@@ -20,6 +21,7 @@ type Position struct {
 	LSN      pgq.LSN
 	Backfill string // "" for a change of a transaction
 	Ordinal  uint32
+	Event    uint32
 }
 
 // ErrNoPosition is ParseID's error for an id that names no position (an
@@ -28,10 +30,13 @@ var ErrNoPosition = errors.New("bridge: message id names no position")
 
 // Position returns m's position (from CommitLSN, Ordinal and Backfill).
 func (m *Message) Position() Position {
-	return Position{LSN: m.CommitLSN, Backfill: m.Backfill, Ordinal: m.Ordinal}
+	return Position{LSN: m.CommitLSN, Backfill: m.Backfill, Ordinal: m.Ordinal, Event: m.Event}
 }
 
-// ParseID parses a message id (MessageID) back into its position.
+// ParseID parses a message id (MessageID, or EventID's
+// "<commit LSN>.<ordinal>.<event>") back into its position. A backfill
+// id never is a number (backfill ids start with "bf"), so
+// "<LSN>.<number>.<number>" is a change's event.
 func ParseID(id string) (Position, error) {
 	lsn, rest, ok := strings.Cut(id, ".")
 	if !ok || !strings.Contains(lsn, "/") {
@@ -53,6 +58,9 @@ func ParseID(id string) (Position, error) {
 		return Position{}, ErrNoPosition
 	}
 	p.Ordinal = uint32(n)
+	if ord, err := strconv.ParseUint(p.Backfill, 10, 32); err == nil {
+		p.Backfill, p.Ordinal, p.Event = "", uint32(ord), p.Ordinal
+	}
 	return p, nil
 }
 
@@ -70,11 +78,16 @@ func (p Position) Compare(q Position) int {
 	if c := strings.Compare(p.Backfill, q.Backfill); c != 0 {
 		return c
 	}
-	return cmp.Compare(p.Ordinal, q.Ordinal)
+	if c := cmp.Compare(p.Ordinal, q.Ordinal); c != 0 {
+		return c
+	}
+	return cmp.Compare(p.Event, q.Event)
 }
 
 // String returns the position as a message id.
-func (p Position) String() string { return MessageID(p.LSN, p.Ordinal, p.Backfill) }
+func (p Position) String() string {
+	return EventID(MessageID(p.LSN, p.Ordinal, p.Backfill), p.Event)
+}
 
 // Held is the highest position a broker holds for one stream (JetStream)
 // or partition (Kafka), as a publisher found it at start or after a

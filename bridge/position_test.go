@@ -10,7 +10,7 @@ import (
 )
 
 func TestParseIDAndCompare(t *testing.T) {
-	for _, id := range []string{"16/B374D848.3", "0/0.0", "FFFFFFFF/FFFFFFFF.4294967295", "0/1A2B3C8.bf-1.7", "0/1A2B3C8.bf.with.dots.2"} {
+	for _, id := range []string{"16/B374D848.3", "0/0.0", "FFFFFFFF/FFFFFFFF.4294967295", "0/1A2B3C8.bf-1.7", "0/1A2B3C8.bf.with.dots.2", "16/B374D848.3.1"} {
 		p, err := ParseID(id)
 		if err != nil || p.String() != id {
 			t.Fatalf("ParseID(%q) = %+v, %v; String %q", id, p, err, p.String())
@@ -22,8 +22,12 @@ func TestParseIDAndCompare(t *testing.T) {
 		}
 	}
 	// In publish order: LSN, then a transaction's changes before a
-	// backfill chunk's rows at one LSN, then ordinals (numerically).
-	order := []string{"0/10.0", "0/10.2", "0/10.10", "0/10.a.0", "0/10.a.11", "0/10.b.0", "0/11.0", "1/0.0"}
+	// backfill chunk's rows at one LSN, then ordinals (numerically), then
+	// a change's events (EventID).
+	if p, _ := ParseID("0/10.3.1"); p.Backfill != "" || p.Ordinal != 3 || p.Event != 1 {
+		t.Fatalf("ParseID(0/10.3.1) = %+v, want ordinal 3 event 1", p)
+	}
+	order := []string{"0/10.0", "0/10.2", "0/10.2.1", "0/10.2.2", "0/10.10", "0/10.a.0", "0/10.a.11", "0/10.b.0", "0/11.0", "1/0.0"}
 	for i := range order {
 		for j := range order {
 			p, _ := ParseID(order[i])

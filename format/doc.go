@@ -31,10 +31,11 @@
 //	events       1            0 (ddl, gap), 2 (key    1
 //	                          update), 1 per table
 //	                          (truncate), else 1
-//	broker       the bridge's payload: the event(s);  payload: the data (binary
-//	message      own message  key: Debezium's         bindings) or the event
-//	                          (bridge's if null);     (Structured); headers:
-//	                          none for no event       ce-* / ce_* (binary)
+//	broker       the bridge's a message per event:    payload: the data (binary
+//	message      own message  the event; key:         bindings) or the event
+//	                          Debezium's (bridge's    (Structured); headers:
+//	                          if null); none for no   ce-* / ce_* (binary)
+//	                          event
 //
 // To add a format: a constant after the last (Format), a row in table
 // (name, help, content types, and the functions that count and append

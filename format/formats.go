@@ -33,6 +33,10 @@ type Spec struct {
 	// broker message (Renderer.AppendMessage); nil → the bridge's own
 	// message (pgq's format: the bridge's wire format) stays.
 	message func(r *Renderer, b []byte, tx *pgq.Transaction, i int, bind Binding) ([]byte, Message)
+	// eventMessage appends event k of change i of tx as a message of its
+	// own (Renderer.AppendEventMessage); nil → message (one event per
+	// change).
+	eventMessage func(r *Renderer, b []byte, tx *pgq.Transaction, i, k int, bind Binding) ([]byte, Message)
 }
 
 // eventFunc appends event k of change i of tx.
@@ -51,9 +55,10 @@ var table = [...]Spec{
 		Format: Debezium, Name: "debezium",
 		Help:        "Debezium's change-event values; a bridge keys them as Debezium does",
 		ContentType: "application/json", BatchContentType: "application/json",
-		events:  debeziumEvents,
-		event:   (*Renderer).appendDebezium,
-		message: (*Renderer).appendDebeziumBrokerMessage,
+		events:       debeziumEvents,
+		event:        (*Renderer).appendDebezium,
+		message:      (*Renderer).appendDebeziumBrokerMessage,
+		eventMessage: (*Renderer).appendDebeziumEventMessage,
 	},
 	CloudEvents: {
 		Format: CloudEvents, Name: "cloudevents",
@@ -156,8 +161,9 @@ func (s Spec) Rewrites() bool { return s.message != nil }
 
 // AppendMessage appends change i of tx as a broker message of binding
 // bind to b and returns b grown and the message, whose Payload and Key
-// point into it. Every change with an event keeps exactly one message
-// (and its stable id, the resume position):
+// point into it: the message of the whole change (a bridge publishes a
+// change of several events as one message per event instead,
+// AppendEventMessage, and none for a change of no event):
 //
 //   - debezium: the payload is the change's event; a change that renders
 //     to several (a key-changing update, a multi-table truncate) carries
@@ -179,22 +185,54 @@ func (r *Renderer) AppendMessage(b []byte, tx *pgq.Transaction, i int, bind Bind
 	return b, Message{}
 }
 
-func (r *Renderer) appendDebeziumBrokerMessage(b []byte, tx *pgq.Transaction, i int, _ Binding) ([]byte, Message) {
+func (r *Renderer) appendDebeziumBrokerMessage(b []byte, tx *pgq.Transaction, i int, bind Binding) ([]byte, Message) {
+	n := debeziumEvents(&tx.Changes[i])
+	if n == 1 {
+		return r.appendDebeziumEventMessage(b, tx, i, 0, bind)
+	}
 	var m Message
 	start := len(b)
-	n := debeziumEvents(&tx.Changes[i])
 	b = r.appendEvents(b, tx, i, n, (*Renderer).appendDebezium)
 	m.Payload = b[start:len(b):len(b)]
 	if n == 0 {
 		return b, m
 	}
-	start = len(b)
-	b = r.AppendDebeziumKey(b, tx, i, 0)
-	if k := b[start:]; len(k) == 0 || string(k) == "null" {
+	return r.appendDebeziumMessageKey(b, tx, i, 0, m)
+}
+
+// appendDebeziumEventMessage is event k of change i of tx as a message
+// of its own: the event, keyed by its Debezium key.
+func (r *Renderer) appendDebeziumEventMessage(b []byte, tx *pgq.Transaction, i, k int, _ Binding) ([]byte, Message) {
+	var m Message
+	start := len(b)
+	b = r.appendDebezium(b, tx, i, k)
+	m.Payload = b[start:len(b):len(b)]
+	return r.appendDebeziumMessageKey(b, tx, i, k, m)
+}
+
+// appendDebeziumMessageKey sets m's key to event k's Debezium key,
+// appended to b; a null key leaves m's Key nil (the bridge's stays).
+func (r *Renderer) appendDebeziumMessageKey(b []byte, tx *pgq.Transaction, i, k int, m Message) ([]byte, Message) {
+	start := len(b)
+	b = r.AppendDebeziumKey(b, tx, i, k)
+	if key := b[start:]; len(key) == 0 || string(key) == "null" {
 		return b[:start], m
 	}
 	m.Key = b[start:len(b):len(b)]
 	return b, m
+}
+
+// AppendEventMessage appends event k (0 ≤ k < Events(tx, i)) of change i
+// of tx as a broker message of its own: a bridge publishes each event of
+// a change that renders to several (a Debezium key-changing update, a
+// multi-table truncate) as its own message, as Debezium does, keyed by
+// its own key (the delete's the old key, the create's the new one). For
+// a format with one event per change it is AppendMessage.
+func (r *Renderer) AppendEventMessage(b []byte, tx *pgq.Transaction, i, k int, bind Binding) ([]byte, Message) {
+	if m := table[r.f].eventMessage; m != nil {
+		return m(r, b, tx, i, k, bind)
+	}
+	return r.AppendMessage(b, tx, i, bind)
 }
 
 func (r *Renderer) appendCloudEventBrokerMessage(b []byte, tx *pgq.Transaction, i int, bind Binding) ([]byte, Message) {

@@ -49,6 +49,44 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// TestAppendEventMessage: each event of a change is a message of its own
+// (the event, keyed by its own Debezium key unless null); for a change of
+// one event, and in the formats of one event per change, it is
+// AppendMessage.
+func TestAppendEventMessage(t *testing.T) {
+	tx := eventsTx()
+	o := format.Options{Database: "shop", Slot: "s", Now: fixedNow}
+	for _, s := range format.Formats() {
+		r, _ := format.New(s.Format, o)
+		want, _ := format.New(s.Format, o)
+		split := 0
+		for i := range tx.Changes {
+			n := want.Events(tx, i)
+			for k := range n {
+				_, m := r.AppendEventMessage(nil, tx, i, k, format.Kafka)
+				var payload, key []byte
+				if n == 1 {
+					var w format.Message
+					_, w = want.AppendMessage(nil, tx, i, format.Kafka)
+					payload, key = w.Payload, w.Key
+				} else {
+					split++
+					payload = want.AppendEvent(nil, tx, i, k)
+					if kb := want.AppendDebeziumKey(nil, tx, i, k); string(kb) != "null" {
+						key = kb
+					}
+				}
+				if string(m.Payload) != string(payload) || string(m.Key) != string(key) || (m.Key == nil) != (key == nil) {
+					t.Errorf("%s, change %d event %d: got %s key %s, want %s key %s", s.Name, i, k, m.Payload, m.Key, payload, key)
+				}
+			}
+		}
+		if s.Format == format.Debezium && split < 4 {
+			t.Errorf("debezium: %d events of changes of several, want a key change's 2 and a truncate's 2", split)
+		}
+	}
+}
+
 // TestAppendMessage: what a broker binding gets of each change is what
 // the bridge built before it asked the format (the events as one JSON
 // value and Debezium's key unless null; CloudEvents' data and headers in
