@@ -275,7 +275,6 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		b.fail("status", err)
 		return err
 	}
 	defer b.keepLease(pctx)()

@@ -476,3 +476,53 @@ func TestKafkaResumesBetweenEvents(t *testing.T) {
 		checkFormat(t, src, format.Debezium, "ce_", m)
 	}
 }
+
+// TestFormatSourceFromStatus: a bridge whose format options name no
+// database or slot names pgq's own, from its status (/pgq/app/slot1 of
+// the source's status), as pgq's HTTP fetch does; options that name them
+// win.
+func TestFormatSourceFromStatus(t *testing.T) {
+	for _, c := range []struct {
+		o    format.Options
+		want string
+	}{{format.Options{}, "/pgq/app/slot1"}, {format.Options{Slot: "s"}, "/pgq/app/s"}, {format.Options{Database: "db", Slot: "s"}, "/pgq/db/s"}} {
+		var mu sync.Mutex
+		var sources []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var evs []struct{ Source string }
+			if err := json.NewDecoder(r.Body).Decode(&evs); err != nil {
+				t.Errorf("body: %v", err)
+			}
+			mu.Lock()
+			for _, e := range evs {
+				sources = append(sources, e.Source)
+			}
+			mu.Unlock()
+		}))
+		src := startSource(t, 50)
+		src.append(2)
+		p, err := webhook.New(webhook.Options{URL: srv.URL, Format: format.CloudEvents})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		_, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) { o.Format, o.FormatOptions = format.CloudEvents, c.o })
+		src.waitCaughtUp(t, 30*time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		mu.Lock()
+		if len(sources) != src.changes {
+			t.Errorf("options %+v: %d events, want %d", c.o, len(sources), src.changes)
+		}
+		for _, s := range sources {
+			if s != c.want {
+				t.Errorf("options %+v: source %q, want %q", c.o, s, c.want)
+				break
+			}
+		}
+		mu.Unlock()
+	}
+}

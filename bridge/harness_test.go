@@ -127,7 +127,9 @@ func startSource(t testing.TB, keys int) *source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux, err := httpapi.New(httpapi.Options{Groups: m})
+	// The status names the database and slot a format names as the
+	// source when the bridge's options do not (TestFormatSourceFromStatus).
+	mux, err := httpapi.New(httpapi.Options{Groups: m, Status: func() api.Status { return api.Status{Database: "app", Slot: "slot1"} }})
 	if err != nil {
 		t.Fatal(err)
 	}
