@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -524,5 +525,49 @@ func TestFormatSourceFromStatus(t *testing.T) {
 			}
 		}
 		mu.Unlock()
+	}
+}
+
+// TestJetStreamResumesBetweenEvents: as TestKafkaResumesBetweenEvents, for
+// a stream whose last message is the delete of a key-changing update: the
+// create follows it (with its own Nats-Msg-Id, which the stream does not
+// drop as a duplicate), nothing before it comes again.
+func TestJetStreamResumesBetweenEvents(t *testing.T) {
+	ns := startNATS(t, t.TempDir(), 0)
+	defer ns.Shutdown()
+	ctx := context.Background()
+	src := startSource(t, 50)
+	id := src.appendKeyChange()
+	js := jsClient(t, ns.ClientURL())
+	if _, err := js.CreateStream(ctx, njs.StreamConfig{Name: "BETWEEN", Subjects: []string{"BETWEEN.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	held := nats.NewMsg("BETWEEN.t")
+	held.Data = []byte(`{"op":"d"}`)
+	held.Header.Set(njs.MsgIDHeader, id)
+	held.Header.Set(bridge.HeaderGroup, "g")
+	if _, err := js.PublishMsg(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	p, err := jetstream.New(ctx, jetstream.Options{URL: ns.ClientURL(), Stream: "BETWEEN", Subject: "BETWEEN.{table}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	bridgeFormat(t, p, src, format.Debezium)
+	msgs := jetstreamMessages(t, ns.ClientURL(), "BETWEEN")
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.hdr["pgq-id"])
+	}
+	if len(msgs) != 1+src.changes || ids[0] != id || ids[1] != bridge.EventID(id, 1) {
+		t.Fatalf("messages %q: want %s, %s and the %d changes after them", ids, id, bridge.EventID(id, 1), src.changes-1)
+	}
+	var ev struct{ Op string }
+	if err := json.Unmarshal(msgs[1].body, &ev); err != nil || ev.Op != "c" {
+		t.Fatalf("after the held delete: %s, want the create", msgs[1].body)
+	}
+	for _, m := range msgs[2:] {
+		checkFormat(t, src, format.Debezium, "ce-", m)
 	}
 }
