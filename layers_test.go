@@ -11,9 +11,10 @@ import (
 // only packages on lower floors (the README's architecture diagram draws
 // the same). internal/ holds only leaf helpers; the composition root
 // (server) and the HTTP surface (httpapi) sit on top of the domain
-// packages, with only the CLI and the benchmarks above them.
+// packages, with only the CLI and the benchmarks above them. deploy holds
+// only doc.go and the tests of the deployment files beside it.
 var floors = [][]string{
-	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf"},
+	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf", "deploy"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
 	{"api", "record", "pgoutput", "feedback", "index", "format", "console"},
 	{"journal", "client"},
