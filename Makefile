@@ -1,8 +1,9 @@
 # pgq — make demo runs the main job, make test runs the whole suite.
 GO ?= go
 PKGS := ./...
-# Packages that run goroutines concurrently: tested with -race too.
-RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/... ./client/... ./bridge/... ./internal/wal/... ./backfill/... ./httpapi/...
+# Packages that run goroutines concurrently: tested with -race too (./e2e/...:
+# the cross-package end-to-end tests, pgq with a bridge and a broker).
+RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/... ./client/... ./bridge/... ./internal/wal/... ./backfill/... ./httpapi/... ./e2e/...
 
 # make test-matrix: ingest's integration tests (fidelity against
 # test_decoding, every op and type, continuity, streaming of large

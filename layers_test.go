@@ -11,17 +11,19 @@ import (
 // only packages on lower floors (the README's architecture diagram draws
 // the same). internal/ holds only leaf helpers; the composition root
 // (server) and the HTTP surface (httpapi) sit on top of the domain
-// packages, with only the CLI and the benchmarks above them. deploy holds
-// only doc.go and the tests of the deployment files beside it.
+// packages, with only the CLI and the benchmarks above them. deploy and
+// e2e hold only doc.go and tests (deploy's files', the cross-package
+// end-to-end ones); internal/bridgetest, the bridge tests' shared harness,
+// sits beside server.
 var floors = [][]string{
-	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf", "deploy"},
+	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf", "deploy", "e2e"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
 	{"api", "record", "pgoutput", "feedback", "index", "format", "console"},
 	{"journal", "client"},
 	{"consumers", "ingest", "bridge"},
 	{"backfill", "bridge/jetstream", "bridge/kafka", "bridge/webhook"},
 	{"httpapi"},
-	{"server", "httpapi/apitest"},
+	{"server", "httpapi/apitest", "internal/bridgetest"},
 	{"cmd/pgq", "benchmarks", "benchmarks/bigtx"},
 	{"benchmarks/cmd/bigtx", "benchmarks/cmd/pgqbench"},
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/internal/bridgetest"
 )
 
 // BenchmarkBridgeVsRawPublish measures the bridge (fetch from pgq over
@@ -34,16 +35,16 @@ import (
 func BenchmarkBridgeVsRawPublish(b *testing.B) {
 	const txs, rounds = 20000, 5
 	for b.Loop() {
-		ns := startNATS(b, b.TempDir(), 0)
+		ns := bridgetest.StartNATS(b, b.TempDir(), 0)
 		url := ns.ClientURL()
-		src := startSource(b, 1000)
+		src := bridgetest.StartSource(b, 1000)
 		for range txs / 1000 {
-			src.append(1000)
+			src.Append(1000)
 		}
 		// The messages, as the bridge builds them, for the raw publisher.
 		var msgs []bridge.Message
-		for off := src.j.FirstOffset(); off <= src.j.LastOffset(); off++ {
-			tx, err := src.j.Read(off)
+		for off := src.Journal.FirstOffset(); off <= src.Journal.LastOffset(); off++ {
+			tx, err := src.Journal.Read(off)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,7 +74,7 @@ func BenchmarkBridgeVsRawPublish(b *testing.B) {
 
 // benchBridgeRound bridges the whole journal of src through a new group
 // into a new stream and returns the time until the group committed it all.
-func benchBridgeRound(b *testing.B, src *source, url string, r int) time.Duration {
+func benchBridgeRound(b *testing.B, src *bridgetest.Source, url string, r int) time.Duration {
 	p, err := jetstream.New(context.Background(), jetstream.Options{URL: url, Stream: fmt.Sprintf("B%d", r), Subject: fmt.Sprintf("b%d.{schema}.{table}", r), CreateStream: true, Window: 256})
 	if err != nil {
 		b.Fatal(err)
@@ -84,10 +85,10 @@ func benchBridgeRound(b *testing.B, src *source, url string, r int) time.Duratio
 
 // bridgeRound bridges the whole journal of src through a new group into p
 // and returns the time until the group committed it all.
-func bridgeRound(b *testing.B, src *source, group string, p bridge.Publisher) time.Duration {
+func bridgeRound(b *testing.B, src *bridgetest.Source, group string, p bridge.Publisher) time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cl, err := client.New(src.addr, client.Options{})
+	cl, err := client.New(src.Addr, client.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,9 +105,9 @@ func bridgeRound(b *testing.B, src *source, group string, p bridge.Publisher) ti
 	go func() { done <- br.Run(ctx) }()
 	// The group's cursor, read in-process (not over HTTP: the polling
 	// would take CPU from the bridge).
-	last := src.j.LastOffset()
+	last := src.Journal.LastOffset()
 	for {
-		gi, err := src.m.Info(ctx, group)
+		gi, err := src.Manager.Info(ctx, group)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/webhook"
+	"github.com/pgq-dev/pgq/internal/bridgetest"
 )
 
 // BenchmarkWebhookVsPlainPost measures the webhook bridge (fetch from pgq
@@ -49,16 +50,16 @@ import (
 func BenchmarkWebhookVsPlainPost(b *testing.B) {
 	const txs, rounds, batch = 100000, 3, 100
 	for b.Loop() {
-		src := startSource(b, 1000)
+		src := bridgetest.StartSource(b, 1000)
 		for range txs / 1000 {
-			src.append(1000)
+			src.Append(1000)
 		}
 		// The plain loop's payloads, in one pointer-free array (300k
 		// Messages kept live would make every collection during the
 		// bridge's rounds scan them, a cost no deployed bridge has).
 		var pl payloads
-		for off := src.j.FirstOffset(); off <= src.j.LastOffset(); off++ {
-			tx, err := src.j.Read(off)
+		for off := src.Journal.FirstOffset(); off <= src.Journal.LastOffset(); off++ {
+			tx, err := src.Journal.Read(off)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -168,7 +169,7 @@ func runReceiver(kind string) error {
 					return
 				}
 			}
-			var pls []payload
+			var pls []bridgetest.Payload
 			if err := json.Unmarshal(body, &pls); err != nil || len(pls) == 0 {
 				http.Error(w, fmt.Sprintf("bad body: %v (%d changes)", err, len(pls)), http.StatusBadRequest)
 				return
