@@ -14,7 +14,8 @@ import (
 // packages, with only the CLI and the benchmarks above them. deploy and
 // e2e hold only doc.go and tests (deploy's files', the cross-package
 // end-to-end ones); internal/bridgetest, the bridge tests' shared harness,
-// sits beside server.
+// sits beside server, and internal/servertest, a server on a fresh
+// database for the consumers and CLI tests, beside the CLI.
 var floors = [][]string{
 	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf", "deploy", "e2e"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
@@ -24,7 +25,7 @@ var floors = [][]string{
 	{"backfill", "bridge/jetstream", "bridge/kafka", "bridge/webhook"},
 	{"httpapi"},
 	{"server", "httpapi/apitest", "internal/bridgetest"},
-	{"cmd/pgq", "benchmarks", "benchmarks/bigtx"},
+	{"cmd/pgq", "benchmarks", "benchmarks/bigtx", "internal/servertest"},
 	{"benchmarks/cmd/bigtx", "benchmarks/cmd/pgqbench"},
 }
 
