@@ -4,19 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
-	"github.com/pgq-dev/pgq/client"
 	"github.com/pgq-dev/pgq/internal/bridgetest"
 )
 
@@ -53,11 +49,11 @@ func BenchmarkBridgeVsRawPublish(b *testing.B) {
 		var bridgeTook, rawTook []time.Duration
 		var bridgeCPU, rawCPU time.Duration
 		for r := range rounds {
-			c := cpuTime(b)
+			c := bridgetest.CPUTime(b)
 			bridgeTook = append(bridgeTook, benchBridgeRound(b, src, url, r))
-			c2 := cpuTime(b)
+			c2 := bridgetest.CPUTime(b)
 			rawTook = append(rawTook, benchRawRound(b, url, msgs, r))
-			bridgeCPU, rawCPU = bridgeCPU+c2-c, rawCPU+cpuTime(b)-c2
+			bridgeCPU, rawCPU = bridgeCPU+c2-c, rawCPU+bridgetest.CPUTime(b)-c2
 		}
 		ns.Shutdown()
 
@@ -80,51 +76,7 @@ func benchBridgeRound(b *testing.B, src *bridgetest.Source, url string, r int) t
 		b.Fatal(err)
 	}
 	defer p.Close()
-	return bridgeRound(b, src, fmt.Sprintf("bench%d", r), p)
-}
-
-// bridgeRound bridges the whole journal of src through a new group into p
-// and returns the time until the group committed it all.
-func bridgeRound(b *testing.B, src *bridgetest.Source, group string, p bridge.Publisher) time.Duration {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cl, err := client.New(src.Addr, client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := cl.CreateGroup(ctx, api.CreateRequest{Name: group, From: "earliest"}); err != nil {
-		b.Fatal(err)
-	}
-	br, err := bridge.New(bridge.Options{Client: cl, Group: group, Member: "bench", Publisher: p, MaxTransactions: 1000,
-		Wait: 100 * time.Millisecond, LeaseTTL: 10 * time.Second, LagInterval: -1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- br.Run(ctx) }()
-	// The group's cursor, read in-process (not over HTTP: the polling
-	// would take CPU from the bridge).
-	last := src.Journal.LastOffset()
-	for {
-		gi, err := src.Manager.Info(ctx, group)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if gi.CommittedOffset >= last {
-			break
-		}
-		if time.Since(start) > 5*time.Minute {
-			b.Fatalf("bridge not caught up: %+v", gi)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	took := time.Since(start)
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	return took
+	return bridgetest.BridgeRound(b, src, fmt.Sprintf("bench%d", r), p)
 }
 
 // benchRawRound publishes msgs with plain nats.go async publishes into a
@@ -169,13 +121,4 @@ func benchRawRound(b *testing.B, url string, msgs []bridge.Message, r int) time.
 		b.Fatal("raw publish did not complete")
 	}
 	return time.Since(start)
-}
-
-// cpuTime is the user and system CPU time of this process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,4 +1,4 @@
-package bridge_test
+package webhook_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package bridge_test
+package webhook_test
 
 import (
 	"bufio"
@@ -83,7 +83,7 @@ func BenchmarkWebhookVsPlainPost(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					return bridgeRound(b, src, group, hp)
+					return bridgetest.BridgeRound(b, src, group, hp)
 				}
 			}
 			arms := []*arm{
@@ -93,15 +93,15 @@ func BenchmarkWebhookVsPlainPost(b *testing.B) {
 			}
 			if k == 0 {
 				arms = append(arms, &arm{name: "bridge with a no-op publisher (the fetch bound)",
-					run: func(group string) time.Duration { return bridgeRound(b, src, group, noopPublisher{}) }})
+					run: func(group string) time.Duration { return bridgetest.BridgeRound(b, src, group, noopPublisher{}) }})
 			}
 			for r := range rounds {
 				for i := range arms {
 					a := arms[(r+i)%len(arms)]
 					runtime.GC()
-					c0 := cpuTime(b)
+					c0 := bridgetest.CPUTime(b)
 					a.took = append(a.took, a.run(fmt.Sprintf("%s%d%d", rcv, (r+i)%len(arms), r)))
-					a.cpu += cpuTime(b) - c0
+					a.cpu += bridgetest.CPUTime(b) - c0
 				}
 			}
 			rate := func(a *arm) float64 { return n / slices.Min(a.took).Seconds() }
