@@ -1,8 +1,9 @@
 # pgq — make demo runs the main job, make test runs the whole suite.
 GO ?= go
 PKGS := ./...
-# Packages that run goroutines concurrently: tested with -race too.
-RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/... ./client/... ./bridge/... ./internal/wal/... ./backfill/... ./httpapi/...
+# Packages that run goroutines concurrently: tested with -race too (./e2e/...:
+# the cross-package end-to-end tests, pgq with a bridge and a broker).
+RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/... ./client/... ./bridge/... ./internal/wal/... ./backfill/... ./httpapi/... ./e2e/...
 
 # make test-matrix: ingest's integration tests (fidelity against
 # test_decoding, every op and type, continuity, streaming of large
@@ -49,7 +50,7 @@ demo: build
 bench: build
 	$(GO) run ./benchmarks/cmd/pgqbench
 	$(GO) run ./benchmarks/cmd/bigtx -rows 2000000 -fetch
-	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge
+	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge ./bridge/webhook
 
 fuzz:
 	$(GO) test ./pgoutput -run '^$$' -fuzz FuzzDecode -fuzztime 30s
