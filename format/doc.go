@@ -148,7 +148,12 @@
 // base64); json, jsonb, xml, uuid, text types, ranges, network types and
 // enums as strings; arrays as JSON arrays of their elements (one
 // dimension: several are flattened; timetz[] too, which pgtype does not
-// know); an unchanged TOAST value (unless a FULL old image holds it,
+// know; an array of an enum or of an extension type such as citext or
+// ltree as strings, by the text[] ingest journals as its value type,
+// pgq.Column.BaseTypeOID: records journaled before render it as text, and
+// an hstore[]'s elements are their hstore text, where Debezium's default
+// hstore.handling.mode=json writes JSON objects: the journal does not say
+// which dynamic OID is hstore); an unchanged TOAST value (unless a FULL old image holds it,
 // above) as Debezium's placeholder "__debezium_unavailable_value" in the
 // column's type (UnchangedToastedPlaceholder): bytea its bytes, an array
 // of strings ["__debezium_unavailable_value"], an array of numbers or
