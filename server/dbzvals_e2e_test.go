@@ -40,16 +40,7 @@ func TestDebeziumArraysOfDynamicTypes(t *testing.T) {
 	db.Exec(t, `CREATE TABLE dyn (id int PRIMARY KEY, v int, value test_type[], citext_array citext[], lt_array ltree[],
 		hsarr hstore[], da d4[], big test_type[])`)
 	db.Exec(t, `ALTER TABLE dyn ALTER COLUMN big SET STORAGE EXTERNAL`)
-	s, stop := start(t, db, t.TempDir())
-	defer func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	s := startStreaming(t, db)
 	db.Exec(t, `INSERT INTO dyn VALUES (1, 0, '{V1, V2}', '{"four","five","six"}', '{"Ship.Frigate","Ship.Destroyer"}',
 		array['"key4" => "val4","key5" => NULL'::hstore, '"key6" => "val6"'], '{1,2}',
 		array_fill('V1'::test_type, ARRAY[1000]))`)
