@@ -81,12 +81,15 @@ type Column struct {
 	// carry pgoutput's flags (every column under FULL). Under DEFAULT and
 	// USING INDEX these are also the columns an OldKey image holds.
 	Key bool
-	// BaseTypeOID is the base type of a column whose type is a domain
-	// (through domains over domains), which its values are rendered and
-	// decoded by: a domain over int4 is a number like int4. 0 when TypeOID
-	// is no domain, or when pgq did not know the base type (records
-	// journaled before pgq recorded it: their domain values render as
-	// PostgreSQL's text form, as they always did).
+	// BaseTypeOID is the type a column's values are rendered and decoded
+	// by when it is not TypeOID: the base type of a domain (through
+	// domains over domains; a domain over int4 is a number like int4), and
+	// text[] for an array of a type whose OID is not fixed (an enum, an
+	// extension type such as citext, ltree or hstore; an array of a domain
+	// reads as the array of its base type). 0 when TypeOID is read as
+	// itself, or when pgq did not know (records journaled before pgq
+	// recorded base types, or, for such arrays, before this release:
+	// their values render as PostgreSQL's text form, as they always did).
 	BaseTypeOID uint32
 }
 

@@ -41,13 +41,10 @@ type table struct {
 
 func (t *table) qualified() string { return qualifiedName(t.schema, t.name) }
 
-// baseTypeOf is the base type of column a's type when it is a domain
-// (through domains over domains), else 0: read changes carry it like
-// streamed ones (see pgq.Column.BaseTypeOID).
-const baseTypeOf = `COALESCE((WITH RECURSIVE d(base) AS (
-		SELECT t.typbasetype FROM pg_type t WHERE t.oid = a.atttypid AND t.typtype = 'd'
-		UNION ALL SELECT t.typbasetype FROM d JOIN pg_type t ON t.oid = d.base AND t.typtype = 'd')
-	SELECT d.base FROM d JOIN pg_type t ON t.oid = d.base WHERE t.typtype <> 'd'), 0)`
+// baseTypeOf is the value type of column a's type (a domain's base
+// type, text[] for an array of an enum or extension type, else 0): read
+// changes carry it like streamed ones (see pgq.Column.BaseTypeOID).
+var baseTypeOf = ingest.ValueTypeOf("a.atttypid")
 
 // describe loads the columns of the table named qualified (parseTable)
 // as pgoutput sends them (not dropped, not generated, in attnum order),

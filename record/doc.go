@@ -24,6 +24,7 @@
 //	[7] relations     array of [schema str, table str, columns array]
 //	                  where columns is flat: name str, type OID uint, key bool, ...
 //	                  A relation with a domain column whose base type is known
+//	                  (or an array column read as text[]: Column.BaseTypeOID)
 //	                  has a fourth element: base types, an array of one uint
 //	                  per column (the base type's OID, 0 for no domain). Every
 //	                  other relation keeps 3 elements, byte for byte as
