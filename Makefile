@@ -52,15 +52,15 @@ bench: build
 	$(GO) run ./benchmarks/cmd/bigtx -rows 2000000 -fetch
 	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge ./bridge/webhook
 
-# make bench-compare REF=<commit> [ROUNDS=5] [BENCH_FLAGS=-scale 0.05]:
+# make bench-compare REF=<commit> [ROUNDS=6] [BENCH_FLAGS=-scale 0.05]:
 # REF's pgq binary against the working tree's, alternately on the same
 # pre-generated WAL (ingest vs pg_recvlogical per workload, peak RSS, data
 # dir vs pgoutput, commit → consumer p99 gap), then benchstat of both
 # (benchmarks/README.md). The driver is the working tree's.
-ROUNDS ?= 5
+ROUNDS ?= 6
 BENCH_FLAGS ?=
 bench-compare:
-	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<commit> [ROUNDS=5] [BENCH_FLAGS=...]" >&2; exit 2; }
+	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<commit> [ROUNDS=6] [BENCH_FLAGS=...]" >&2; exit 2; }
 	./scripts/bench-compare.sh '$(REF)' '$(ROUNDS)' $(BENCH_FLAGS)
 
 fuzz:

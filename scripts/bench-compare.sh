@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-compare REF=<commit> [ROUNDS=5] [BENCH_FLAGS=...]: builds the
+# make bench-compare REF=<commit> [ROUNDS=6] [BENCH_FLAGS=...]: builds the
 # pgq binary of REF (from `git archive`, in a temporary directory) and of
 # the working tree, and the benchmark driver (pgqbench) from the working
 # tree only, so an older REF whose driver lacks today's flags still
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref=${1:?usage: bench-compare.sh REF [ROUNDS] [pgqbench flags...]}
-rounds=${2:-5}
+rounds=${2:-6}
 shift $(( $# < 2 ? $# : 2 ))
 . scripts/ensure-postgres.sh
 
@@ -40,4 +40,8 @@ echo "==> $rounds rounds, REF and HEAD alternately"
 
 echo
 echo "==> benchstat ref=$short head=$head"
-go run "$benchstat" "ref=$out/ref.txt" "head=$out/head.txt" | tee "$out/benchstat.txt"
+if ! go run "$benchstat" "ref=$out/ref.txt" "head=$out/head.txt" >"$out/benchstat.txt"; then
+  echo "benchstat did not run (no module proxy?); the summary above and $out/*.txt stand" >&2
+  exit 0
+fi
+cat "$out/benchstat.txt"
