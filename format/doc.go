@@ -147,9 +147,10 @@
 // old image holds it, above); a domain as its
 // base type; a binary-format value base64; anything else its text.
 //
-// pgq does not keep a column's type modifier, so where Debezium's
-// rendering depends on the declared precision pgq renders as for the
-// type's default: time(0-3) and timestamp(0-3) are microseconds (what
+// pgq journals a column's type modifier (pgq.Column.Typmod; records
+// journaled before it have none, -1) but these renderings do not use it
+// yet, so where Debezium's rendering depends on the declared precision
+// pgq renders as for the type's default: time(0-3) and timestamp(0-3) are microseconds (what
 // Debezium's time.precision.mode=microseconds writes; its default
 // "adaptive" writes milliseconds for them), a timestamptz always has six
 // fraction digits, and a bit varying value of one bit is a boolean.

@@ -71,9 +71,8 @@ const (
 	// {"scale":s,"value":"<base64 of the unscaled two's complement
 	// big-endian integer>"} and money as the base64 of its unscaled value
 	// (scale 2). Debezium writes the struct only for numeric columns
-	// declared without a scale, and bare bytes for numeric(p,s); pgq does
-	// not keep a column's declared precision and scale, so it writes the
-	// struct, which carries the scale, for every numeric. NaN and
+	// declared without a scale, and bare bytes for numeric(p,s); pgq
+	// writes the struct, which carries the scale, for every numeric. NaN and
 	// infinities have no decimal form: they render as strings.
 	DecimalPrecise
 	// DecimalDouble renders numbers as JSON numbers (float64, digits

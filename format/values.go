@@ -390,7 +390,7 @@ func parseTimestamp(s string, withZone bool) (int64, bool) {
 
 // zonedTimestamp renders a timestamptz as Debezium's ZonedTimestamp: ISO
 // 8601 in UTC with six fraction digits (a timestamptz's default
-// precision: pgq does not keep a column's declared one), years beyond
+// precision, whatever the column's declared one), years beyond
 // 9999 with '+' and years before 1 as negative astronomical years;
 // ±infinity as "infinity" and "-infinity". A value that does not read
 // stays its text.
