@@ -67,13 +67,16 @@ const (
 	// default (precise) writes bytes a reader cannot scale without the
 	// schema, which a schemaless event does not carry.
 	DecimalString DecimalMode = iota
-	// DecimalPrecise renders numeric as Debezium's VariableScaleDecimal
-	// {"scale":s,"value":"<base64 of the unscaled two's complement
-	// big-endian integer>"} and money as the base64 of its unscaled value
-	// (scale 2). Debezium writes the struct only for numeric columns
-	// declared without a scale, and bare bytes for numeric(p,s); pgq
-	// writes the struct, which carries the scale, for every numeric. NaN and
-	// infinities have no decimal form: they render as strings.
+	// DecimalPrecise renders numeric as Debezium does, Kafka Connect's
+	// Decimal: a column declared with a scale (numeric(10,3), numeric(4))
+	// as the base64 of the unscaled two's complement big-endian integer at
+	// that scale ("1.500" in numeric(10,3): 1500), a column of variable
+	// scale (numeric, and every numeric of a record journaled before pgq
+	// kept type modifiers) as Debezium's VariableScaleDecimal
+	// {"scale":s,"value":"<base64 of the unscaled value>"} with trailing
+	// zeros stripped; money as the base64 of its unscaled value (scale
+	// 2). NaN and infinities have no decimal form: they render as
+	// strings.
 	DecimalPrecise
 	// DecimalDouble renders numbers as JSON numbers (float64, digits
 	// beyond its precision lost); NaN and infinities as strings.
@@ -102,6 +105,50 @@ func (d DecimalMode) String() string {
 		return decimalNames[d]
 	}
 	return "decimal(" + strconv.Itoa(int(d)) + ")"
+}
+
+// TimePrecisionMode says how Debezium events render time and timestamp
+// (without time zone) values, as Debezium's time.precision.mode does.
+type TimePrecisionMode uint8
+
+// The time precision modes. The zero value is TimeMicroseconds.
+const (
+	// TimeMicroseconds renders every time and timestamp in microseconds
+	// (io.debezium.time.MicroTime, MicroTimestamp), whatever its declared
+	// precision. pgq's default, as before it kept type modifiers.
+	TimeMicroseconds TimePrecisionMode = iota
+	// TimeAdaptive is Debezium's default, adaptive: a time or timestamp
+	// declared with a precision of 0 to 3 (time(3), timestamp(0)) in
+	// milliseconds (io.debezium.time.Time, Timestamp), any other (4 to 6,
+	// or none declared) in microseconds. Records journaled before pgq
+	// kept type modifiers have no declared precision: microseconds. A
+	// timestamptz is a ZonedTimestamp string, a timetz a ZonedTime string,
+	// in every mode.
+	TimeAdaptive
+)
+
+var timeNames = [...]string{TimeMicroseconds: "microseconds", TimeAdaptive: "adaptive"}
+
+// ParseTimePrecisionMode parses "microseconds" or "adaptive"; "" is
+// TimeMicroseconds.
+func ParseTimePrecisionMode(s string) (TimePrecisionMode, error) {
+	if s == "" {
+		return TimeMicroseconds, nil
+	}
+	for i, n := range timeNames {
+		if n == s {
+			return TimePrecisionMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("format: unknown time precision mode %q (want microseconds or adaptive)", s)
+}
+
+// String returns the mode's name.
+func (t TimePrecisionMode) String() string {
+	if int(t) < len(timeNames) {
+		return timeNames[t]
+	}
+	return "time(" + strconv.Itoa(int(t)) + ")"
 }
 
 // IntervalMode says how Debezium events render interval values, as
@@ -152,6 +199,8 @@ type Options struct {
 	Decimal DecimalMode
 	// Interval is how Debezium events render interval values.
 	Interval IntervalMode
+	// Time is how Debezium events render time and timestamp values.
+	Time TimePrecisionMode
 	// JSONValues is how pgq-format changes (the PGQ format and the data of
 	// CloudEvents) write json and jsonb values.
 	JSONValues JSONValues
@@ -167,6 +216,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Interval > IntervalString {
 		return fmt.Errorf("format: invalid interval mode %d", o.Interval)
+	}
+	if int(o.Time) >= len(timeNames) {
+		return fmt.Errorf("format: invalid time precision mode %d", o.Time)
 	}
 	if o.JSONValues != JSONEmbedded && o.JSONValues != JSONAsText {
 		return fmt.Errorf("format: invalid JSONValues %d", o.JSONValues)
