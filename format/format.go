@@ -88,23 +88,35 @@ var decimalNames = [...]string{DecimalString: "string", DecimalPrecise: "precise
 // ParseDecimalMode parses "string", "precise" or "double"; "" is
 // DecimalString.
 func ParseDecimalMode(s string) (DecimalMode, error) {
-	if s == "" {
-		return DecimalString, nil
-	}
-	for i, n := range decimalNames {
-		if n == s {
-			return DecimalMode(i), nil
-		}
+	if i, ok := modeIndex(decimalNames[:], s); ok {
+		return DecimalMode(i), nil
 	}
 	return 0, fmt.Errorf("format: unknown decimal mode %q (want string, precise or double)", s)
 }
 
 // String returns the mode's name.
-func (d DecimalMode) String() string {
-	if int(d) < len(decimalNames) {
-		return decimalNames[d]
+func (d DecimalMode) String() string { return modeName(decimalNames[:], int(d), "decimal") }
+
+// modeIndex is the index of the mode named s in names; "" is the first
+// (the zero value).
+func modeIndex(names []string, s string) (int, bool) {
+	if s == "" {
+		return 0, true
 	}
-	return "decimal(" + strconv.Itoa(int(d)) + ")"
+	for i, n := range names {
+		if n == s {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// modeName is the name of mode i in names, or kind(i) for an unknown one.
+func modeName(names []string, i int, kind string) string {
+	if i < len(names) {
+		return names[i]
+	}
+	return kind + "(" + strconv.Itoa(i) + ")"
 }
 
 // TimePrecisionMode says how Debezium events render time and timestamp
@@ -132,24 +144,14 @@ var timeNames = [...]string{TimeMicroseconds: "microseconds", TimeAdaptive: "ada
 // ParseTimePrecisionMode parses "microseconds" or "adaptive"; "" is
 // TimeMicroseconds.
 func ParseTimePrecisionMode(s string) (TimePrecisionMode, error) {
-	if s == "" {
-		return TimeMicroseconds, nil
-	}
-	for i, n := range timeNames {
-		if n == s {
-			return TimePrecisionMode(i), nil
-		}
+	if i, ok := modeIndex(timeNames[:], s); ok {
+		return TimePrecisionMode(i), nil
 	}
 	return 0, fmt.Errorf("format: unknown time precision mode %q (want microseconds or adaptive)", s)
 }
 
 // String returns the mode's name.
-func (t TimePrecisionMode) String() string {
-	if int(t) < len(timeNames) {
-		return timeNames[t]
-	}
-	return "time(" + strconv.Itoa(int(t)) + ")"
-}
+func (t TimePrecisionMode) String() string { return modeName(timeNames[:], int(t), "time") }
 
 // IntervalMode says how Debezium events render interval values, as
 // Debezium's interval.handling.mode does.
