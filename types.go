@@ -91,6 +91,25 @@ type Column struct {
 	// recorded base types, or, for such arrays, before this release:
 	// their values render as PostgreSQL's text form, as they always did).
 	BaseTypeOID uint32
+	// TypmodPlus1 is the column's type modifier (pg_attribute.atttypmod,
+	// which pgoutput's Relation message carries) plus one, so that the
+	// zero Column has none: numeric(10,3)'s precision and scale,
+	// timestamp(3)'s precision, varchar(n)'s length. Read it with Typmod.
+	// 0 is PostgreSQL's -1: the type takes no modifier, the column has
+	// none, or pgq did not know it (records journaled before pgq recorded
+	// it; see package record).
+	TypmodPlus1 int32
+}
+
+// Typmod is the column's type modifier as PostgreSQL states it
+// (pg_attribute.atttypmod): -1 for none or unknown.
+func (c *Column) Typmod() int32 { return c.TypmodPlus1 - 1 }
+
+// WithTypmod returns c with its type modifier set to PostgreSQL's value
+// m (-1 for none).
+func (c Column) WithTypmod(m int32) Column {
+	c.TypmodPlus1 = m + 1
+	return c
 }
 
 // ValueType is the type OID the column's values are rendered and decoded

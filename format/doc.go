@@ -136,8 +136,9 @@
 // "POSITIVE_INFINITY" and "NEGATIVE_INFINITY", Debezium's
 // SpecialValueDecimal); date as days since the epoch; time as microseconds past
 // midnight (MicroTime); timestamp as microseconds since the epoch
-// (MicroTimestamp), ±infinity as the JDBC driver's values; timestamptz
-// as ISO 8601 in UTC with six fraction digits (ZonedTimestamp); timetz as
+// (MicroTimestamp; both by TimePrecisionMode, below), ±infinity as
+// the JDBC driver's values; timestamptz as ISO 8601 in UTC with six
+// fraction digits (ZonedTimestamp); timetz as
 // UTC time (ZonedTime); interval as microseconds with 365.25/12-day
 // months (MicroDuration, saturated at the int64 range as Java's cast to
 // long: '178000000 years' is 9223372036854775807), or by IntervalMode as
@@ -161,12 +162,18 @@
 // uuid the placeholder's name-based UUID; a domain as its
 // base type; a binary-format value base64; anything else its text.
 //
-// pgq does not keep a column's type modifier, so where Debezium's
-// rendering depends on the declared precision pgq renders as for the
-// type's default: time(0-3) and timestamp(0-3) are microseconds (what
-// Debezium's time.precision.mode=microseconds writes; its default
-// "adaptive" writes milliseconds for them), a timestamptz always has six
-// fraction digits, and a bit varying value of one bit is a boolean.
+// A column's type modifier (pgq.Column.Typmod: its declared precision
+// and scale) is read by two modes. DecimalPrecise writes a numeric
+// declared with a scale as Kafka Connect's Decimal at that scale (bare
+// base64 bytes) and one without as Debezium's VariableScaleDecimal
+// struct. TimeAdaptive (Options.Time; Debezium's default
+// time.precision.mode=adaptive, pgq's default is TimeMicroseconds) writes
+// time(0-3) and timestamp(0-3) in milliseconds (Time, Timestamp) and
+// every other time and timestamp in microseconds. Records journaled
+// before pgq kept type modifiers have none (-1) and render as columns
+// declared without one: a numeric of variable scale, microseconds. A
+// timestamptz always has six fraction digits, and a bit varying value of
+// one bit is a boolean.
 // hstore and PostGIS types, whose OIDs are not fixed, are their text.
 //
 // # CloudEvents

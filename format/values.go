@@ -44,8 +44,9 @@ func (r *Renderer) arrayElem(typ uint32) (uint32, bool) {
 // appendValue appends one column value as Debezium's JSON converter
 // (schemas disabled) writes it with the connector's default settings,
 // except where the package doc says otherwise. typ is the column's value
-// type (a domain's base type).
-func (r *Renderer) appendValue(b []byte, typ uint32, v pgq.Value) []byte {
+// type (a domain's base type), typmod its type modifier (-1 for none or
+// unknown).
+func (r *Renderer) appendValue(b []byte, typ uint32, typmod int32, v pgq.Value) []byte {
 	switch v.Kind {
 	case pgq.ValueNull:
 		return append(b, "null"...)
@@ -54,11 +55,12 @@ func (r *Renderer) appendValue(b []byte, typ uint32, v pgq.Value) []byte {
 	case pgq.ValueBinary:
 		return appendBase64(b, v.Data)
 	}
-	return r.appendText(b, typ, string(v.Data))
+	return r.appendText(b, typ, typmod, string(v.Data))
 }
 
-// appendText renders PostgreSQL's text form s of a value of type typ.
-func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
+// appendText renders PostgreSQL's text form s of a value of type typ
+// with type modifier typmod.
+func (r *Renderer) appendText(b []byte, typ uint32, typmod int32, s string) []byte {
 	switch typ {
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID:
 		if isCanonicalInt(s) {
@@ -77,7 +79,7 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 			return append(b, "false"...)
 		}
 	case pgtype.NumericOID:
-		return r.appendNumeric(b, s)
+		return r.appendNumeric(b, typmod, s)
 	case moneyOID:
 		return r.appendMoney(b, s)
 	case pgtype.DateOID:
@@ -86,7 +88,7 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 		}
 	case pgtype.TimeOID:
 		if us, rest, ok := parseClock(s); ok && rest == "" {
-			return strconv.AppendInt(b, us, 10)
+			return strconv.AppendInt(b, r.timeUnits(us, typmod), 10)
 		}
 	case timetzOID:
 		if z, ok := zonedTime(s); ok {
@@ -94,7 +96,7 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 		}
 	case pgtype.TimestampOID:
 		if us, ok := parseTimestamp(s, false); ok {
-			return strconv.AppendInt(b, us, 10)
+			return strconv.AppendInt(b, r.timeUnits(us, typmod), 10)
 		}
 	case pgtype.TimestamptzOID:
 		return appendString(b, zonedTimestamp(s))
@@ -116,7 +118,7 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 		return appendBits(b, s)
 	default:
 		if elem, ok := r.arrayElem(typ); ok {
-			return r.appendArray(b, typ, elem, s)
+			return r.appendArray(b, typ, elem, typmod, s)
 		}
 	}
 	return appendString(b, s)
@@ -135,8 +137,9 @@ func appendBytea(b []byte, s string) []byte {
 
 // appendArray renders an array as a JSON array of its elements, each
 // rendered by the element type. A multi-dimensional array is flattened
-// (Debezium's arrays have one dimension).
-func (r *Renderer) appendArray(b []byte, typ, elem uint32, s string) []byte {
+// (Debezium's arrays have one dimension). The array column's type
+// modifier is its elements' (numeric(10,3)[]).
+func (r *Renderer) appendArray(b []byte, typ, elem uint32, typmod int32, s string) []byte {
 	var elems []*string
 	// An array type pgtype does not know (timetz[]) is read as text[]:
 	// PostgreSQL's array literal is the same for every element type
@@ -157,13 +160,14 @@ func (r *Renderer) appendArray(b []byte, typ, elem uint32, s string) []byte {
 			b = append(b, "null"...)
 			continue
 		}
-		b = r.appendText(b, elem, *e)
+		b = r.appendText(b, elem, typmod, *e)
 	}
 	return append(b, ']')
 }
 
-// appendNumeric renders a numeric as the decimal mode says.
-func (r *Renderer) appendNumeric(b []byte, s string) []byte {
+// appendNumeric renders a numeric of type modifier typmod as the decimal
+// mode says.
+func (r *Renderer) appendNumeric(b []byte, typmod int32, s string) []byte {
 	switch s {
 	case "NaN":
 		if r.o.Decimal == DecimalString {
@@ -189,6 +193,14 @@ func (r *Renderer) appendNumeric(b []byte, s string) []byte {
 		if !ok {
 			return appendString(b, s)
 		}
+		if declared, ok := numericScale(typmod); ok {
+			// Connect's Decimal: the unscaled value at the column's scale,
+			// which the schema carries.
+			return appendBase64(b, twosComplement(rescale(unscaled, scale, declared)))
+		}
+		// VariableScaleDecimal, trailing zeros stripped as Debezium's
+		// PostgresValueConverter does for a column of variable scale.
+		unscaled, scale = stripTrailingZeros(unscaled, scale)
 		b = append(b, `{"scale":`...)
 		b = strconv.AppendInt(b, int64(scale), 10)
 		b = append(b, `,"value":`...)
@@ -255,6 +267,62 @@ func parseDecimal(s string) (*big.Int, int, bool) {
 		return nil, 0, false
 	}
 	return n, len(frac), true
+}
+
+// numericScale is the scale a numeric column's type modifier declares
+// (PostgreSQL's NUMERIC_TYPMOD_SCALE: numeric(10,3) is ((10<<16)|3)+4),
+// false for a numeric of variable scale: no modifier (or unknown: records
+// journaled before pgq kept it), or a negative scale (PostgreSQL 15's
+// numeric(2,-3)), which keeps the struct that states its scale.
+func numericScale(typmod int32) (int, bool) {
+	const varhdrsz = 4
+	if typmod < varhdrsz {
+		return 0, false
+	}
+	scale := int(((typmod-varhdrsz)&0x7ff)^1024) - 1024
+	return scale, scale >= 0
+}
+
+// rescale returns n, an unscaled value of scale from, at scale to
+// (PostgreSQL's text of a numeric(p,s) value has s fraction digits: the
+// two differ only for values written otherwise).
+func rescale(n *big.Int, from, to int) *big.Int {
+	switch {
+	case to > from:
+		return n.Mul(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(to-from)), nil))
+	case to < from:
+		return n.Quo(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(from-to)), nil))
+	}
+	return n
+}
+
+// stripTrailingZeros drops the trailing zeros of the fraction of n at
+// scale (Java's BigDecimal.stripTrailingZeros, a negative scale then set
+// back to 0): 22.2200 is 2222 at scale 2, 0.00 is 0 at scale 0.
+func stripTrailingZeros(n *big.Int, scale int) (*big.Int, int) {
+	ten := big.NewInt(10)
+	q, m := new(big.Int), new(big.Int)
+	for scale > 0 {
+		q.QuoRem(n, ten, m)
+		if m.Sign() != 0 {
+			break
+		}
+		n, q = q, n
+		scale--
+	}
+	return n, scale
+}
+
+// timeUnits converts microseconds of a time or timestamp of type
+// modifier typmod (its precision, -1 for none: 6) to what the time
+// precision mode writes: milliseconds for a precision of 0 to 3 in
+// TimeAdaptive (Debezium's io.debezium.time.Time and Timestamp),
+// microseconds otherwise (MicroTime, MicroTimestamp).
+func (r *Renderer) timeUnits(us int64, typmod int32) int64 {
+	if r.o.Time == TimeAdaptive && typmod >= 0 && typmod <= 3 {
+		return floorDiv(us, 1000) // Java's Instant.toEpochMilli
+	}
+	return us
 }
 
 // twosComplement returns n as the shortest big-endian two's complement
@@ -429,7 +497,7 @@ func parseTimestamp(s string, withZone bool) (int64, bool) {
 
 // zonedTimestamp renders a timestamptz as Debezium's ZonedTimestamp: ISO
 // 8601 in UTC with six fraction digits (a timestamptz's default
-// precision: pgq does not keep a column's declared one), years beyond
+// precision, whatever the column's declared one), years beyond
 // 9999 with '+' and years before 1 as negative astronomical years;
 // ±infinity as "infinity" and "-infinity". A value that does not read
 // stays its text.
