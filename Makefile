@@ -1,8 +1,9 @@
 # pgq — make demo runs the main job, make test runs the whole suite.
 GO ?= go
 PKGS := ./...
-# Packages that run goroutines concurrently: tested with -race too.
-RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/... ./client/... ./bridge/... ./internal/wal/... ./backfill/... ./httpapi/...
+# Packages that run goroutines concurrently: tested with -race too (./e2e/...:
+# the cross-package end-to-end tests, pgq with a bridge and a broker).
+RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/... ./client/... ./bridge/... ./internal/wal/... ./backfill/... ./httpapi/... ./e2e/...
 
 # make test-matrix: ingest's integration tests (fidelity against
 # test_decoding, every op and type, continuity, streaming of large
@@ -12,7 +13,7 @@ RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/.
 MATRIX_MAJORS ?= 14 16 17 18
 MATRIX_RUN := TestFidelityAgainstTestDecoding|TestEveryOpAndType|TestGap|TestNoGap|TestStream|TestMultiPartLayout|TestDDL|TestFailover|TestSlotFailover|TestSlotDroppedIsFatal
 
-.PHONY: all build test test-matrix vet demo bench fuzz clean
+.PHONY: all build test test-matrix vet demo bench bench-compare fuzz clean
 
 all: build
 
@@ -49,7 +50,18 @@ demo: build
 bench: build
 	$(GO) run ./benchmarks/cmd/pgqbench
 	$(GO) run ./benchmarks/cmd/bigtx -rows 2000000 -fetch
-	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge
+	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge ./bridge/webhook
+
+# make bench-compare REF=<commit> [ROUNDS=6] [BENCH_FLAGS=-scale 0.05]:
+# REF's pgq binary against the working tree's, alternately on the same
+# pre-generated WAL (ingest vs pg_recvlogical per workload, peak RSS, data
+# dir vs pgoutput, commit → consumer p99 gap), then benchstat of both
+# (benchmarks/README.md). The driver is the working tree's.
+ROUNDS ?= 6
+BENCH_FLAGS ?=
+bench-compare:
+	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<commit> [ROUNDS=6] [BENCH_FLAGS=...]" >&2; exit 2; }
+	./scripts/bench-compare.sh '$(REF)' '$(ROUNDS)' $(BENCH_FLAGS)
 
 fuzz:
 	$(GO) test ./pgoutput -run '^$$' -fuzz FuzzDecode -fuzztime 30s

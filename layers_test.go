@@ -12,17 +12,21 @@ import (
 // the same). internal/ holds leaf helpers, and internal/serverparts (the
 // server's unexported parts, for pgq's own tests) under server; the composition root
 // (server) and the HTTP surface (httpapi) sit on top of the domain
-// packages, with only the CLI and the benchmarks above them.
+// packages, with only the CLI and the benchmarks above them. deploy and
+// e2e hold only doc.go and tests (deploy's files', the cross-package
+// end-to-end ones); internal/bridgetest, the bridge tests' shared harness,
+// sits beside server, and internal/servertest, a server on a fresh
+// database for the consumers and CLI tests, beside the CLI.
 var floors = [][]string{
-	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf"},
+	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf", "deploy", "e2e"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
 	{"api", "record", "pgoutput", "feedback", "index", "format", "console", "opterr"},
 	{"journal", "client"},
 	{"consumers", "ingest", "bridge"},
 	{"backfill", "bridge/jetstream", "bridge/kafka", "bridge/webhook"},
 	{"httpapi", "internal/serverparts"},
-	{"server", "httpapi/apitest"},
-	{"cmd/pgq", "benchmarks", "benchmarks/bigtx"},
+	{"server", "httpapi/apitest", "internal/bridgetest"},
+	{"cmd/pgq", "benchmarks", "benchmarks/bigtx", "internal/servertest"},
 	{"benchmarks/cmd/bigtx", "benchmarks/cmd/pgqbench"},
 }
 

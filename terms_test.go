@@ -22,6 +22,10 @@ var cliTermsAllowed = map[string]string{
 	// The harness of pgq's own tests: its environment variable and
 	// pg_config's and initdb's own flags.
 	"internal/pgtest/pgtest.go": "test harness; other programs' flags",
+	// The bridge tests' harness runs the pgq binary as a child process and
+	// reads its test environment.
+	"internal/bridgetest/child.go": "test harness: the child pgq bridge's environment",
+	"internal/bridgetest/kafka.go": "test harness: an outside Kafka for the tests",
 	// Metric help texts are bytes that /metrics serves (a contract); they
 	// name the flag whose effect they count.
 	"ingest/metrics.go":     "metric help text (/metrics contract)",

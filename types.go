@@ -81,13 +81,35 @@ type Column struct {
 	// carry pgoutput's flags (every column under FULL). Under DEFAULT and
 	// USING INDEX these are also the columns an OldKey image holds.
 	Key bool
-	// BaseTypeOID is the base type of a column whose type is a domain
-	// (through domains over domains), which its values are rendered and
-	// decoded by: a domain over int4 is a number like int4. 0 when TypeOID
-	// is no domain, or when pgq did not know the base type (records
-	// journaled before pgq recorded it: their domain values render as
-	// PostgreSQL's text form, as they always did).
+	// BaseTypeOID is the type a column's values are rendered and decoded
+	// by when it is not TypeOID: the base type of a domain (through
+	// domains over domains; a domain over int4 is a number like int4), and
+	// text[] for an array of a type whose OID is not fixed (an enum, an
+	// extension type such as citext, ltree or hstore; an array of a domain
+	// reads as the array of its base type). 0 when TypeOID is read as
+	// itself, or when pgq did not know (records journaled before pgq
+	// recorded base types, or, for such arrays, before this release:
+	// their values render as PostgreSQL's text form, as they always did).
 	BaseTypeOID uint32
+	// TypmodPlus1 is the column's type modifier (pg_attribute.atttypmod,
+	// which pgoutput's Relation message carries) plus one, so that the
+	// zero Column has none: numeric(10,3)'s precision and scale,
+	// timestamp(3)'s precision, varchar(n)'s length. Read it with Typmod.
+	// 0 is PostgreSQL's -1: the type takes no modifier, the column has
+	// none, or pgq did not know it (records journaled before pgq recorded
+	// it; see package record).
+	TypmodPlus1 int32
+}
+
+// Typmod is the column's type modifier as PostgreSQL states it
+// (pg_attribute.atttypmod): -1 for none or unknown.
+func (c *Column) Typmod() int32 { return c.TypmodPlus1 - 1 }
+
+// WithTypmod returns c with its type modifier set to PostgreSQL's value
+// m (-1 for none).
+func (c Column) WithTypmod(m int32) Column {
+	c.TypmodPlus1 = m + 1
+	return c
 }
 
 // ValueType is the type OID the column's values are rendered and decoded

@@ -41,13 +41,12 @@ type table struct {
 
 func (t *table) qualified() string { return qualifiedName(t.schema, t.name) }
 
-// baseTypeOf is the base type of column a's type when it is a domain
-// (through domains over domains), else 0: read changes carry it like
-// streamed ones (see pgq.Column.BaseTypeOID).
-const baseTypeOf = `COALESCE((WITH RECURSIVE d(base) AS (
-		SELECT t.typbasetype FROM pg_type t WHERE t.oid = a.atttypid AND t.typtype = 'd'
-		UNION ALL SELECT t.typbasetype FROM d JOIN pg_type t ON t.oid = d.base AND t.typtype = 'd')
-	SELECT d.base FROM d JOIN pg_type t ON t.oid = d.base WHERE t.typtype <> 'd'), 0)`
+// baseTypeOf is the value type of column a's type (a domain's base
+// type, text[] for an array of an enum or extension type, else 0): read
+// changes carry it like streamed ones (see pgq.Column.BaseTypeOID), and
+// the type modifier as pgoutput sends it (atttypmod + 1 is
+// pgq.Column.TypmodPlus1).
+var baseTypeOf = ingest.ValueTypeOf("a.atttypid")
 
 // describe loads the columns of the table named qualified (parseTable)
 // as pgoutput sends them (not dropped, not generated, in attnum order),
@@ -83,7 +82,7 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 		return nil, fmt.Errorf("backfill: describe %s: %w", t.qualified(), err)
 	}
 	t.estimate = max(int64(est), 0) // -1: never analyzed
-	rows, err := conn.Query(ctx, `SELECT attname, atttypid, format_type(atttypid, atttypmod), `+baseTypeOf+` FROM pg_attribute a
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid, format_type(atttypid, atttypmod), `+baseTypeOf+`, atttypmod + 1 FROM pg_attribute a
 		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum`, oid)
 	if err != nil {
 		return nil, fmt.Errorf("backfill: columns of %s: %w", t.qualified(), err)
@@ -91,7 +90,7 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 	for rows.Next() {
 		var c pgq.Column
 		var typ string
-		if err := rows.Scan(&c.Name, &c.TypeOID, &typ, &c.BaseTypeOID); err != nil {
+		if err := rows.Scan(&c.Name, &c.TypeOID, &typ, &c.BaseTypeOID, &c.TypmodPlus1); err != nil {
 			return nil, fmt.Errorf("backfill: columns of %s: %w", t.qualified(), err)
 		}
 		t.columns = append(t.columns, c)

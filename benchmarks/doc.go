@@ -5,7 +5,11 @@
 // slot lag under load with a stalled consumer group,
 // end-to-end latency, consumer replay throughput and footprint (journal bytes
 // per change, RSS). Run is driven by cmd/pgqbench (`make bench`); README.md
-// explains the method and how to read the table.
+// explains the method and how to read the table. Compare (`make
+// bench-compare REF=<commit>`) runs two pgq binaries, an older build and
+// the working tree's, alternately on the same WAL and writes each build's
+// figures in Go benchmark format for benchstat; the driver only runs pgq
+// as a binary, so it compares any build whose `pgq run` it can start.
 //
 // Nothing here runs under `go test`: a run needs a throwaway PostgreSQL
 // cluster and minutes of wall time.

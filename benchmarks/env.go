@@ -50,6 +50,15 @@ type Config struct {
 	// that the split ingest rows also drain, in the same run, for a
 	// before/after figure in their notes.
 	PGQBefore string
+	// CompareRef, when set, is the pgq binary built from REF that Compare
+	// measures against PGQBin (HEAD); CompareRefName names REF in the
+	// summary; CompareOut is the directory of the benchmark-format files
+	// (ref.txt, head.txt); Rounds is how many rounds each build runs.
+	CompareRef, CompareRefName, CompareOut string
+	Rounds                                 int
+	// Scale multiplies the workload sizes (transactions, rows, load
+	// times); zero means 1. A small scale makes a smoke run.
+	Scale float64
 	// Logger reports progress.
 	Logger *slog.Logger
 }
@@ -67,10 +76,20 @@ type sizes struct {
 }
 
 func (c Config) sizes() sizes {
+	sz := sizes{clients: 2, txPerClient: 10_000, bulkRows: 100_000, loadFor: 10 * time.Second, latencyFor: 10 * time.Second, replay: 1_000_000, footprintTx: 10_000, tailRows: 500_000}
 	if c.Full {
-		return sizes{clients: 2, txPerClient: 100_000, bulkRows: 1_000_000, loadFor: 60 * time.Second, latencyFor: 60 * time.Second, replay: 1_000_000, footprintTx: 60_000, tailRows: 3_000_000}
+		sz = sizes{clients: 2, txPerClient: 100_000, bulkRows: 1_000_000, loadFor: 60 * time.Second, latencyFor: 60 * time.Second, replay: 1_000_000, footprintTx: 60_000, tailRows: 3_000_000}
 	}
-	return sizes{clients: 2, txPerClient: 10_000, bulkRows: 100_000, loadFor: 10 * time.Second, latencyFor: 10 * time.Second, replay: 1_000_000, footprintTx: 10_000, tailRows: 500_000}
+	if c.Scale > 0 && c.Scale != 1 {
+		n := func(v int) int { return max(1, int(float64(v)*c.Scale)) }
+		// pgbench -T takes whole seconds; the latency rows skip the first.
+		d := func(v time.Duration) time.Duration {
+			return max(2*time.Second, time.Duration(float64(v)*c.Scale).Round(time.Second))
+		}
+		sz.txPerClient, sz.bulkRows, sz.replay, sz.footprintTx, sz.tailRows = n(sz.txPerClient), n(sz.bulkRows), n(sz.replay), n(sz.footprintTx), n(sz.tailRows)
+		sz.loadFor, sz.latencyFor = d(sz.loadFor), d(sz.latencyFor)
+	}
+	return sz
 }
 
 // changesPerSmallTx is what smallTxScript writes per transaction.
@@ -389,6 +408,32 @@ func rssBytes(pid int) (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// samplePeakRSS samples pgq's VmRSS every interval until the returned
+// function is called, which returns the largest sample (0 if none).
+func (p *pgqProc) samplePeakRSS(interval time.Duration) func() int64 {
+	stop, done := make(chan struct{}), make(chan int64, 1)
+	go func() {
+		var peak int64
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			if v, err := rssBytes(p.cmd.Process.Pid); err == nil {
+				peak = max(peak, v)
+			}
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		return <-done
+	}
 }
 
 // dirBytes sums the regular files below dir whose name passes keep.

@@ -206,6 +206,7 @@ type pgqDrain struct {
 	journalDir    string
 	cpu           time.Duration // user + system time of pgq, start to stop
 	diskWait      float64       // s ingest waited for fsyncs (pgq_journal_submit_wait_seconds_total)
+	peakRSS       int64         // largest VmRSS of pgq sampled every 20 ms until the range was journaled
 }
 
 // drainPGQ copies the range's template into slot and runs bin/pgq on it
@@ -219,8 +220,9 @@ func (e *env) drainPGQ(ctx context.Context, name, slot string, r walRange) (pgqD
 	if err != nil {
 		return d, err
 	}
+	rss := p.samplePeakRSS(20 * time.Millisecond)
 	at, st, werr := p.waitJournaled(ctx, r.lastTx, 10*time.Minute)
-	d.elapsed, d.status = at.Sub(p.started), st
+	d.elapsed, d.status, d.peakRSS = at.Sub(p.started), st, rss()
 	if werr == nil {
 		d.changes, werr = p.metric(ctx, "pgq_changes_written_total")
 	}

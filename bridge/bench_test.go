@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
-	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/internal/bridgetest"
 )
 
 // BenchmarkBridgeVsRawPublish measures the bridge (fetch from pgq over
@@ -34,16 +31,16 @@ import (
 func BenchmarkBridgeVsRawPublish(b *testing.B) {
 	const txs, rounds = 20000, 5
 	for b.Loop() {
-		ns := startNATS(b, b.TempDir(), 0)
+		ns := bridgetest.StartNATS(b, b.TempDir(), 0)
 		url := ns.ClientURL()
-		src := startSource(b, 1000)
+		src := bridgetest.StartSource(b, 1000)
 		for range txs / 1000 {
-			src.append(1000)
+			src.Append(1000)
 		}
 		// The messages, as the bridge builds them, for the raw publisher.
 		var msgs []bridge.Message
-		for off := src.j.FirstOffset(); off <= src.j.LastOffset(); off++ {
-			tx, err := src.j.Read(off)
+		for off := src.Journal.FirstOffset(); off <= src.Journal.LastOffset(); off++ {
+			tx, err := src.Journal.Read(off)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -52,11 +49,11 @@ func BenchmarkBridgeVsRawPublish(b *testing.B) {
 		var bridgeTook, rawTook []time.Duration
 		var bridgeCPU, rawCPU time.Duration
 		for r := range rounds {
-			c := cpuTime(b)
+			c := bridgetest.CPUTime(b)
 			bridgeTook = append(bridgeTook, benchBridgeRound(b, src, url, r))
-			c2 := cpuTime(b)
+			c2 := bridgetest.CPUTime(b)
 			rawTook = append(rawTook, benchRawRound(b, url, msgs, r))
-			bridgeCPU, rawCPU = bridgeCPU+c2-c, rawCPU+cpuTime(b)-c2
+			bridgeCPU, rawCPU = bridgeCPU+c2-c, rawCPU+bridgetest.CPUTime(b)-c2
 		}
 		ns.Shutdown()
 
@@ -73,57 +70,13 @@ func BenchmarkBridgeVsRawPublish(b *testing.B) {
 
 // benchBridgeRound bridges the whole journal of src through a new group
 // into a new stream and returns the time until the group committed it all.
-func benchBridgeRound(b *testing.B, src *source, url string, r int) time.Duration {
+func benchBridgeRound(b *testing.B, src *bridgetest.Source, url string, r int) time.Duration {
 	p, err := jetstream.New(context.Background(), jetstream.Options{URL: url, Stream: fmt.Sprintf("B%d", r), Subject: fmt.Sprintf("b%d.{schema}.{table}", r), CreateStream: true, Window: 256})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	return bridgeRound(b, src, fmt.Sprintf("bench%d", r), p)
-}
-
-// bridgeRound bridges the whole journal of src through a new group into p
-// and returns the time until the group committed it all.
-func bridgeRound(b *testing.B, src *source, group string, p bridge.Publisher) time.Duration {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cl, err := client.New(src.addr, client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := cl.CreateGroup(ctx, api.CreateRequest{Name: group, From: "earliest"}); err != nil {
-		b.Fatal(err)
-	}
-	br, err := bridge.New(bridge.Options{Client: cl, Group: group, Member: "bench", Publisher: p, MaxTransactions: 1000,
-		Wait: 100 * time.Millisecond, LeaseTTL: 10 * time.Second, LagInterval: -1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- br.Run(ctx) }()
-	// The group's cursor, read in-process (not over HTTP: the polling
-	// would take CPU from the bridge).
-	last := src.j.LastOffset()
-	for {
-		gi, err := src.m.Info(ctx, group)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if gi.CommittedOffset >= last {
-			break
-		}
-		if time.Since(start) > 5*time.Minute {
-			b.Fatalf("bridge not caught up: %+v", gi)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	took := time.Since(start)
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	return took
+	return bridgetest.BridgeRound(b, src, fmt.Sprintf("bench%d", r), p)
 }
 
 // benchRawRound publishes msgs with plain nats.go async publishes into a
@@ -168,13 +121,4 @@ func benchRawRound(b *testing.B, url string, msgs []bridge.Message, r int) time.
 		b.Fatal("raw publish did not complete")
 	}
 	return time.Since(start)
-}
-
-// cpuTime is the user and system CPU time of this process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

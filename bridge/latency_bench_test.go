@@ -22,6 +22,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/internal/bridgetest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
@@ -138,7 +139,7 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 			}
 		}
 
-		ns := startNATS(b, filepath.Join(dir, "nats"), 0)
+		ns := bridgetest.StartNATS(b, filepath.Join(dir, "nats"), 0)
 		b.Cleanup(ns.Shutdown)
 		p, err := jetstream.New(ctx, jetstream.Options{URL: ns.ClientURL(), CreateStream: true})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/format"
 )
 
 func TestAppendMessages(t *testing.T) {
@@ -150,5 +151,22 @@ func TestMessageIDsIndependentOfJournal(t *testing.T) {
 	}
 	if a, b := MessageID(whole.CommitLSN, 0, "bf1"), MessageID(whole.CommitLSN, 0, ""); a == b {
 		t.Fatalf("a backfill row and a change share id %s", a)
+	}
+}
+
+// TestMessageIDIsChangeID: a broker message's id is the change's stable
+// id that format renders (a CloudEvent's id, a Debezium source's), for a
+// change and for a backfill row: the assertion format's
+// TestCloudEventsSchema made against MessageID before format's tests
+// stopped importing bridge.
+func TestMessageIDIsChangeID(t *testing.T) {
+	for _, c := range []struct {
+		commit   pgq.LSN
+		ord      uint32
+		backfill string
+	}{{0x16_B374_D848, 3, ""}, {0, 0, ""}, {0x1_0000_0000, 1 << 31, ""}, {0x16_B374_D848, 7, "bf1"}} {
+		if got, want := MessageID(c.commit, c.ord, c.backfill), format.ChangeID(c.commit, c.ord, c.backfill); got != want {
+			t.Errorf("MessageID(%s, %d, %q) = %q, format.ChangeID %q", c.commit, c.ord, c.backfill, got, want)
+		}
 	}
 }

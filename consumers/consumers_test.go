@@ -19,10 +19,10 @@ import (
 func TestStartPositions(t *testing.T) {
 	e := start(t, nil)
 	ctx := ctxT(t)
-	first := e.insert(t, 1)
+	first := e.Insert(t, 1)
 	time.Sleep(20 * time.Millisecond)
-	mid := e.insert(t, 1)
-	last := e.insert(t, 1)
+	mid := e.Insert(t, 1)
+	last := e.Insert(t, 1)
 	midTx, err := serverparts.Of(e.S).Journal.Read(mid)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestStartPositions(t *testing.T) {
 		}
 	}
 	// latest then sees new transactions only.
-	n := e.insert(t, 1)
+	n := e.Insert(t, 1)
 	if res := fetch(t, e, "g1", "m", 100, 0); !slices.Equal(offsets(res.Transactions), []pgq.Offset{n}) {
 		t.Errorf("latest after insert: %v, want [%d]", offsets(res.Transactions), n)
 	}
@@ -85,7 +85,7 @@ func TestFilters(t *testing.T) {
 	}
 	before := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "INSERT INTO t (v) VALUES ('a')", "INSERT INTO u VALUES (1)", "DELETE FROM t", "INSERT INTO t (v) VALUES ('b')")
-	last := e.waitLast(t, before+4)
+	last := e.WaitLast(t, before+4)
 	res := fetch(t, e, "only_u", "m", 100, 0)
 	if got := offsets(res.Transactions); !slices.Equal(got, []pgq.Offset{before + 2}) || res.NextOffset != last+1 {
 		t.Fatalf("only_u: %v next %d", got, res.NextOffset)
@@ -158,7 +158,7 @@ func TestRedeliveryLeaseFencing(t *testing.T) {
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "g", From: "latest"}); err != nil {
 		t.Fatal(err)
 	}
-	last := e.insert(t, 3)
+	last := e.Insert(t, 3)
 	a := fetch(t, e, "g", "A", 100, 0)
 	if len(a.Transactions) != 3 {
 		t.Fatalf("A got %v", offsets(a.Transactions))
@@ -214,7 +214,7 @@ func TestConsumerLibraryAtLeastOnce(t *testing.T) {
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "g", From: "latest"}); err != nil {
 		t.Fatal(err)
 	}
-	last := e.insert(t, 5)
+	last := e.Insert(t, 5)
 	c1, _ := e.C.Consumer("g", client.ConsumerOptions{Wait: time.Second})
 	var seen []pgq.Offset
 	boom := errors.New("boom")
@@ -261,7 +261,7 @@ func TestConsumerLibraryAtLeastOnce(t *testing.T) {
 func TestResetDryRun(t *testing.T) {
 	e := start(t, nil)
 	ctx := ctxT(t)
-	last := e.insert(t, 3)
+	last := e.Insert(t, 3)
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "g", From: "latest"}); err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestLag(t *testing.T) {
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "g", From: "latest"}); err != nil {
 		t.Fatal(err)
 	}
-	last := e.insert(t, 4)
+	last := e.Insert(t, 4)
 	time.Sleep(200 * time.Millisecond)
 	gi, err := e.C.Group(ctx, "g")
 	if err != nil {

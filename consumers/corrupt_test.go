@@ -11,6 +11,7 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/consumers"
 	"github.com/pgq-dev/pgq/internal/serverparts"
+	"github.com/pgq-dev/pgq/internal/servertest"
 	"github.com/pgq-dev/pgq/server"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestFetchAcrossCorruptRecord(t *testing.T) {
 	e := start(t, func(o *server.Options) { o.SegmentSize = 4096; o.ScrubRate = 1 << 20 })
 	ctx := ctxT(t)
-	e.insert(t, 200)
+	e.Insert(t, 200)
 	segs, err := serverparts.Of(e.S).Journal.Segments()
 	if err != nil || len(segs) < 3 {
 		t.Fatalf("segments %v %v", segs, err)
@@ -90,16 +91,16 @@ func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 func TestScrubReportsCorruptSegment(t *testing.T) {
 	var opts server.Options
 	e := start(t, func(o *server.Options) { o.SegmentSize = 4096; o.ScrubRate = 1 << 20; opts = *o })
-	e.insert(t, 200)
+	e.Insert(t, 200)
 	segs, err := serverparts.Of(e.S).Journal.Segments()
 	if err != nil || len(segs) < 3 {
 		t.Fatalf("segments %v %v", segs, err)
 	}
-	e.cancel()
-	if err := <-e.done; err != nil {
+	e.Cancel()
+	if err := <-e.Done; err != nil {
 		t.Fatal(err)
 	}
-	e.done <- nil // for start's cleanup
+	e.Done <- nil // for start's cleanup
 	data, err := os.ReadFile(segs[0].Path)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestScrubReportsCorruptSegment(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	e2 := &env{S: s, Base: "http://" + s.Addr(), Token: opts.AuthToken}
+	e2 := &env{&servertest.Env{S: s, Base: "http://" + s.Addr(), Token: opts.AuthToken}}
 	deadline := time.Now().Add(30 * time.Second)
 	var st api.Status
 	for time.Now().Before(deadline) {

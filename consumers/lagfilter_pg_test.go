@@ -80,7 +80,7 @@ func TestFilteredLagCountsOnlyItsRecords(t *testing.T) {
 	}
 	start := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "DO $$ BEGIN FOR i IN 3001..3100 LOOP INSERT INTO big VALUES (i, 'y'); COMMIT; END LOOP; END $$")
-	e.waitLast(t, start+100)
+	e.WaitLast(t, start+100)
 	bf, err := e.C.StartBackfill(ctx, api.BackfillRequest{Tables: []string{"public.big"}, ChunkSize: 500})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestFilteredLagCountsOnlyItsRecords(t *testing.T) {
 	if bf.State != "done" || bf.Rows != 3100 {
 		t.Fatalf("backfill %+v", bf)
 	}
-	e.waitLast(t, serverparts.Of(e.S).Journal.LastOffset())
+	e.WaitLast(t, serverparts.Of(e.S).Journal.LastOffset())
 	if reads := offsetsOf(t, e, start, "big", pgq.OpRead); len(reads) < 6 {
 		t.Fatalf("the backfill journaled %d read records, want its chunks", len(reads))
 	}
@@ -114,7 +114,7 @@ func TestFilteredLagCountsOnlyItsRecords(t *testing.T) {
 	e.DB.Exec(t, "INSERT INTO orders VALUES (1, 'a')", "INSERT INTO big VALUES (5000, 'z')", "INSERT INTO orders VALUES (2, 'b')",
 		"BEGIN; INSERT INTO big VALUES (5001, 'z'); UPDATE orders SET v = 'c' WHERE id = 1; COMMIT",
 		"INSERT INTO big VALUES (5002, 'z')")
-	e.waitLast(t, before+5)
+	e.WaitLast(t, before+5)
 	want := offsetsOf(t, e, before, "orders", 0)
 	if len(want) != 3 {
 		t.Fatalf("orders records %v, want 3", want)
@@ -159,7 +159,7 @@ func TestFilteredGroupRetentionOutOfRange(t *testing.T) {
 	}
 	before := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "INSERT INTO orders VALUES (1, 'lost')")
-	e.waitLast(t, before+1)
+	e.WaitLast(t, before+1)
 	for _, mode := range []string{"", "shared"} {
 		if _, err := e.C.CreateGroup(ctx, api.CreateRequest{Name: "kept" + mode, Mode: mode, From: "latest", Tables: []string{"public.orders"}}); err != nil {
 			t.Fatal(err)
@@ -168,7 +168,7 @@ func TestFilteredGroupRetentionOutOfRange(t *testing.T) {
 	before = serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "DO $$ BEGIN FOR i IN 1..400 LOOP INSERT INTO big VALUES (i, repeat('x', 100)); COMMIT; END LOOP; END $$",
 		"INSERT INTO orders VALUES (2, 'after')")
-	e.waitLast(t, before+401)
+	e.WaitLast(t, before+401)
 	segs, err := serverparts.Of(e.S).Journal.Segments()
 	if err != nil || len(segs) < 5 {
 		t.Fatalf("%d segments, %v: the test needs several", len(segs), err)

@@ -59,7 +59,7 @@ func TestGroupLimitsHTTP(t *testing.T) {
 	if _, err := e.C.CreateGroup(ctxT(t), api.CreateRequest{Name: "jobs", From: "latest", Mode: "shared", MaxAckPending: consumers.MaxAckPendingLimit}); err != nil {
 		t.Fatal(err)
 	}
-	e.insert(t, 1)
+	e.Insert(t, 1)
 	msgs, err := e.C.FetchMessages(ctxT(t), "jobs", client.FetchRequest{Member: "w", Max: 10})
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("shared fetch: %v %+v", err, msgs)
@@ -103,7 +103,7 @@ func TestMultiPartPositionHTTP(t *testing.T) {
 	e := start(t, func(o *server.Options) { o.Ingest.MaxRecordBytes = ingest.MinMaxRecordBytes })
 	before := serverparts.Of(e.S).Journal.LastOffset()
 	e.DB.Exec(t, "INSERT INTO t (v) SELECT repeat('x', 200) FROM generate_series(1, 200)")
-	last := e.waitLast(t, before+3)
+	last := e.WaitLast(t, before+3)
 	p0 := before + 1
 	tx, err := serverparts.Of(e.S).Journal.Read(p0)
 	if err != nil || tx.Part != 0 || tx.Final {

@@ -20,7 +20,7 @@ func TestFetchMsgpackIsLanguageNeutral(t *testing.T) {
 	if _, err := e.C.CreateGroup(ctx, consumers.CreateRequest{Name: "mp", From: "earliest"}); err != nil {
 		t.Fatal(err)
 	}
-	e.insert(t, 2)
+	e.Insert(t, 2)
 	fetch := func(accept string) (*http.Response, []byte) {
 		req, _ := http.NewRequest("POST", e.Base+"/v1/groups/mp/fetch", strings.NewReader(`{"member":"x","max":10}`))
 		req.Header.Set("Content-Type", "application/json")

@@ -42,7 +42,7 @@ func TestTableFilterNamesEndToEnd(t *testing.T) {
 		`ALTER TABLE "MyT" ADD COLUMN note text`, `ALTER TABLE "a/b" ADD COLUMN note text`, `ALTER TABLE "x.y" ADD COLUMN note text`,
 		`ALTER TABLE "s.p".t ADD COLUMN note text`,
 		`TRUNCATE "MyT"`, `TRUNCATE "a/b"`, `TRUNCATE "x.y"`, `TRUNCATE "s.p".t`)
-	e.waitLast(t, before+12)
+	e.WaitLast(t, before+12)
 	in := func(tb string) []string {
 		return []string{"insert " + tb, "ddl " + tb, "truncate " + tb}
 	}

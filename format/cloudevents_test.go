@@ -12,7 +12,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/pgq-dev/pgq"
-	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/format"
 )
 
@@ -41,8 +40,9 @@ func cloudEventsSchema(t *testing.T) *jsonschema.Schema {
 // TestCloudEventsSchema renders every kind of change (and a backfill
 // read) as a structured CloudEvent, validates each against the
 // CloudEvents 1.0 JSON schema, checks the attributes pgq promises (id
-// the bridges' message id, type, subject, time, data the pgq change) and
-// compares the stream with testdata/cloudevents/events.jsonl.
+// the change's stable id, ChangeID, which bridge's TestMessageIDIsChangeID
+// holds to the bridges' message id; type, subject, time, data the pgq
+// change) and compares the stream with testdata/cloudevents/events.jsonl.
 func TestCloudEventsSchema(t *testing.T) {
 	schema := cloudEventsSchema(t)
 	r, err := format.New(format.CloudEvents, format.Options{Database: "shop", Slot: "pgq"})
@@ -74,7 +74,7 @@ func TestCloudEventsSchema(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &x.Changes[i]
-			if id := bridge.MessageID(x.CommitLSN, x.Ordinal(i), x.Backfill); got.ID != id {
+			if id := format.ChangeID(x.CommitLSN, x.Ordinal(i), x.Backfill); got.ID != id {
 				t.Errorf("change %d: id %q, want the bridges' message id %q", i, got.ID, id)
 			}
 			if got.Type != "pgq."+c.Op.String() || got.Source != "/pgq/shop/pgq" || got.Time != format.CommitTime(x.CommitTime) ||

@@ -329,7 +329,7 @@ func (r *Renderer) appendRow(b []byte, cols []pgq.Column, vals []pgq.Value, keyO
 		if v.Kind == pgq.ValueUnchangedTOAST && i < len(toast) && toast[i].Kind != pgq.ValueUnchangedTOAST {
 			v = toast[i]
 		}
-		b = r.appendValue(b, cols[i].ValueType(), v)
+		b = r.appendValue(b, cols[i].ValueType(), cols[i].Typmod(), v)
 	}
 	return append(b, '}')
 }
@@ -368,7 +368,7 @@ func (r *Renderer) AppendDebeziumKey(b []byte, tx *pgq.Transaction, i, k int) []
 		b = appendString(b, col.Name)
 		b = append(b, ':')
 		if i < len(vals) {
-			b = r.appendValue(b, col.ValueType(), vals[i])
+			b = r.appendValue(b, col.ValueType(), col.Typmod(), vals[i])
 		} else {
 			b = append(b, "null"...)
 		}

@@ -134,27 +134,48 @@
 // int4, int8 and oid as numbers; float4/float8 as numbers (NaN and
 // ±Infinity, no JSON numbers, as strings); bool; numeric and money by
 // DecimalMode (default string, see DecimalString for why not Debezium's
-// precise); date as days since the epoch; time as microseconds past
+// precise; in string mode numeric's NaN and ±Infinity are "NAN",
+// "POSITIVE_INFINITY" and "NEGATIVE_INFINITY", Debezium's
+// SpecialValueDecimal); date as days since the epoch; time as microseconds past
 // midnight (MicroTime); timestamp as microseconds since the epoch
-// (MicroTimestamp), ±infinity as the JDBC driver's values; timestamptz
-// as ISO 8601 in UTC with six fraction digits (ZonedTimestamp); timetz as
+// (MicroTimestamp; both by TimePrecisionMode, below), ±infinity as
+// the JDBC driver's values; timestamptz as ISO 8601 in UTC with six
+// fraction digits (ZonedTimestamp); timetz as
 // UTC time (ZonedTime); interval as microseconds with 365.25/12-day
-// months (MicroDuration), or by IntervalMode as "P1Y2M3DT4H5M6.78S";
-// bytea base64; bit(1) and one-bit values as
+// months (MicroDuration, saturated at the int64 range as Java's cast to
+// long: '178000000 years' is 9223372036854775807), or by IntervalMode as
+// "P1Y2M3DT4H5M6.78S"; point as Debezium's Point struct
+// {"x":1.0,"y":1.0,"wkb":<OGC WKB, base64>,"srid":null} (doubles as
+// Java writes them); bytea base64; bit(1) and one-bit values as
 // booleans, longer bit strings as Debezium's Bits (little-endian bytes,
 // base64); json, jsonb, xml, uuid, text types, ranges, network types and
 // enums as strings; arrays as JSON arrays of their elements (one
-// dimension: several are flattened); an unchanged TOAST value as
-// Debezium's placeholder "__debezium_unavailable_value" (unless a FULL
-// old image holds it, above); a domain as its
+// dimension: several are flattened; timetz[] too, which pgtype does not
+// know; an array of an enum or of an extension type such as citext or
+// ltree as strings, by the text[] ingest journals as its value type,
+// pgq.Column.BaseTypeOID: records journaled before render it as text, and
+// an hstore[]'s elements are their hstore text, where Debezium's default
+// hstore.handling.mode=json writes JSON objects: the journal does not say
+// which dynamic OID is hstore); an unchanged TOAST value (unless a FULL old image holds it,
+// above) as Debezium's placeholder "__debezium_unavailable_value" in the
+// column's type (UnchangedToastedPlaceholder): bytea its bytes, an array
+// of strings ["__debezium_unavailable_value"], an array of numbers or
+// booleans one element per byte of the placeholder ([95,95,100,…]), of
+// uuid the placeholder's name-based UUID; a domain as its
 // base type; a binary-format value base64; anything else its text.
 //
-// pgq does not keep a column's type modifier, so where Debezium's
-// rendering depends on the declared precision pgq renders as for the
-// type's default: time(0-3) and timestamp(0-3) are microseconds (what
-// Debezium's time.precision.mode=microseconds writes; its default
-// "adaptive" writes milliseconds for them), a timestamptz always has six
-// fraction digits, and a bit varying value of one bit is a boolean.
+// A column's type modifier (pgq.Column.Typmod: its declared precision
+// and scale) is read by two modes. DecimalPrecise writes a numeric
+// declared with a scale as Kafka Connect's Decimal at that scale (bare
+// base64 bytes) and one without as Debezium's VariableScaleDecimal
+// struct. TimeAdaptive (Options.Time; Debezium's default
+// time.precision.mode=adaptive, pgq's default is TimeMicroseconds) writes
+// time(0-3) and timestamp(0-3) in milliseconds (Time, Timestamp) and
+// every other time and timestamp in microseconds. Records journaled
+// before pgq kept type modifiers have none (-1) and render as columns
+// declared without one: a numeric of variable scale, microseconds. A
+// timestamptz always has six fraction digits, and a bit varying value of
+// one bit is a boolean.
 // hstore and PostGIS types, whose OIDs are not fixed, are their text.
 //
 // # CloudEvents

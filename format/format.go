@@ -67,14 +67,16 @@ const (
 	// default (precise) writes bytes a reader cannot scale without the
 	// schema, which a schemaless event does not carry.
 	DecimalString DecimalMode = iota
-	// DecimalPrecise renders numeric as Debezium's VariableScaleDecimal
-	// {"scale":s,"value":"<base64 of the unscaled two's complement
-	// big-endian integer>"} and money as the base64 of its unscaled value
-	// (scale 2). Debezium writes the struct only for numeric columns
-	// declared without a scale, and bare bytes for numeric(p,s); pgq does
-	// not keep a column's declared precision and scale, so it writes the
-	// struct, which carries the scale, for every numeric. NaN and
-	// infinities have no decimal form: they render as strings.
+	// DecimalPrecise renders numeric as Debezium does, Kafka Connect's
+	// Decimal: a column declared with a scale (numeric(10,3), numeric(4))
+	// as the base64 of the unscaled two's complement big-endian integer at
+	// that scale ("1.500" in numeric(10,3): 1500), a column of variable
+	// scale (numeric, and every numeric of a record journaled before pgq
+	// kept type modifiers) as Debezium's VariableScaleDecimal
+	// {"scale":s,"value":"<base64 of the unscaled value>"} with trailing
+	// zeros stripped; money as the base64 of its unscaled value (scale
+	// 2). NaN and infinities have no decimal form: they render as
+	// strings.
 	DecimalPrecise
 	// DecimalDouble renders numbers as JSON numbers (float64, digits
 	// beyond its precision lost); NaN and infinities as strings.
@@ -86,24 +88,70 @@ var decimalNames = [...]string{DecimalString: "string", DecimalPrecise: "precise
 // ParseDecimalMode parses "string", "precise" or "double"; "" is
 // DecimalString.
 func ParseDecimalMode(s string) (DecimalMode, error) {
-	if s == "" {
-		return DecimalString, nil
-	}
-	for i, n := range decimalNames {
-		if n == s {
-			return DecimalMode(i), nil
-		}
+	if i, ok := modeIndex(decimalNames[:], s); ok {
+		return DecimalMode(i), nil
 	}
 	return 0, fmt.Errorf("format: unknown decimal mode %q (want string, precise or double)", s)
 }
 
 // String returns the mode's name.
-func (d DecimalMode) String() string {
-	if int(d) < len(decimalNames) {
-		return decimalNames[d]
+func (d DecimalMode) String() string { return modeName(decimalNames[:], int(d), "decimal") }
+
+// modeIndex is the index of the mode named s in names; "" is the first
+// (the zero value).
+func modeIndex(names []string, s string) (int, bool) {
+	if s == "" {
+		return 0, true
 	}
-	return "decimal(" + strconv.Itoa(int(d)) + ")"
+	for i, n := range names {
+		if n == s {
+			return i, true
+		}
+	}
+	return 0, false
 }
+
+// modeName is the name of mode i in names, or kind(i) for an unknown one.
+func modeName(names []string, i int, kind string) string {
+	if i < len(names) {
+		return names[i]
+	}
+	return kind + "(" + strconv.Itoa(i) + ")"
+}
+
+// TimePrecisionMode says how Debezium events render time and timestamp
+// (without time zone) values, as Debezium's time.precision.mode does.
+type TimePrecisionMode uint8
+
+// The time precision modes. The zero value is TimeMicroseconds.
+const (
+	// TimeMicroseconds renders every time and timestamp in microseconds
+	// (io.debezium.time.MicroTime, MicroTimestamp), whatever its declared
+	// precision. pgq's default, as before it kept type modifiers.
+	TimeMicroseconds TimePrecisionMode = iota
+	// TimeAdaptive is Debezium's default, adaptive: a time or timestamp
+	// declared with a precision of 0 to 3 (time(3), timestamp(0)) in
+	// milliseconds (io.debezium.time.Time, Timestamp), any other (4 to 6,
+	// or none declared) in microseconds. Records journaled before pgq
+	// kept type modifiers have no declared precision: microseconds. A
+	// timestamptz is a ZonedTimestamp string, a timetz a ZonedTime string,
+	// in every mode.
+	TimeAdaptive
+)
+
+var timeNames = [...]string{TimeMicroseconds: "microseconds", TimeAdaptive: "adaptive"}
+
+// ParseTimePrecisionMode parses "microseconds" or "adaptive"; "" is
+// TimeMicroseconds.
+func ParseTimePrecisionMode(s string) (TimePrecisionMode, error) {
+	if i, ok := modeIndex(timeNames[:], s); ok {
+		return TimePrecisionMode(i), nil
+	}
+	return 0, fmt.Errorf("format: unknown time precision mode %q (want microseconds or adaptive)", s)
+}
+
+// String returns the mode's name.
+func (t TimePrecisionMode) String() string { return modeName(timeNames[:], int(t), "time") }
 
 // IntervalMode says how Debezium events render interval values, as
 // Debezium's interval.handling.mode does.
@@ -155,6 +203,8 @@ type Options struct {
 	Decimal DecimalMode
 	// Interval is how Debezium events render interval values.
 	Interval IntervalMode
+	// Time is how Debezium events render time and timestamp values.
+	Time TimePrecisionMode
 	// JSONValues is how pgq-format changes (the PGQ format and the data of
 	// CloudEvents) write json and jsonb values.
 	JSONValues JSONValues
@@ -189,6 +239,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Interval > IntervalString {
 		return fmt.Errorf("format: invalid interval mode %d", o.Interval)
+	}
+	if int(o.Time) >= len(timeNames) {
+		return fmt.Errorf("format: invalid time precision mode %d", o.Time)
 	}
 	if o.JSONValues != JSONEmbedded && o.JSONValues != JSONAsText {
 		return fmt.Errorf("format: invalid JSONValues %d", o.JSONValues)

@@ -65,7 +65,9 @@ func pgRow(t *testing.T, name, ddl, insert string) pgq.Change {
 	}
 	c := pgq.Change{Op: pgq.OpInsert, Schema: "public", Table: name}
 	for i, fd := range sel.FieldDescriptions {
-		c.Columns = append(c.Columns, pgq.Column{Name: fd.Name, TypeOID: fd.DataTypeOID, Key: fd.Name == "pk"})
+		// The result's type modifier is the column's atttypmod, which
+		// pgoutput's Relation message carries.
+		c.Columns = append(c.Columns, pgq.Column{Name: fd.Name, TypeOID: fd.DataTypeOID, Key: fd.Name == "pk"}.WithTypmod(fd.TypeModifier))
 		v := pgq.Value{Kind: pgq.ValueNull}
 		if d := sel.Rows[0][i]; d != nil {
 			v = pgq.Value{Kind: pgq.ValueText, Data: append([]byte(nil), d...)}

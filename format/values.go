@@ -1,7 +1,9 @@
 package format
 
 import (
+	"crypto/md5"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"math"
@@ -17,33 +19,48 @@ import (
 
 // Type OIDs pgtype does not name.
 const (
-	moneyOID  = 790
-	bitOID    = 1560
-	varbitOID = 1562
-	timetzOID = 1266
+	moneyOID       = 790
+	bitOID         = 1560
+	varbitOID      = 1562
+	timetzOID      = 1266
+	timetzArrayOID = 1270
 )
+
+// arrayElem returns the element type of an array type: pgtype's arrays,
+// and timetz[], which pgtype does not know (Debezium renders it as an
+// array of ZonedTime).
+func (r *Renderer) arrayElem(typ uint32) (uint32, bool) {
+	if typ == timetzArrayOID {
+		return timetzOID, true
+	}
+	if t, ok := r.m.TypeForOID(typ); ok {
+		if ac, ok := t.Codec.(*pgtype.ArrayCodec); ok {
+			return ac.ElementType.OID, true
+		}
+	}
+	return 0, false
+}
 
 // appendValue appends one column value as Debezium's JSON converter
 // (schemas disabled) writes it with the connector's default settings,
 // except where the package doc says otherwise. typ is the column's value
-// type (a domain's base type).
-func (r *Renderer) appendValue(b []byte, typ uint32, v pgq.Value) []byte {
+// type (a domain's base type), typmod its type modifier (-1 for none or
+// unknown).
+func (r *Renderer) appendValue(b []byte, typ uint32, typmod int32, v pgq.Value) []byte {
 	switch v.Kind {
 	case pgq.ValueNull:
 		return append(b, "null"...)
 	case pgq.ValueUnchangedTOAST:
-		if typ == pgtype.ByteaOID {
-			return appendBase64(b, []byte(unavailable))
-		}
-		return appendString(b, unavailable)
+		return r.appendUnavailable(b, typ)
 	case pgq.ValueBinary:
 		return appendBase64(b, v.Data)
 	}
-	return r.appendText(b, typ, string(v.Data))
+	return r.appendText(b, typ, typmod, string(v.Data))
 }
 
-// appendText renders PostgreSQL's text form s of a value of type typ.
-func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
+// appendText renders PostgreSQL's text form s of a value of type typ
+// with type modifier typmod.
+func (r *Renderer) appendText(b []byte, typ uint32, typmod int32, s string) []byte {
 	switch typ {
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID:
 		if isCanonicalInt(s) {
@@ -62,7 +79,7 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 			return append(b, "false"...)
 		}
 	case pgtype.NumericOID:
-		return r.appendNumeric(b, s)
+		return r.appendNumeric(b, typmod, s)
 	case moneyOID:
 		return r.appendMoney(b, s)
 	case pgtype.DateOID:
@@ -71,7 +88,7 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 		}
 	case pgtype.TimeOID:
 		if us, rest, ok := parseClock(s); ok && rest == "" {
-			return strconv.AppendInt(b, us, 10)
+			return strconv.AppendInt(b, r.timeUnits(us, typmod), 10)
 		}
 	case timetzOID:
 		if z, ok := zonedTime(s); ok {
@@ -79,10 +96,14 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 		}
 	case pgtype.TimestampOID:
 		if us, ok := parseTimestamp(s, false); ok {
-			return strconv.AppendInt(b, us, 10)
+			return strconv.AppendInt(b, r.timeUnits(us, typmod), 10)
 		}
 	case pgtype.TimestamptzOID:
 		return appendString(b, zonedTimestamp(s))
+	case pgtype.PointOID:
+		if x, y, ok := parsePoint(s); ok {
+			return appendPoint(b, x, y)
+		}
 	case pgtype.IntervalOID:
 		var iv pgtype.Interval
 		if err := r.m.Scan(pgtype.IntervalOID, pgtype.TextFormatCode, []byte(s), &iv); err == nil && iv.Valid {
@@ -92,18 +113,23 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 			return strconv.AppendInt(b, microDuration(iv), 10)
 		}
 	case pgtype.ByteaOID:
-		if h, ok := strings.CutPrefix(s, `\x`); ok {
-			if raw, err := hex.DecodeString(h); err == nil {
-				return appendBase64(b, raw)
-			}
-		}
+		return appendBytea(b, s)
 	case bitOID, varbitOID:
 		return appendBits(b, s)
 	default:
-		if t, ok := r.m.TypeForOID(typ); ok {
-			if ac, ok := t.Codec.(*pgtype.ArrayCodec); ok {
-				return r.appendArray(b, typ, ac.ElementType.OID, s)
-			}
+		if elem, ok := r.arrayElem(typ); ok {
+			return r.appendArray(b, typ, elem, typmod, s)
+		}
+	}
+	return appendString(b, s)
+}
+
+// appendBytea renders bytea's hex text as base64; other text stays a
+// string.
+func appendBytea(b []byte, s string) []byte {
+	if h, ok := strings.CutPrefix(s, `\x`); ok {
+		if raw, err := hex.DecodeString(h); err == nil {
+			return appendBase64(b, raw)
 		}
 	}
 	return appendString(b, s)
@@ -111,10 +137,18 @@ func (r *Renderer) appendText(b []byte, typ uint32, s string) []byte {
 
 // appendArray renders an array as a JSON array of its elements, each
 // rendered by the element type. A multi-dimensional array is flattened
-// (Debezium's arrays have one dimension).
-func (r *Renderer) appendArray(b []byte, typ, elem uint32, s string) []byte {
+// (Debezium's arrays have one dimension). The array column's type
+// modifier is its elements' (numeric(10,3)[]).
+func (r *Renderer) appendArray(b []byte, typ, elem uint32, typmod int32, s string) []byte {
 	var elems []*string
-	if err := r.m.Scan(typ, pgtype.TextFormatCode, []byte(s), &elems); err != nil {
+	// An array type pgtype does not know (timetz[]) is read as text[]:
+	// PostgreSQL's array literal is the same for every element type
+	// whose delimiter is a comma (all but box).
+	scanAs := typ
+	if _, ok := r.m.TypeForOID(typ); !ok {
+		scanAs = pgtype.TextArrayOID
+	}
+	if err := r.m.Scan(scanAs, pgtype.TextFormatCode, []byte(s), &elems); err != nil {
 		return appendString(b, s)
 	}
 	b = append(b, '[')
@@ -126,13 +160,14 @@ func (r *Renderer) appendArray(b []byte, typ, elem uint32, s string) []byte {
 			b = append(b, "null"...)
 			continue
 		}
-		b = r.appendText(b, elem, *e)
+		b = r.appendText(b, elem, typmod, *e)
 	}
 	return append(b, ']')
 }
 
-// appendNumeric renders a numeric as the decimal mode says.
-func (r *Renderer) appendNumeric(b []byte, s string) []byte {
+// appendNumeric renders a numeric of type modifier typmod as the decimal
+// mode says.
+func (r *Renderer) appendNumeric(b []byte, typmod int32, s string) []byte {
 	switch s {
 	case "NaN":
 		if r.o.Decimal == DecimalString {
@@ -140,6 +175,14 @@ func (r *Renderer) appendNumeric(b []byte, s string) []byte {
 		}
 		return appendString(b, s)
 	case "Infinity", "-Infinity":
+		// Debezium's SpecialValueDecimal: in string mode the name of
+		// its constant.
+		if r.o.Decimal == DecimalString {
+			if s == "Infinity" {
+				return appendString(b, "POSITIVE_INFINITY")
+			}
+			return appendString(b, "NEGATIVE_INFINITY")
+		}
 		return appendString(b, s)
 	}
 	switch r.o.Decimal {
@@ -150,6 +193,14 @@ func (r *Renderer) appendNumeric(b []byte, s string) []byte {
 		if !ok {
 			return appendString(b, s)
 		}
+		if declared, ok := numericScale(typmod); ok {
+			// Connect's Decimal: the unscaled value at the column's scale,
+			// which the schema carries.
+			return appendBase64(b, twosComplement(rescale(unscaled, scale, declared)))
+		}
+		// VariableScaleDecimal, trailing zeros stripped as Debezium's
+		// PostgresValueConverter does for a column of variable scale.
+		unscaled, scale = stripTrailingZeros(unscaled, scale)
 		b = append(b, `{"scale":`...)
 		b = strconv.AppendInt(b, int64(scale), 10)
 		b = append(b, `,"value":`...)
@@ -216,6 +267,62 @@ func parseDecimal(s string) (*big.Int, int, bool) {
 		return nil, 0, false
 	}
 	return n, len(frac), true
+}
+
+// numericScale is the scale a numeric column's type modifier declares
+// (PostgreSQL's NUMERIC_TYPMOD_SCALE: numeric(10,3) is ((10<<16)|3)+4),
+// false for a numeric of variable scale: no modifier (or unknown: records
+// journaled before pgq kept it), or a negative scale (PostgreSQL 15's
+// numeric(2,-3)), which keeps the struct that states its scale.
+func numericScale(typmod int32) (int, bool) {
+	const varhdrsz = 4
+	if typmod < varhdrsz {
+		return 0, false
+	}
+	scale := int(((typmod-varhdrsz)&0x7ff)^1024) - 1024
+	return scale, scale >= 0
+}
+
+// rescale returns n, an unscaled value of scale from, at scale to
+// (PostgreSQL's text of a numeric(p,s) value has s fraction digits: the
+// two differ only for values written otherwise).
+func rescale(n *big.Int, from, to int) *big.Int {
+	switch {
+	case to > from:
+		return n.Mul(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(to-from)), nil))
+	case to < from:
+		return n.Quo(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(from-to)), nil))
+	}
+	return n
+}
+
+// stripTrailingZeros drops the trailing zeros of the fraction of n at
+// scale (Java's BigDecimal.stripTrailingZeros, a negative scale then set
+// back to 0): 22.2200 is 2222 at scale 2, 0.00 is 0 at scale 0.
+func stripTrailingZeros(n *big.Int, scale int) (*big.Int, int) {
+	ten := big.NewInt(10)
+	q, m := new(big.Int), new(big.Int)
+	for scale > 0 {
+		q.QuoRem(n, ten, m)
+		if m.Sign() != 0 {
+			break
+		}
+		n, q = q, n
+		scale--
+	}
+	return n, scale
+}
+
+// timeUnits converts microseconds of a time or timestamp of type
+// modifier typmod (its precision, -1 for none: 6) to what the time
+// precision mode writes: milliseconds for a precision of 0 to 3 in
+// TimeAdaptive (Debezium's io.debezium.time.Time and Timestamp),
+// microseconds otherwise (MicroTime, MicroTimestamp).
+func (r *Renderer) timeUnits(us int64, typmod int32) int64 {
+	if r.o.Time == TimeAdaptive && typmod >= 0 && typmod <= 3 {
+		return floorDiv(us, 1000) // Java's Instant.toEpochMilli
+	}
+	return us
 }
 
 // twosComplement returns n as the shortest big-endian two's complement
@@ -390,7 +497,7 @@ func parseTimestamp(s string, withZone bool) (int64, bool) {
 
 // zonedTimestamp renders a timestamptz as Debezium's ZonedTimestamp: ISO
 // 8601 in UTC with six fraction digits (a timestamptz's default
-// precision: pgq does not keep a column's declared one), years beyond
+// precision, whatever the column's declared one), years beyond
 // 9999 with '+' and years before 1 as negative astronomical years;
 // ±infinity as "infinity" and "-infinity". A value that does not read
 // stays its text.
@@ -474,7 +581,22 @@ func microDuration(iv pgtype.Interval) int64 {
 	// multiply and an add (Java rounds each step).
 	days := float64(float64(iv.Months)*daysPerMonthAvg) + float64(iv.Days)
 	secs := float64(float64(float64(float64(float64(days*24)+float64(hours))*60)+float64(minutes))*60) + seconds
-	return int64(float64(secs * 1e6))
+	return javaLong(float64(secs * 1e6))
+}
+
+// javaLong converts f to int64 as Java's (long) cast does: truncated,
+// saturated at the int64 range (Go's conversion of an out-of-range float
+// is implementation-defined), NaN as 0.
+func javaLong(f float64) int64 {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
 }
 
 // isoInterval is Debezium's Interval string of an interval:
@@ -616,3 +738,170 @@ func appendString(b []byte, s string) []byte {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// appendUnavailable renders an unchanged TOAST value PostgreSQL did not
+// send as Debezium's placeholder in the column's type
+// (UnchangedToastedPlaceholder): bytea as the placeholder's bytes; an
+// array as an array of the element's type, a single placeholder string
+// for elements rendered as strings (a uuid element: the name-based UUID
+// of the placeholder's bytes), one element per placeholder byte for
+// numbers and booleans, the bytes for bytea elements; anything else the
+// placeholder string.
+func (r *Renderer) appendUnavailable(b []byte, typ uint32) []byte {
+	if typ == pgtype.ByteaOID {
+		return appendBase64(b, []byte(unavailable))
+	}
+	elem, ok := r.arrayElem(typ)
+	if !ok {
+		return appendString(b, unavailable)
+	}
+	b = append(b, '[')
+	switch kind := r.elemKind(elem); kind {
+	case elemString:
+		b = appendString(b, unavailable)
+	case elemUUID:
+		b = appendString(b, nameUUID([]byte(unavailable)))
+	case elemBytes:
+		b = appendBase64(b, []byte(unavailable))
+	default:
+		for i := 0; i < len(unavailable); i++ {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendPlaceholderByte(b, kind, int8(unavailable[i]))
+		}
+	}
+	return append(b, ']')
+}
+
+// The Connect schema types of array elements that tell how Debezium
+// writes the placeholder of an unchanged TOASTed array.
+const (
+	elemString = iota
+	elemUUID
+	elemBytes
+	elemInt
+	elemFloat
+	elemBool
+	elemVariableDecimal
+)
+
+// elemKind is the kind of the values this renderer writes for elements
+// of type elem.
+func (r *Renderer) elemKind(elem uint32) int {
+	switch elem {
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID, pgtype.DateOID, pgtype.TimeOID, pgtype.TimestampOID:
+		return elemInt
+	case pgtype.IntervalOID:
+		if r.o.Interval == IntervalString {
+			return elemString
+		}
+		return elemInt
+	case pgtype.Float4OID, pgtype.Float8OID:
+		return elemFloat
+	case pgtype.BoolOID:
+		return elemBool
+	case pgtype.ByteaOID:
+		return elemBytes
+	case pgtype.UUIDOID:
+		return elemUUID
+	case pgtype.NumericOID:
+		switch r.o.Decimal {
+		case DecimalDouble:
+			return elemFloat
+		case DecimalPrecise:
+			return elemVariableDecimal
+		}
+	}
+	return elemString
+}
+
+// appendPlaceholderByte appends one byte of the placeholder as an
+// element of the kind: Java's byte is signed.
+func appendPlaceholderByte(b []byte, kind int, c int8) []byte {
+	switch kind {
+	case elemFloat:
+		return appendJavaDouble(b, float64(c))
+	case elemBool:
+		return strconv.AppendBool(b, c != 0)
+	case elemVariableDecimal:
+		b = append(b, `{"scale":0,"value":`...)
+		b = appendBase64(b, twosComplement(big.NewInt(int64(c))))
+		return append(b, '}')
+	}
+	return strconv.AppendInt(b, int64(c), 10)
+}
+
+// nameUUID is Java's UUID.nameUUIDFromBytes: an MD5, version 3 UUID.
+func nameUUID(data []byte) string {
+	h := md5.Sum(data)
+	h[6] = h[6]&0x0f | 0x30
+	h[8] = h[8]&0x3f | 0x80
+	x := hex.EncodeToString(h[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+}
+
+// parsePoint reads a point's text "(x,y)".
+func parsePoint(s string) (x, y float64, ok bool) {
+	in, found := strings.CutPrefix(s, "(")
+	if !found {
+		return 0, 0, false
+	}
+	in, found = strings.CutSuffix(in, ")")
+	xs, ys, comma := strings.Cut(in, ",")
+	if !found || !comma {
+		return 0, 0, false
+	}
+	x, err1 := strconv.ParseFloat(xs, 64)
+	y, err2 := strconv.ParseFloat(ys, 64)
+	return x, y, err1 == nil && err2 == nil
+}
+
+// appendPoint renders a point as Debezium's io.debezium.data.geometry.Point
+// struct: x, y, its OGC WKB (little-endian 2D point) and no SRID.
+func appendPoint(b []byte, x, y float64) []byte {
+	wkb := make([]byte, 21)
+	wkb[0] = 1 // little endian
+	binary.LittleEndian.PutUint32(wkb[1:], 1)
+	binary.LittleEndian.PutUint64(wkb[5:], math.Float64bits(x))
+	binary.LittleEndian.PutUint64(wkb[13:], math.Float64bits(y))
+	b = append(b, `{"x":`...)
+	b = appendJavaDouble(b, x)
+	b = append(b, `,"y":`...)
+	b = appendJavaDouble(b, y)
+	b = append(b, `,"wkb":`...)
+	b = appendBase64(b, wkb)
+	return append(b, `,"srid":null}`...)
+}
+
+// appendJavaDouble writes f as Java's Double.toString does (which Kafka
+// Connect's JSON converter writes): a fraction digit always ("1.0"),
+// scientific notation outside [1e-3, 1e7) ("1.0E7"); NaN and the
+// infinities, no JSON numbers, as strings of their names.
+func appendJavaDouble(b []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return appendString(b, "NaN")
+	case math.IsInf(f, 1):
+		return appendString(b, "Infinity")
+	case math.IsInf(f, -1):
+		return appendString(b, "-Infinity")
+	}
+	if a := math.Abs(f); a == 0 || (a >= 1e-3 && a < 1e7) {
+		s := strconv.FormatFloat(f, 'f', -1, 64)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return append(b, s...)
+	}
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	neg := strings.HasPrefix(exp, "-")
+	exp = strings.TrimLeft(exp, "+-0")
+	if neg {
+		exp = "-" + exp
+	}
+	return append(append(append(b, mant...), 'E'), exp...)
+}

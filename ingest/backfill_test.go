@@ -403,7 +403,10 @@ func TestBackfillConvergesUnderDML(t *testing.T) {
 			}
 			ops, done := workload(t, db, seed, maxID, truncate, stop)
 			time.Sleep(100 * time.Millisecond)
-			st := startBackfill(t, r, map[string]any{"tables": []string{"public.bf"}, "chunk_size": 97})
+			// max_rate holds the backfill to at least 2s, so the workload
+			// overlaps it with hundreds of operations however fast this
+			// machine reads 4,000 rows (unpaced, a loaded machine saw 293).
+			st := startBackfill(t, r, map[string]any{"tables": []string{"public.bf"}, "chunk_size": 97, "max_rate": 2000})
 			if truncate != nil {
 				waitFor(t, 60*time.Second, "three chunks", func() bool { return getBackfill(t, r, st.ID).Chunks >= 3 })
 				close(truncate)

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,10 +12,11 @@ import (
 	"github.com/pgq-dev/pgq/pgoutput"
 )
 
-// baseTypes resolves the base types of domain columns: pgoutput's
+// baseTypes resolves the value types of columns (ValueTypeOf): pgoutput's
 // Relation message names a column's own type, a domain's OID for a domain
 // column, and consumers render and decode its values by the base type (a
-// domain over int4 is a number). It asks pg_type over a normal connection
+// domain over int4 is a number); an array of an enum or an extension
+// type by text[]. It asks pg_type over a normal connection
 // of its own, opened at the first relation with a type pgx does not know
 // and kept for the session, and caches every answer by type OID (a type's
 // base type never changes). The same connection reads the primary keys
@@ -22,7 +24,7 @@ import (
 // session's goroutine uses it.
 type baseTypes struct {
 	conn  *pgx.Conn
-	bases map[uint32]uint32 // type OID → base type OID, 0: no domain
+	bases map[uint32]uint32 // type OID → value type OID, 0: the type itself
 }
 
 // baseTypesTimeout bounds one lookup: it runs in the receive loop.
@@ -32,13 +34,30 @@ const baseTypesTimeout = 5 * time.Second
 // (information_schema's domains are not in it: they are looked up).
 var builtin = pgtype.NewMap()
 
-// domainBases finds the base type of each domain among oids, through
-// domains over domains; types that are no domain are not in the answer.
-const domainBases = `WITH RECURSIVE d(oid, base) AS (
-	SELECT oid, typbasetype FROM pg_type WHERE oid = ANY($1::oid[]) AND typtype = 'd'
-	UNION ALL
-	SELECT d.oid, t.typbasetype FROM d JOIN pg_type t ON t.oid = d.base AND t.typtype = 'd')
-SELECT d.oid, d.base FROM d JOIN pg_type t ON t.oid = d.base WHERE t.typtype <> 'd'`
+// ValueTypeOf is a SQL expression of the type OID expression oid: the
+// type pgq renders and decodes the values of a column of that type by
+// (pgq.Column.BaseTypeOID), 0 for the type itself. A domain reads as its
+// base type (through domains over domains). An array of a type pgq does
+// not know (its OID is not fixed: an enum's, an extension's such as
+// citext, ltree or hstore, a range's), which pgoutput names by its own
+// dynamic OID only, reads as text[]: PostgreSQL's array literal of the
+// elements' text, which the Debezium format renders as a JSON array of
+// strings, as Debezium does for arrays of enums, citext and ltree. An
+// array of a domain reads as the array of the domain's base type. Arrays
+// of composite types stay unknown (their text).
+func ValueTypeOf(oid string) string {
+	return strings.ReplaceAll(`COALESCE((WITH RECURSIVE
+	b(t) AS (SELECT OID UNION ALL SELECT y.typbasetype FROM b JOIN pg_type y ON y.oid = b.t AND y.typtype = 'd'),
+	base AS (SELECT y.oid, y.typelem, y.typlen FROM b JOIN pg_type y ON y.oid = b.t WHERE y.typtype <> 'd'),
+	e(t) AS (SELECT typelem FROM base WHERE oid >= 16384 AND typelem <> 0 AND typlen = -1
+		UNION ALL SELECT y.typbasetype FROM e JOIN pg_type y ON y.oid = e.t AND y.typtype = 'd'),
+	elem AS (SELECT y.oid, y.typtype, y.typarray FROM e JOIN pg_type y ON y.oid = e.t WHERE y.typtype <> 'd')
+	SELECT CASE
+		WHEN elem.oid IS NULL THEN NULLIF(base.oid, OID)
+		WHEN elem.oid < 16384 THEN NULLIF(elem.typarray, 0)
+		WHEN elem.typtype IN ('e', 'b', 'r', 'm') THEN 'text[]'::regtype::oid
+	END FROM base LEFT JOIN elem ON true), 0)`, "OID", oid)
+}
 
 // resolve sets Column.BaseTypeOID on rel's domain columns (the decoder's
 // cached relation, which the following rows share). A failed lookup is
@@ -76,14 +95,14 @@ func (bt *baseTypes) lookup(ctx context.Context, url string, oids []uint32) erro
 	if err := bt.connect(ctx, url); err != nil {
 		return fmt.Errorf("ingest: base types: %w", err)
 	}
-	rows, err := bt.conn.Query(ctx, domainBases, oids)
+	rows, err := bt.conn.Query(ctx, `SELECT t, `+ValueTypeOf("t")+` FROM unnest($1::oid[]) t`, oids)
 	if err != nil {
 		return fmt.Errorf("ingest: base types: %w", err)
 	}
 	found := map[uint32]uint32{}
-	var oid, base uint32
-	_, err = pgx.ForEachRow(rows, []any{&oid, &base}, func() error {
-		found[oid] = base
+	var oid, vt uint32
+	_, err = pgx.ForEachRow(rows, []any{&oid, &vt}, func() error {
+		found[oid] = vt
 		return nil
 	})
 	if err != nil {

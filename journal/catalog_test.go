@@ -21,9 +21,13 @@ func TestMixedVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := goldenTxs()
+	want := goldenTxs("v1")
 	more := []*pgq.Transaction{mkTx(20, 2), mkTx(21, 3)}
 	more[1].Changes[0].Table = "other" // a second relation
+	// A relation with type modifiers joins the catalog of relations without.
+	withMods := mkTx(22, 1)
+	withMods.Changes[0].Columns = []pgq.Column{cols[0], cols[1].WithTypmod(12)}
+	more = append(more, withMods)
 	if err := j.Append(more); err != nil {
 		t.Fatal(err)
 	}

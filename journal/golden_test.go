@@ -11,18 +11,34 @@ import (
 	"github.com/pgq-dev/pgq/record"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden journal of the current format in testdata/journal/v2")
+var update = flag.Bool("update", false, "rewrite the golden journal of the current format in testdata/journal/v3")
 
 // goldenDirs hold small journals of goldenTxs written by each format: v1
-// stores Version 1 records, v2 compact records with a relation catalog.
-// Every one must stay readable by every later version; only the current
-// one is rewritten by -update.
+// stores Version 1 records, v2 compact records with a relation catalog,
+// v3 also relations with type modifiers (pgq.Column.Typmod). Every one
+// must stay readable by every later version; only the current one is
+// rewritten by -update.
 var goldenDirs = map[string]string{
 	"v1": filepath.Join("..", "testdata", "journal", "v1"),
 	"v2": filepath.Join("..", "testdata", "journal", "v2"),
+	"v3": filepath.Join("..", "testdata", "journal", "v3"),
 }
 
-func goldenTxs() []*pgq.Transaction {
+// typmodCols is a table journaled with its type modifiers since v3:
+// numeric(10,3) ((10<<16 | 3) + 4), timestamp(3), timestamp(0) and a
+// text column, which has none.
+var typmodCols = []pgq.Column{
+	{Name: "id", TypeOID: 23, Key: true},
+	pgq.Column{Name: "amount", TypeOID: 1700}.WithTypmod(10<<16 | 3 + 4),
+	pgq.Column{Name: "at", TypeOID: 1114}.WithTypmod(3),
+	pgq.Column{Name: "at0", TypeOID: 1114}.WithTypmod(0),
+	{Name: "note", TypeOID: 25},
+}
+
+// goldenTxs are the transactions of the golden journal of version
+// (goldenDirs); from v3 on, transaction 3 also changes a table with
+// type modifiers.
+func goldenTxs(version string) []*pgq.Transaction {
 	var txs []*pgq.Transaction
 	for i := 1; i <= 12; i++ {
 		tx := mkTx(i, 1+i%3)
@@ -35,6 +51,12 @@ func goldenTxs() []*pgq.Transaction {
 					Old: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("1")}, {Kind: pgq.ValueNull}}},
 				pgq.Change{Op: pgq.OpDelete, Schema: "public", Table: "t", Columns: cols, OldKind: pgq.OldFull,
 					Old: []pgq.Value{{Kind: pgq.ValueBinary, Data: []byte{0, 0, 0, 1}}, {Kind: pgq.ValueNull}}})
+		case 3:
+			if version >= "v3" {
+				tx.Changes = append(tx.Changes, pgq.Change{Op: pgq.OpInsert, Schema: "public", Table: "m", Columns: typmodCols,
+					New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("1")}, {Kind: pgq.ValueText, Data: []byte("1.500")},
+						{Kind: pgq.ValueText, Data: []byte("2024-01-01 00:00:00.123")}, {Kind: pgq.ValueText, Data: []byte("2024-01-01 00:00:00")}, {Kind: pgq.ValueNull}}})
+			}
 		case 7:
 			tx.Changes = append(tx.Changes, pgq.Change{Op: pgq.OpTruncate, Tables: []string{"public.t"}, Cascade: true, RestartIdentity: true})
 		case 9:
@@ -49,7 +71,7 @@ func goldenTxs() []*pgq.Transaction {
 
 func TestGoldenJournal(t *testing.T) {
 	if *update {
-		dir := goldenDirs["v2"]
+		dir := goldenDirs["v3"]
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +79,7 @@ func TestGoldenJournal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := j.Append(goldenTxs()); err != nil {
+		if err := j.Append(goldenTxs("v3")); err != nil {
 			t.Fatal(err)
 		}
 		if err := j.Close(); err != nil {
@@ -73,7 +95,7 @@ func TestGoldenJournal(t *testing.T) {
 }
 
 func checkGolden(t *testing.T, goldenDir, version string) {
-	want := goldenTxs()
+	want := goldenTxs(version)
 	sum, err := Verify(goldenDir)
 	if err != nil {
 		t.Fatalf("Verify golden journal: %v", err)
@@ -104,6 +126,25 @@ func checkGolden(t *testing.T, goldenDir, version string) {
 		w.CommitTime = got.CommitTime
 		if !reflect.DeepEqual(got, w) {
 			t.Fatalf("record %d\n got %+v\nwant %+v", i+1, got, w)
+		}
+		checkGoldenTypmods(t, got, version)
+	}
+}
+
+// checkGoldenTypmods: in journals written before type modifiers every
+// column reads with typmod -1 (unknown); from v3 on, table m's columns
+// read with theirs.
+func checkGoldenTypmods(t *testing.T, tx *pgq.Transaction, version string) {
+	t.Helper()
+	for _, c := range tx.Changes {
+		for k, col := range c.Columns {
+			want := int32(-1)
+			if version >= "v3" && c.Table == "m" {
+				want = typmodCols[k].Typmod()
+			}
+			if col.Typmod() != want {
+				t.Fatalf("%s: record %d, %s.%s: typmod %d, want %d", version, tx.Offset, c.Table, col.Name, col.Typmod(), want)
+			}
 		}
 	}
 }

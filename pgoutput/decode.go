@@ -54,7 +54,8 @@ type Origin struct {
 // Relation describes a table. The Decoder caches it by ID, and rows share
 // its Columns. A domain column's TypeOID is the domain's: the protocol
 // does not say what it is over, so Column.BaseTypeOID is left 0 for the
-// caller to fill in (ingest looks it up in pg_type).
+// caller to fill in (ingest looks it up in pg_type). Each column's
+// atttypmod is kept (Column.TypmodPlus1).
 type Relation struct {
 	Xid             uint32 // inside a stream only
 	ID              uint32
@@ -379,7 +380,7 @@ func (d *Decoder) relation(r *reader) (Message, error) {
 		for i := range m.Columns {
 			flags := r.u8()
 			m.Columns[i] = pgq.Column{Name: r.str(), TypeOID: r.u32(), Key: flags&1 != 0}
-			r.u32() // atttypmod
+			m.Columns[i].TypmodPlus1 = int32(r.u32()) + 1 // atttypmod
 		}
 	}
 	if r.err != nil {

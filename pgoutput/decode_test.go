@@ -57,6 +57,9 @@ func TestDecodeSynthetic(t *testing.T) {
 	if got, ok := d.Relation(7); !ok || got != rel || len(rel.Columns) != 2 || !rel.Columns[0].Key || rel.Columns[1].Key || rel.Columns[1].TypeOID != 25 {
 		t.Errorf("relation %+v", rel)
 	}
+	if rel.Columns[0].Typmod() != -1 || rel.Columns[1].Typmod() != -1 || rel.Columns[0].TypmodPlus1 != 0 {
+		t.Errorf("relation without type modifiers %+v", rel.Columns)
+	}
 	ins := mustDecode(t, d, newMsg('I').u32(7).u8('N').u16(2).text("1").u8('n')).(*Row)
 	if ins.Change.Op != pgq.OpInsert || ins.Change.Table != "t" || string(ins.Change.New[0].Data) != "1" ||
 		ins.Change.New[1].Kind != pgq.ValueNull || &ins.Change.Columns[0] != &rel.Columns[0] {
@@ -362,5 +365,21 @@ func TestDecodeReuse(t *testing.T) {
 	b2 := mustDecode(t, d, newMsg('B').u64(2).time(t0).u32(2))
 	if b1 != b2 || b2.(*Begin).Xid != 2 {
 		t.Errorf("begin not reused: %p %p %+v", b1, b2, b2)
+	}
+}
+
+// TestDecodeTypmod: the Relation message's atttypmod is kept per column:
+// numeric(10,3) is ((10<<16)|3)+4, timestamp(3) is 3, timestamp(0) is 0.
+func TestDecodeTypmod(t *testing.T) {
+	d := NewDecoder()
+	rel := mustDecode(t, d, newMsg('R').u32(8).str("public").str("m").u8('d').u16(4).
+		u8(1).str("id").u32(23).u32(0xffffffff).
+		u8(0).str("amount").u32(1700).u32(10<<16|3+4).
+		u8(0).str("at").u32(1114).u32(3).
+		u8(0).str("at0").u32(1114).u32(0)).(*Relation)
+	for i, want := range []int32{-1, 10<<16 | 3 + 4, 3, 0} {
+		if got := rel.Columns[i].Typmod(); got != want {
+			t.Errorf("column %s: typmod %d, want %d", rel.Columns[i].Name, got, want)
+		}
 	}
 }

@@ -207,12 +207,17 @@ func appendRowChange(b []byte, op pgq.Op, rel int, oldKind pgq.OldKind, newRow, 
 	return appendValues(b, oldRow)
 }
 
-// appendRelation appends one entry of a record's relation table.
+// appendRelation appends one entry of a record's relation table: 3
+// elements, 4 with base types, 5 with type modifiers (the fourth then nil
+// when there are no base types).
 func appendRelation(b []byte, r *relRef) []byte {
-	domains := hasBaseTypes(r.cols)
-	if domains {
+	domains, typmods := hasBaseTypes(r.cols), hasTypmods(r.cols)
+	switch {
+	case typmods:
+		b = appendArrayHdr(b, 5)
+	case domains:
 		b = appendArrayHdr(b, 4)
-	} else {
+	default:
 		b = appendArrayHdr(b, 3)
 	}
 	b = appendStr(b, r.schema)
@@ -223,10 +228,19 @@ func appendRelation(b []byte, r *relRef) []byte {
 		b = appendUint(b, uint64(col.TypeOID))
 		b = appendBool(b, col.Key)
 	}
-	if domains {
+	switch {
+	case domains:
 		b = appendArrayHdr(b, len(r.cols))
 		for _, col := range r.cols {
 			b = appendUint(b, uint64(col.BaseTypeOID))
+		}
+	case typmods:
+		b = append(b, 0xc0)
+	}
+	if typmods {
+		b = appendArrayHdr(b, len(r.cols))
+		for i := range r.cols {
+			b = appendInt(b, int64(r.cols[i].Typmod()))
 		}
 	}
 	return b
@@ -242,24 +256,56 @@ func hasBaseTypes(cols []pgq.Column) bool {
 	return false
 }
 
-// relationLen reads a relation's array header: 3 elements, or 4 with
-// base types.
+// hasTypmods reports whether a relation needs its fifth element: a
+// column has a type modifier.
+func hasTypmods(cols []pgq.Column) bool {
+	for i := range cols {
+		if cols[i].TypmodPlus1 != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// relationLen reads a relation's array header: 3 elements, 4 with base
+// types, 5 with type modifiers.
 func (d *reader) relationLen() int {
 	n := d.ArrayLen()
-	if d.Err == nil && n != 3 && n != 4 {
-		d.Fail("relation: want 3 or 4 elements, got %d", n)
+	if d.Err == nil && (n < 3 || n > 5) {
+		d.Fail("relation: want 3 to 5 elements, got %d", n)
 	}
 	return n
 }
 
-// decodeBaseTypes reads a relation's fourth element into cols.
-func (d *reader) decodeBaseTypes(cols []pgq.Column) {
+// decodeBaseTypes reads a relation's fourth element into cols: an array
+// of base type OIDs, or nil (none) in a relation of 5 elements.
+func (d *reader) decodeBaseTypes(cols []pgq.Column, nrel int) {
+	if nrel == 5 && d.IsNil() {
+		return
+	}
 	if n := d.ArrayLen(); d.Err == nil && n != len(cols) {
 		d.Fail("relation base types: %d for %d columns", n, len(cols))
 		return
 	}
 	for i := 0; i < len(cols) && d.Err == nil; i++ {
 		cols[i].BaseTypeOID = uint32(d.Uint(math.MaxUint32, "base type OID"))
+	}
+}
+
+// decodeTypmods reads a relation's fifth element into cols: one type
+// modifier per column, PostgreSQL's value (-1 for none).
+func (d *reader) decodeTypmods(cols []pgq.Column) {
+	if n := d.ArrayLen(); d.Err == nil && n != len(cols) {
+		d.Fail("relation type modifiers: %d for %d columns", n, len(cols))
+		return
+	}
+	for i := 0; i < len(cols) && d.Err == nil; i++ {
+		m := d.Int64()
+		if d.Err == nil && (m < math.MinInt32 || m > math.MaxInt32) {
+			d.Fail("relation type modifier %d out of range", m)
+			return
+		}
+		cols[i] = cols[i].WithTypmod(int32(m))
 	}
 }
 
@@ -621,8 +667,11 @@ func (d *reader) decodeRelation(r *relRef) {
 		}
 		r.cols = cols
 	}
-	if nrel == 4 {
-		d.decodeBaseTypes(r.cols)
+	if nrel >= 4 {
+		d.decodeBaseTypes(r.cols, nrel)
+	}
+	if nrel == 5 {
+		d.decodeTypmods(r.cols)
 	}
 	if d.rels != nil && d.Err == nil {
 		if d.rels.rels == nil || len(d.rels.rels) >= maxCachedRelations {
@@ -743,15 +792,30 @@ func (d *reader) skipRelation() {
 		d.Uint(math.MaxUint32, "type OID")
 		d.Bool()
 	}
-	if nrel != 4 || d.Err != nil {
+	if nrel < 4 || d.Err != nil {
 		return
 	}
-	if nb := d.ArrayLen(); d.Err == nil && nb != n/3 {
-		d.Fail("relation base types: %d for %d columns", nb, n/3)
+	if nrel == 4 || !d.IsNil() {
+		d.skipColumnArray(n/3, "base types", func() { d.Uint(math.MaxUint32, "base type OID") })
+	}
+	if nrel == 5 {
+		d.skipColumnArray(n/3, "type modifiers", func() {
+			if m := d.Int64(); d.Err == nil && (m < math.MinInt32 || m > math.MaxInt32) {
+				d.Fail("relation type modifier %d out of range", m)
+			}
+		})
+	}
+}
+
+// skipColumnArray steps over a relation's array of one element per
+// column (ncols), each read by elem.
+func (d *reader) skipColumnArray(ncols int, what string, elem func()) {
+	if nb := d.ArrayLen(); d.Err == nil && nb != ncols {
+		d.Fail("relation %s: %d for %d columns", what, nb, ncols)
 		return
 	}
-	for i := 0; i < n/3 && d.Err == nil; i++ {
-		d.Uint(math.MaxUint32, "base type OID")
+	for i := 0; i < ncols && d.Err == nil; i++ {
+		elem()
 	}
 }
 

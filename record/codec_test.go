@@ -334,6 +334,7 @@ func FuzzRecord(f *testing.F) {
 	f.Add(Append(nil, small))
 	f.Add(Append(nil, &pgq.Transaction{}))
 	f.Add(Append(nil, benchTx(3)))
+	f.Add(Append(nil, typmodTx()))
 	f.Add([]byte{})
 	// Every record of the golden journal (tidwall/wal entries: uvarint
 	// length + payload).

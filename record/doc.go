@@ -24,11 +24,19 @@
 //	[7] relations     array of [schema str, table str, columns array]
 //	                  where columns is flat: name str, type OID uint, key bool, ...
 //	                  A relation with a domain column whose base type is known
+//	                  (or an array column read as text[]: Column.BaseTypeOID)
 //	                  has a fourth element: base types, an array of one uint
 //	                  per column (the base type's OID, 0 for no domain). Every
 //	                  other relation keeps 3 elements, byte for byte as
 //	                  before; a 3-element relation decodes with every
 //	                  Column.BaseTypeOID 0.
+//	                  A relation with a column that has a type modifier
+//	                  (pg_attribute.atttypmod: numeric(10,3), timestamp(3),
+//	                  varchar(8)) has a fifth element: type modifiers, an
+//	                  array of one int per column, PostgreSQL's value (-1
+//	                  for none); its fourth element is then the base types,
+//	                  or nil when no column is a domain. A relation of 3 or
+//	                  4 elements decodes with every Column.Typmod -1.
 //	[8] changes       array of changes, each an array whose first element is the op:
 //	    insert/update/delete (and any unknown op):
 //	        [op, relation index uint, old kind uint, new values|nil, old values|nil]
@@ -67,6 +75,25 @@
 // later parts journaled before the ordinals were recorded decode with
 // ordinals from 0 again (only their ids differ). A pgq older than the
 // ordinals refuses an 11-element body.
+//
+// Type modifiers (Column.Typmod: a numeric's precision and scale, a
+// time's or timestamp's fractional precision): records journaled before
+// they were recorded decode with Typmod -1, which is also PostgreSQL's
+// "none", so they render as a column declared without one renders: a
+// numeric as a variable-scale decimal, a time or timestamp with
+// microseconds (package format). Nothing journaled changes meaning: a
+// relation without a type modifier (every table of integers, text, or
+// unconstrained numerics and timestamps) keeps its bytes, and a table
+// with one becomes a new relation (a new catalog entry in the journal),
+// which records journaled before do not refer to. A pgq older than type
+// modifiers refuses a relation with five elements (as corrupt: do not go
+// back to one once a table with a type modifier was journaled; testdata/
+// journal/v3 is a journal written with them). The version byte stays 1
+// (and 2 stored): what changed is the relation's element count, which
+// says it, as it did for base types; the Go client receives record
+// bodies without the version byte, so a new one would protect no reader
+// and would make records without any type modifier, which every older
+// reader reads correctly, unreadable to them.
 //
 // The journal's stored form (VersionCompact) is
 //

@@ -35,6 +35,23 @@ func start(t *testing.T, db *pgtest.DB, dir string) (*Server, func() error) {
 	return s, func() error { cancel(); return <-done }
 }
 
+// startStreaming starts a server on db, stopped (its error reported) at
+// the test's end, and waits until ingest streams.
+func startStreaming(t *testing.T, db *pgtest.DB) *Server {
+	t.Helper()
+	s, stop := start(t, db, t.TempDir())
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for s.ingester.Status().ProtoVersion == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
 func waitRecords(t *testing.T, s *Server, n pgq.Offset) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)

@@ -33,6 +33,11 @@ func run() error {
 	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill", "footprint", "ingest" (the ingest rows and the big-transaction tail) "latency" (the commit → consumer latency rows) or "hold" (the hold-slot row)`)
 	flag.StringVar(&cfg.ProfileRange, "cpuprofile-range", "mix", "WAL range of the profiled drain: mix, small or bulk")
 	flag.StringVar(&cfg.PGQBefore, "pgq-before", "", "another pgq binary (a build before a change) the split ingest rows also drain, for a same-run before/after")
+	flag.StringVar(&cfg.CompareRef, "compare-ref", "", "compare this pgq binary (REF, an older build) with -pgq (HEAD), alternately, on the same WAL (make bench-compare); only the comparison runs")
+	flag.StringVar(&cfg.CompareRefName, "compare-ref-name", "", "what REF is called in the comparison's summary (a commit)")
+	flag.StringVar(&cfg.CompareOut, "compare-out", ".", "directory of the comparison's Go benchmark-format files ref.txt and head.txt (for benchstat)")
+	flag.IntVar(&cfg.Rounds, "rounds", 6, "rounds of the comparison (each build once per round)")
+	flag.Float64Var(&cfg.Scale, "scale", 1, "multiply the workload sizes and load times (0.05 makes a smoke run)")
 	out := flag.String("out", "benchmarks/results/latest.json", "JSON results file")
 	keep := flag.Bool("keep", false, "keep the work directory (pgq data dirs and logs)")
 	flag.Parse()
@@ -66,6 +71,9 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.CompareRef != "" {
+		return compare(ctx, cfg)
+	}
 	rep, err := benchmarks.Run(ctx, cfg)
 	if rep != nil {
 		if werr := benchmarks.WriteTable(os.Stdout, rep.Rows); werr != nil {
@@ -80,4 +88,22 @@ func run() error {
 		}
 	}
 	return err
+}
+
+// compare runs the REF/HEAD comparison (-compare-ref).
+func compare(ctx context.Context, cfg benchmarks.Config) error {
+	var err error
+	if cfg.CompareRef, err = filepath.Abs(cfg.CompareRef); err != nil {
+		return err
+	}
+	if _, err := os.Stat(cfg.CompareRef); err != nil {
+		return fmt.Errorf("-compare-ref: %w", err)
+	}
+	if cfg.Rounds < 1 {
+		return fmt.Errorf("-rounds %d: want at least 1", cfg.Rounds)
+	}
+	if err := os.MkdirAll(cfg.CompareOut, 0o755); err != nil {
+		return fmt.Errorf("-compare-out: %w", err)
+	}
+	return benchmarks.Compare(ctx, cfg, os.Stdout)
 }

@@ -1,4 +1,4 @@
-package bridge_test
+package e2e_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/bridge/jetstream"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/internal/bridgetest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
@@ -49,7 +50,7 @@ func startPGQ(t *testing.T, pgURL, slot, dataDir string) *pgqProc {
 	p := &pgqProc{cmd: cmd, addr: addr, log: logf.Name(), done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); _ = logf.Close(); close(p.done) }()
 	t.Cleanup(p.kill)
-	cl := dialPGQ(t, addr)
+	cl := bridgetest.DialPGQ(t, addr)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -144,7 +145,7 @@ func nodeLoss(t *testing.T, broker, brokerURL string) (rows int, addr string) {
 	p1 := startPGQ(t, pgURL, slot, dir1)
 	waitStreaming(t, p1.addr) // rows committed before the slot exists are in no journal
 	in := startInserter(t, c, db)
-	b1 := startChild(t, broker, brokerURL, p1.addr)
+	b1 := bridgetest.StartChild(t, broker, brokerURL, p1.addr)
 	time.Sleep(2 * time.Second)
 	// The node dies with its disk.
 	_ = b1.Process.Kill()
@@ -157,14 +158,14 @@ func nodeLoss(t *testing.T, broker, brokerURL string) (rows int, addr string) {
 	time.Sleep(500 * time.Millisecond) // inserts go on meanwhile
 	began := time.Now()
 	p2 := startPGQ(t, pgURL, slot, filepath.Join(t.TempDir(), "data"))
-	b2 := startChild(t, broker, brokerURL, p2.addr)
+	b2 := bridgetest.StartChild(t, broker, brokerURL, p2.addr)
 	t.Cleanup(func() { _ = b2.Process.Kill(); _ = b2.Wait() }) // it publishes until the caller has read the broker
 	time.Sleep(time.Second)
 	rows = in.finish()
 	// The new pgq journals what the slot kept for g and the bridge
 	// publishes it: wait until the group's lag is 0 (the broker's count
 	// is waited for by the caller).
-	cl := dialPGQ(t, p2.addr)
+	cl := bridgetest.DialPGQ(t, p2.addr)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		gi, err := cl.Group(ctx, "g")
@@ -185,7 +186,7 @@ func nodeLoss(t *testing.T, broker, brokerURL string) (rows int, addr string) {
 // and consistent by then).
 func waitStreaming(t *testing.T, addr string) {
 	t.Helper()
-	cl := dialPGQ(t, addr)
+	cl := bridgetest.DialPGQ(t, addr)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := cl.Status(context.Background())
@@ -204,7 +205,7 @@ func waitStreaming(t *testing.T, addr string) {
 // are missing in the broker, it tells the bridge's loss from the slot's.
 func newJournalRows(t *testing.T, addr string) map[int]bool {
 	t.Helper()
-	cl := dialPGQ(t, addr)
+	cl := bridgetest.DialPGQ(t, addr)
 	ctx := context.Background()
 	if _, err := cl.CreateGroup(ctx, api.CreateRequest{Name: "audit", From: "earliest"}); err != nil {
 		t.Fatal(err)
@@ -240,7 +241,7 @@ func newJournalRows(t *testing.T, addr string) map[int]bool {
 // checkRows checks that pls hold rows 1..rows exactly once each under
 // unique ids; when rows are missing it says which of them the new pgq at
 // addr journaled.
-func checkRows(t *testing.T, ids []string, pls []payload, rows int, addr string) {
+func checkRows(t *testing.T, ids []string, pls []bridgetest.Payload, rows int, addr string) {
 	t.Helper()
 	seenID := make(map[string]bool, len(ids))
 	seenRow := make(map[int]int, rows)
@@ -290,7 +291,7 @@ func TestNodeLossJetStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL and processes")
 	}
-	ns := startNATS(t, t.TempDir(), 0)
+	ns := bridgetest.StartNATS(t, t.TempDir(), 0)
 	defer ns.Shutdown()
 	p, err := jetstream.New(context.Background(), jetstream.Options{URL: ns.ClientURL(), CreateStream: true, Duplicates: 100 * time.Millisecond})
 	if err != nil {
@@ -299,7 +300,7 @@ func TestNodeLossJetStream(t *testing.T) {
 	_ = p.Close()
 	rows, addr := nodeLoss(t, "jetstream", ns.ClientURL())
 	waitStream(t, ns.ClientURL(), "PGQ", rows)
-	ids, pls := readStream(t, ns.ClientURL(), "PGQ")
+	ids, pls := bridgetest.ReadStream(t, ns.ClientURL(), "PGQ")
 	checkRows(t, ids, pls, rows, addr)
 	t.Logf("%d rows exactly once in the stream across the node loss", rows)
 }
@@ -310,9 +311,9 @@ func TestNodeLossKafka(t *testing.T) {
 	if testing.Short() || os.Getenv("PGQ_TEST_KAFKA_BROKERS") != "" {
 		t.Skip("starts PostgreSQL and processes; the child uses the default topic on kfake only")
 	}
-	brokers := kafkaBrokers(t)
+	brokers := bridgetest.KafkaBrokers(t)
 	rows, addr := nodeLoss(t, "kafka", brokers[0])
-	ids, pls := readTopic(t, brokers, "pgq.public.t", rows)
+	ids, pls := bridgetest.ReadTopic(t, brokers, "pgq.public.t", rows)
 	checkRows(t, ids, pls, rows, addr)
 	t.Logf("%d rows exactly once in the topic across the node loss", rows)
 }
@@ -321,7 +322,7 @@ func TestNodeLossKafka(t *testing.T) {
 // then a little longer for any beyond.
 func waitStream(t *testing.T, url, stream string, n int) {
 	t.Helper()
-	js := jsClient(t, url)
+	js := bridgetest.JSClient(t, url)
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

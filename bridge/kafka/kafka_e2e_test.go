@@ -1,8 +1,7 @@
-package bridge_test
+package kafka_test
 
 import (
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -17,110 +16,17 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/kafka"
+	"github.com/pgq-dev/pgq/internal/bridgetest"
 )
-
-// kafkaBrokers returns PGQ_TEST_KAFKA_BROKERS (a real broker) or starts a
-// kfake cluster.
-func kafkaBrokers(t *testing.T) []string {
-	t.Helper()
-	if env := os.Getenv("PGQ_TEST_KAFKA_BROKERS"); env != "" {
-		return strings.Split(env, ",")
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(6), kfake.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
-
-// readTopic reads every record of topic: ids ("<offset>.<index>") and
-// payloads, in order per partition; perKey holds each key's values in
-// partition order.
-func readTopic(t *testing.T, brokers []string, topic string, want int) (ids []string, pls []payload) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var extra context.Context
-	for {
-		pctx := ctx
-		if len(ids) >= want {
-			if extra == nil { // duplicates may follow in other partitions
-				var c context.CancelFunc
-				extra, c = context.WithTimeout(ctx, time.Second)
-				defer c()
-			}
-			pctx = extra
-		}
-		fs := cl.PollFetches(pctx)
-		if extra != nil && extra.Err() != nil {
-			return ids, pls
-		}
-		if err := ctx.Err(); err != nil {
-			t.Errorf("read %d of %d records: %v", len(ids), want, err) // the caller's check says which
-			return ids, pls
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			var id string
-			for _, h := range r.Headers {
-				if h.Key == "pgq-id" {
-					id = string(h.Value)
-				}
-			}
-			var p payload
-			if err := json.Unmarshal(r.Value, &p); err != nil {
-				t.Fatalf("payload %q: %v", r.Value, err)
-			}
-			ids = append(ids, id)
-			pls = append(pls, p)
-		})
-	}
-}
-
-// checkAtLeastOnce checks that every change is in the topic, that the
-// first occurrences of each key are in order, and returns the number of
-// duplicates.
-func checkAtLeastOnce(t *testing.T, src *source, ids []string, pls []payload) (dups int) {
-	t.Helper()
-	src.mu.Lock()
-	defer src.mu.Unlock()
-	seen := map[string]bool{}
-	last := map[int]int{}
-	for i, id := range ids {
-		if seen[id] {
-			dups++
-			continue
-		}
-		seen[id] = true
-		k, ok := src.ids[id]
-		if !ok || pls[i].Change.New.ID != k {
-			t.Fatalf("record %s: not a change of the journal or wrong key", id)
-		}
-		if v := pls[i].Change.New.V; v <= last[k] {
-			t.Fatalf("key %d: value %d after %d: per-key order broken", k, v, last[k])
-		} else {
-			last[k] = v
-		}
-	}
-	if len(seen) != src.changes {
-		t.Fatalf("topic holds %d distinct changes, journal %d", len(seen), src.changes)
-	}
-	return dups
-}
 
 // TestKafkaResume stops and restarts the bridge (cleanly) under write
 // load, with topic creation: every change is in the topic exactly once, in
 // per-key order, and each restart resumes from the group's cursor.
 func TestKafkaResume(t *testing.T) {
-	brokers := kafkaBrokers(t)
-	src := startSource(t, 50)
+	brokers := bridgetest.KafkaBrokers(t)
+	src := bridgetest.StartSource(t, 50)
 	stop := make(chan struct{})
-	wg := writer(src, stop)
+	wg := bridgetest.Writer(src, stop)
 	topic := "pgq.public.t"
 	if os.Getenv("PGQ_TEST_KAFKA_BROKERS") != "" {
 		topic = "pgqtest" + time.Now().Format("150405") + ".{schema}.{table}"
@@ -131,12 +37,12 @@ func TestKafkaResume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, done := startBridge(t, ctx, p, src.addr)
+		_, done := bridgetest.StartBridge(t, ctx, p, src.Addr)
 		time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond)
 		if i == 3 {
 			close(stop)
 			wg.Wait()
-			src.waitCaughtUp(t, 30*time.Second)
+			src.WaitCaughtUp(t, 30*time.Second)
 		}
 		cancel()
 		if err := <-done; err != nil {
@@ -144,8 +50,8 @@ func TestKafkaResume(t *testing.T) {
 		}
 		_ = p.Close()
 	}
-	ids, pls := readTopic(t, brokers, strings.ReplaceAll(strings.ReplaceAll(topic, "{schema}", "public"), "{table}", "t"), src.changes)
-	if dups := checkAtLeastOnce(t, src, ids, pls); dups != 0 {
+	ids, pls := bridgetest.ReadTopic(t, brokers, strings.ReplaceAll(strings.ReplaceAll(topic, "{schema}", "public"), "{table}", "t"), src.Changes)
+	if dups := bridgetest.CheckAtLeastOnce(t, src, ids, pls); dups != 0 {
 		t.Fatalf("%d duplicates after clean restarts", dups)
 	}
 	t.Logf("%d changes exactly once across 3 clean restarts", len(ids))
@@ -161,26 +67,26 @@ func TestKafkaKillUnderLoad(t *testing.T) {
 	if testing.Short() || os.Getenv("PGQ_TEST_KAFKA_BROKERS") != "" {
 		t.Skip("starts processes; the child uses the default topic on kfake only")
 	}
-	brokers := kafkaBrokers(t)
-	src := startSource(t, 50)
+	brokers := bridgetest.KafkaBrokers(t)
+	src := bridgetest.StartSource(t, 50)
 	stop := make(chan struct{})
-	wg := writer(src, stop)
+	wg := bridgetest.Writer(src, stop)
 	kills := 6
 	for i := 0; i < kills; i++ {
-		cmd := startChild(t, "kafka", brokers[0], src.addr)
+		cmd := bridgetest.StartChild(t, "kafka", brokers[0], src.Addr)
 		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}
 	close(stop)
 	wg.Wait()
-	cmd := startChild(t, "kafka", brokers[0], src.addr)
-	src.waitCaughtUp(t, 30*time.Second)
+	cmd := bridgetest.StartChild(t, "kafka", brokers[0], src.Addr)
+	src.WaitCaughtUp(t, 30*time.Second)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	ids, pls := readTopic(t, brokers, "pgq.public.t", src.changes)
-	checkExactlyOnce(t, src, ids, pls)
-	t.Logf("%d kills, %d changes exactly once in per-key order", kills, src.changes)
+	ids, pls := bridgetest.ReadTopic(t, brokers, "pgq.public.t", src.Changes)
+	bridgetest.CheckExactlyOnce(t, src, ids, pls)
+	t.Logf("%d kills, %d changes exactly once in per-key order", kills, src.Changes)
 }
 
 // TestKafkaBrokerRestart stops the whole kfake cluster (its state on disk)
@@ -219,18 +125,18 @@ func TestKafkaBrokerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	src := startSource(t, 50)
+	src := bridgetest.StartSource(t, 50)
 	// The brokers stay down longer than the lease: the bridge keeps it by
 	// renewing it (every third of it) while the batch waits, or the
 	// commit would be fenced and the batch published again (duplicates).
-	// 3s rather than startBridge's 1s: on a loaded machine a renewal may
+	// 3s rather than StartBridge's 1s: on a loaded machine a renewal may
 	// come late by a second, and under -race, beside the other packages'
 	// race tests, a 2s lease was once lost (fenced commit, duplicates).
 	metrics := bridge.NewMetrics()
-	b, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) { o.LeaseTTL, o.Metrics = 3*time.Second, metrics })
+	b, done := bridgetest.StartBridgeWith(t, ctx, p, src.Addr, func(o *bridge.Options) { o.LeaseTTL, o.Metrics = 3*time.Second, metrics })
 	stop := make(chan struct{})
-	wg := writer(src, stop)
-	cl := dialPGQ(t, src.addr)
+	wg := bridgetest.Writer(src, stop)
+	cl := bridgetest.DialPGQ(t, src.Addr)
 	committed := func() pgq.Offset {
 		t.Helper()
 		gi, err := cl.Group(ctx, "g")
@@ -248,7 +154,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	if during != before {
 		t.Errorf("the cursor moved from %d to %d while the brokers were down", before, during)
 	}
-	if last := src.j.LastOffset(); last <= during {
+	if last := src.Journal.LastOffset(); last <= during {
 		t.Errorf("journal last %d, committed %d: no backlog while the brokers were down", last, during)
 	}
 	if st.InFlight == 0 {
@@ -269,18 +175,18 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-	src.waitCaughtUp(t, 60*time.Second)
+	src.WaitCaughtUp(t, 60*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	ids, pls := readTopic(t, brokers, "pgq.public.t", src.changes)
+	ids, pls := bridgetest.ReadTopic(t, brokers, "pgq.public.t", src.Changes)
 	// Publish attempts fail while the brokers are down (counted, kind
 	// publish); a failed commit would be the lease lost meanwhile.
 	if n := bridgeErrors(t, metrics, "commit"); n != 0 {
 		t.Errorf("%v failed commits (a fenced commit: the lease was not kept while the brokers were down): %+v", n, b.Status())
 	}
-	checkExactlyOnce(t, src, ids, pls)
+	bridgetest.CheckExactlyOnce(t, src, ids, pls)
 	t.Logf("%d changes exactly once across a restart of the brokers (cursor held at %d while down); %d publish errors", len(ids), during, b.Status().Errors)
 }
 
@@ -290,7 +196,7 @@ func TestSharedTopicRefused(t *testing.T) {
 	if os.Getenv("PGQ_TEST_KAFKA_BROKERS") != "" {
 		t.Skip("writes the default topic of kfake")
 	}
-	brokers := kafkaBrokers(t)
+	brokers := bridgetest.KafkaBrokers(t)
 	ctx := context.Background()
 	p, err := kafka.New(ctx, kafka.Options{Brokers: brokers, CreateTopics: true, Partitions: 1})
 	if err != nil {
@@ -305,10 +211,10 @@ func TestSharedTopicRefused(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "pgq.public.t", Value: []byte("not the bridge's")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	src := startSource(t, 50)
-	src.append(10)
-	_, done := startBridge(t, ctx, p, src.addr)
-	wantShared(t, done)
+	src := bridgetest.StartSource(t, 50)
+	src.Append(10)
+	_, done := bridgetest.StartBridge(t, ctx, p, src.Addr)
+	bridgetest.WantShared(t, done)
 }
 
 // bridgeErrors is pgq_bridge_errors_total of kind in m.

@@ -1,4 +1,4 @@
-package pgq_test
+package deploy_test
 
 import (
 	"bytes"
@@ -90,7 +90,7 @@ func exitStatus(t *testing.T, cmd *exec.Cmd) (int, string) {
 // status of a usage error and not that of a runtime failure (an
 // unreachable server), which must be restarted.
 func testUnitExitStatus(t *testing.T, bin string) {
-	prevent := parseUnit(t, "deploy/pgq.service")["Service"]["RestartPreventExitStatus"]
+	prevent := parseUnit(t, "pgq.service")["Service"]["RestartPreventExitStatus"]
 	var codes []string
 	for _, v := range prevent {
 		codes = append(codes, strings.Fields(v)...)
@@ -124,7 +124,7 @@ func testSystemdVerify(t *testing.T, bin string) {
 	if err != nil {
 		t.Skip("no systemd-analyze on this machine: the unit's directives are checked by TestSystemdUnit only")
 	}
-	data, err := os.ReadFile("deploy/pgq.service")
+	data, err := os.ReadFile("pgq.service")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func testDockerImage(t *testing.T, facts imageFacts) {
 		out, err := exec.Command("docker", args...).CombinedOutput()
 		return string(out), err
 	}
-	if out, err := docker("build", "-f", "deploy/Dockerfile", "-t", tag, "."); err != nil {
+	if out, err := docker("build", "-f", "Dockerfile", "-t", tag, ".."); err != nil {
 		t.Fatalf("docker build: %v\n%s", err, out)
 	}
 	defer docker("image", "rm", "-f", tag)

@@ -1,4 +1,4 @@
-package pgq_test
+package deploy_test
 
 import (
 	"bufio"
@@ -187,7 +187,7 @@ func TestDockerfileDataDir(t *testing.T) {
 // structure, failing the test where it is wrong.
 func dockerfileFacts(t *testing.T) imageFacts {
 	t.Helper()
-	stages := parseDockerfile(t, "deploy/Dockerfile")
+	stages := parseDockerfile(t, "Dockerfile")
 	final := stages[len(stages)-1]
 	f := imageFacts{Env: envOf(final)}
 	f.User, _ = lastArgs(final, "USER")
@@ -327,7 +327,7 @@ func healthcheckArgv(t *testing.T, final dfStage) []string {
 // TestDockerignore fails when the build context would carry the
 // repository's history or local builds.
 func TestDockerignore(t *testing.T) {
-	data, err := os.ReadFile(".dockerignore")
+	data, err := os.ReadFile("../.dockerignore")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ type composeService struct {
 // a consumer before pgq is ready, or probes pgq otherwise than the image.
 func TestComposeFile(t *testing.T) {
 	facts := dockerfileFacts(t)
-	data, err := os.ReadFile("deploy/docker-compose.yml")
+	data, err := os.ReadFile("docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,14 +507,14 @@ func parseUnit(t *testing.T, file string) unitFile {
 // TestSystemdUnitAgainstBinary checks its exit status against the
 // binary's and runs systemd-analyze verify.
 func TestSystemdUnit(t *testing.T) {
-	u := parseUnit(t, "deploy/pgq.service")
+	u := parseUnit(t, "pgq.service")
 	svc := u["Service"]
 	for _, f := range svc["EnvironmentFile"] {
 		if !strings.HasPrefix(f, "-") {
 			t.Errorf("EnvironmentFile=%s is required: prefix it with - (the settings may come from a config file)", f)
 		}
 	}
-	data, _ := os.ReadFile("deploy/pgq.service")
+	data, _ := os.ReadFile("pgq.service")
 	if !strings.Contains(string(data), "0600") {
 		t.Error("the unit does not say the environment file (it holds secrets) is mode 0600")
 	}

@@ -1,4 +1,4 @@
-package bridge_test
+package webhook_test
 
 import (
 	"context"
@@ -21,14 +21,15 @@ import (
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/format"
+	"github.com/pgq-dev/pgq/internal/bridgetest"
 	"github.com/pgq-dev/pgq/internal/syncbuf"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
 // webhookSecret is a Standard Webhooks secret (the specification's
-// example: a 24-byte key) and webhookKey its key, what Options.Secret
-// takes.
-const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+// example: a 24-byte key; the child bridge signs with it too) and
+// webhookKey its key, what Options.Secret takes.
+const webhookSecret = bridgetest.WebhookSecret
 
 var webhookKey = func() []byte {
 	key, legacy, err := webhook.ParseSecret(webhookSecret)
@@ -55,7 +56,7 @@ func verifyStandard(body []byte, h http.Header) error {
 
 // stableID is the id a receiver names a change of a pgq-format body by:
 // "<commit_lsn>.<ordinal>", both signed in the body.
-func stableID(p payload) string { return fmt.Sprintf("%s.%d", p.CommitLSN, p.Ordinal) }
+func stableID(p bridgetest.Payload) string { return fmt.Sprintf("%s.%d", p.CommitLSN, p.Ordinal) }
 
 // receiver is a webhook endpoint over a real HTTP server. It verifies
 // every request's signature with the Standard Webhooks library and
@@ -70,9 +71,9 @@ type receiver struct {
 	t          testing.TB
 
 	mu          sync.Mutex
-	ids         []string  // acknowledged, in order
-	pls         []payload // their payloads
-	sizes       []int     // changes of each acknowledged request
+	ids         []string             // acknowledged, in order
+	pls         []bridgetest.Payload // their payloads
+	sizes       []int                // changes of each acknowledged request
 	stored      map[string]int
 	requests    int
 	inFlight    int // requests being served; maxInFlight the most at once
@@ -119,7 +120,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused", http.StatusInternalServerError)
 		return
 	}
-	var pls []payload
+	var pls []bridgetest.Payload
 	if err := json.Unmarshal(body, &pls); err != nil {
 		rc.mu.Unlock()
 		rc.t.Errorf("body %q: %v", body, err)
@@ -158,19 +159,19 @@ func startReceiver(t *testing.T, fail, hang float64) (*receiver, *httptest.Serve
 
 // check: every change acknowledged (first acknowledgements in per-key
 // order), duplicates only recognizable ones; returns the duplicates.
-func (rc *receiver) check(t *testing.T, src *source) int {
+func (rc *receiver) check(t *testing.T, src *bridgetest.Source) int {
 	t.Helper()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.badSig > 0 {
 		t.Fatalf("%d requests with a bad signature", rc.badSig)
 	}
-	return checkAtLeastOnce(t, src, rc.ids, rc.pls)
+	return bridgetest.CheckAtLeastOnce(t, src, rc.ids, rc.pls)
 }
 
 // webhookRun bridges src into url in-process (through lanes key lanes)
 // under write load for d, then until caught up.
-func webhookRun(t *testing.T, src *source, url string, timeout, d time.Duration, lanes int) {
+func webhookRun(t *testing.T, src *bridgetest.Source, url string, timeout, d time.Duration, lanes int) {
 	t.Helper()
 	p, err := webhook.New(webhook.Options{URL: url, Secret: webhookKey, BatchSize: 50, Timeout: timeout, Concurrency: lanes})
 	if err != nil {
@@ -179,15 +180,15 @@ func webhookRun(t *testing.T, src *source, url string, timeout, d time.Duration,
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := bridge.NewMetrics()
-	b, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) {
+	b, done := bridgetest.StartBridgeWith(t, ctx, p, src.Addr, func(o *bridge.Options) {
 		o.BackoffMax, o.BackoffMin, o.Logger, o.Metrics = 50*time.Millisecond, 5*time.Millisecond, slog.New(slog.DiscardHandler), m
 	})
 	stop := make(chan struct{})
-	wg := writer(src, stop)
+	wg := bridgetest.Writer(src, stop)
 	time.Sleep(d)
 	close(stop)
 	wg.Wait()
-	src.waitCaughtUp(t, 60*time.Second)
+	src.WaitCaughtUp(t, 60*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -204,9 +205,9 @@ func webhookRun(t *testing.T, src *source, url string, timeout, d time.Duration,
 	}
 	text, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	src.mu.Lock()
-	want := fmt.Sprintf(`pgq_bridge_published_messages_total{broker="webhook",group="g"} %d`, src.changes)
-	src.mu.Unlock()
+	src.Mu.Lock()
+	want := fmt.Sprintf(`pgq_bridge_published_messages_total{broker="webhook",group="g"} %d`, src.Changes)
+	src.Mu.Unlock()
 	for _, w := range []string{want, `pgq_bridge_errors_total{broker="webhook",group="g",kind="publish"}`} {
 		if !strings.Contains(string(text), w) {
 			t.Errorf("metrics lack %s:\n%s", w, text)
@@ -237,7 +238,7 @@ func TestWebhookFlakyReceiver(t *testing.T) {
 
 func flakyReceiver(t *testing.T, lanes int) *receiver {
 	rc, srv := startReceiver(t, 0.3, 0)
-	src := startSource(t, 50)
+	src := bridgetest.StartSource(t, 50)
 	webhookRun(t, src, srv.URL, 2*time.Second, 2*time.Second, lanes)
 	dups := rc.check(t, src)
 	if dups != 0 {
@@ -260,7 +261,7 @@ func flakyReceiver(t *testing.T, lanes int) *receiver {
 // unanswered; the request timeout fails them and the bridge resends.
 func TestWebhookHangingReceiver(t *testing.T) {
 	rc, srv := startReceiver(t, 0, 0.2)
-	src := startSource(t, 50)
+	src := bridgetest.StartSource(t, 50)
 	webhookRun(t, src, srv.URL, 100*time.Millisecond, time.Second, 1)
 	if dups := rc.check(t, src); dups != 0 {
 		t.Fatalf("%d changes acknowledged twice", dups)
@@ -276,13 +277,13 @@ func TestWebhookHangingReceiver(t *testing.T) {
 // committed nothing.
 func TestWebhookMaxAttempts(t *testing.T) {
 	_, srv := startReceiver(t, 2, 0) // every request fails
-	src := startSource(t, 50)
-	src.append(5)
+	src := bridgetest.StartSource(t, 50)
+	src.Append(5)
 	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, done := startBridgeWith(t, context.Background(), p, src.addr, func(o *bridge.Options) {
+	_, done := bridgetest.StartBridgeWith(t, context.Background(), p, src.Addr, func(o *bridge.Options) {
 		o.BackoffMin, o.BackoffMax, o.Logger = time.Millisecond, 5*time.Millisecond, slog.New(slog.DiscardHandler)
 	})
 	select {
@@ -294,7 +295,7 @@ func TestWebhookMaxAttempts(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the bridge did not give up")
 	}
-	gi, err := dialPGQ(t, src.addr).Group(context.Background(), "g")
+	gi, err := bridgetest.DialPGQ(t, src.Addr).Group(context.Background(), "g")
 	if err != nil || gi.CommittedOffset != 0 {
 		t.Fatalf("committed %+v %v, want nothing", gi, err)
 	}
@@ -310,20 +311,20 @@ func TestWebhookKillUnderLoad(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	rc, srv := startReceiver(t, 0.3, 0)
-	src := startSource(t, 50)
+	src := bridgetest.StartSource(t, 50)
 	stop := make(chan struct{})
-	wg := writer(src, stop)
+	wg := bridgetest.Writer(src, stop)
 	kills := 6
 	for i := 0; i < kills; i++ {
-		cmd := startChild(t, "webhook", srv.URL, src.addr)
+		cmd := bridgetest.StartChild(t, "webhook", srv.URL, src.Addr)
 		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
 		_ = cmd.Process.Kill() // SIGKILL
 		_ = cmd.Wait()
 	}
 	close(stop)
 	wg.Wait()
-	cmd := startChild(t, "webhook", srv.URL, src.addr)
-	src.waitCaughtUp(t, 60*time.Second)
+	cmd := bridgetest.StartChild(t, "webhook", srv.URL, src.Addr)
+	src.WaitCaughtUp(t, 60*time.Second)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	dups := rc.check(t, src)
@@ -345,12 +346,12 @@ func TestWebhookCloudEvents(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
-	src := startSource(t, 50)
+	src := bridgetest.StartSource(t, 50)
 	p, err := webhook.New(webhook.Options{URL: srv.URL, Format: format.CloudEvents, BatchSize: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bridgeFormat(t, p, src, format.CloudEvents)
+	bridgetest.BridgeFormat(t, p, src, format.CloudEvents)
 	mu.Lock()
 	defer mu.Unlock()
 	var got []string
@@ -377,17 +378,17 @@ func TestWebhookCloudEvents(t *testing.T) {
 			got = append(got, e.ID)
 		}
 	}
-	src.mu.Lock()
-	defer src.mu.Unlock()
+	src.Mu.Lock()
+	defer src.Mu.Unlock()
 	seen := map[string]bool{}
 	for _, id := range got {
-		if _, ok := src.ids[id]; !ok || seen[id] {
+		if _, ok := src.IDs[id]; !ok || seen[id] {
 			t.Fatalf("event id %q: not a change of the journal, or twice", id)
 		}
 		seen[id] = true
 	}
-	if len(got) != src.changes {
-		t.Fatalf("%d event ids, %d changes", len(got), src.changes)
+	if len(got) != src.Changes {
+		t.Fatalf("%d event ids, %d changes", len(got), src.Changes)
 	}
 }
 
@@ -398,12 +399,12 @@ func TestWebhookCloudEvents(t *testing.T) {
 // waits the whole linger.
 func TestWebhookLinger(t *testing.T) {
 	run := func(t *testing.T, linger time.Duration) (sizes []int, lastWait time.Duration) {
-		src := startSource(t, 50)
+		src := bridgetest.StartSource(t, 50)
 		var mu sync.Mutex
 		var got []int
 		var lastPost time.Time
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var pls []payload
+			var pls []bridgetest.Payload
 			if err := json.NewDecoder(r.Body).Decode(&pls); err != nil {
 				t.Errorf("body: %v", err)
 			}
@@ -420,19 +421,19 @@ func TestWebhookLinger(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		_, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) {
+		_, done := bridgetest.StartBridgeWith(t, ctx, p, src.Addr, func(o *bridge.Options) {
 			o.Linger, o.LingerChanges, o.Logger = linger, 20, slog.New(slog.DiscardHandler)
 		})
 		for range 40 {
-			src.append(1)
+			src.Append(1)
 			time.Sleep(20 * time.Millisecond)
 		}
-		src.mu.Lock()
-		total := src.changes
-		src.mu.Unlock()
-		src.append(1) // the last: waits the linger alone (1-3 changes)
+		src.Mu.Lock()
+		total := src.Changes
+		src.Mu.Unlock()
+		src.Append(1) // the last: waits the linger alone (1-3 changes)
 		appended := time.Now()
-		src.waitCaughtUp(t, 30*time.Second)
+		src.WaitCaughtUp(t, 30*time.Second)
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -443,11 +444,11 @@ func TestWebhookLinger(t *testing.T) {
 		for _, n := range got {
 			sum += n
 		}
-		src.mu.Lock()
-		if sum != src.changes || total >= src.changes {
-			t.Fatalf("posted %d changes in %v, journaled %d", sum, got, src.changes)
+		src.Mu.Lock()
+		if sum != src.Changes || total >= src.Changes {
+			t.Fatalf("posted %d changes in %v, journaled %d", sum, got, src.Changes)
 		}
-		src.mu.Unlock()
+		src.Mu.Unlock()
 		return got, lastPost.Sub(appended)
 	}
 	t.Run("linger", func(t *testing.T) {
@@ -514,8 +515,8 @@ func TestWebhookRedirect(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	src := startSource(t, 5)
-	src.append(5)
+	src := bridgetest.StartSource(t, 5)
+	src.Append(5)
 	p, err := webhook.New(webhook.Options{URL: srv.URL + "/hook", Secret: webhookKey, Client: &http.Client{}})
 	if err != nil {
 		t.Fatal(err)
@@ -523,11 +524,11 @@ func TestWebhookRedirect(t *testing.T) {
 	var logs syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) {
+	b, done := bridgetest.StartBridgeWith(t, ctx, p, src.Addr, func(o *bridge.Options) {
 		o.BackoffMin, o.BackoffMax = 5*time.Millisecond, 20*time.Millisecond
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
-	src.waitCaughtUp(t, 30*time.Second)
+	src.WaitCaughtUp(t, 30*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -546,8 +547,8 @@ func TestWebhookRedirect(t *testing.T) {
 	if dups := rc.check(t, src); dups != 0 {
 		t.Fatalf("%d changes acknowledged twice", dups)
 	}
-	if len(rc.ids) != src.changes {
-		t.Fatalf("%d changes acknowledged, %d journaled", len(rc.ids), src.changes)
+	if len(rc.ids) != src.Changes {
+		t.Fatalf("%d changes acknowledged, %d journaled", len(rc.ids), src.Changes)
 	}
 }
 
@@ -563,23 +564,23 @@ func TestWebhookLargeBatchHeaderLimit(t *testing.T) {
 	srv.Config.MaxHeaderBytes = 8 << 10
 	srv.Start()
 	t.Cleanup(srv.Close)
-	src := startSource(t, 50)
-	src.appendParts(2, 3000, false)
+	src := bridgetest.StartSource(t, 50)
+	src.AppendParts(2, 3000, false)
 	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, BatchSize: 5000, Timeout: 30 * time.Second, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, done := startBridgeWith(t, ctx, p, src.addr, func(o *bridge.Options) { o.Logger = slog.New(slog.DiscardHandler) })
-	cl := dialPGQ(t, src.addr)
+	_, done := bridgetest.StartBridgeWith(t, ctx, p, src.Addr, func(o *bridge.Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	cl := bridgetest.DialPGQ(t, src.Addr)
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		select {
 		case err := <-done:
 			t.Fatalf("the bridge ended: %v", err)
 		case <-time.After(20 * time.Millisecond):
 		}
-		if gi, err := cl.Group(ctx, "g"); err == nil && gi.CommittedOffset >= src.j.LastOffset() {
+		if gi, err := cl.Group(ctx, "g"); err == nil && gi.CommittedOffset >= src.Journal.LastOffset() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -639,17 +640,17 @@ func TestWebhookDebeziumSequence(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	src := startSource(t, 50)
-	src.appendParts(2, 5, false) // a transaction in two records: ordinals across parts
+	src := bridgetest.StartSource(t, 50)
+	src.AppendParts(2, 5, false) // a transaction in two records: ordinals across parts
 	p, err := webhook.New(webhook.Options{URL: srv.URL, Secret: webhookKey, Format: format.Debezium, BatchSize: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bridgeFormat(t, p, src, format.Debezium)
+	bridgetest.BridgeFormat(t, p, src, format.Debezium)
 	mu.Lock()
 	defer mu.Unlock()
-	src.mu.Lock()
-	defer src.mu.Unlock()
+	src.Mu.Lock()
+	defer src.Mu.Unlock()
 	if bad > 0 {
 		t.Fatalf("%d requests failed verification", bad)
 	}
@@ -665,13 +666,13 @@ func TestWebhookDebeziumSequence(t *testing.T) {
 			t.Fatalf("source.sequence %q: not numbers", sq)
 		}
 		id := bridge.MessageID(pgq.LSN(lsn), uint32(ord), "")
-		if _, ok := src.ids[id]; !ok || seen[id] {
+		if _, ok := src.IDs[id]; !ok || seen[id] {
 			t.Fatalf("source.sequence %q (%s): not a change of the journal, or twice", sq, id)
 		}
 		seen[id] = true
 	}
-	if len(seen) != src.changes {
-		t.Fatalf("%d changes named, %d journaled", len(seen), src.changes)
+	if len(seen) != src.Changes {
+		t.Fatalf("%d changes named, %d journaled", len(seen), src.Changes)
 	}
 	t.Logf("%d changes named by source.sequence, e.g. %s", len(seen), seqs[0])
 }

@@ -1,4 +1,4 @@
-package bridge_test
+package bridgetest
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq/bridge"
-	"github.com/pgq-dev/pgq/bridge/jetstream"
-	"github.com/pgq-dev/pgq/bridge/kafka"
 )
 
 // windowPub passes every Publish to the real publisher it wraps and
@@ -43,20 +41,20 @@ const (
 	windowPerPart = 60
 )
 
-// bridgeWindowed bridges src (single transactions around one of
+// BridgeWindowed bridges src (single transactions around one of
 // windowParts parts of windowPerPart changes: 2400 changes, fetched as one
 // answer) through pub with MaxInFlight windowSize until the group caught
 // up, and checks the bound: no Publish call and no Status.InFlight
 // sample held more than windowSize messages, the transaction took
 // several windows, and no error (a lease lost between windows) occurred.
-func bridgeWindowed(t *testing.T, src *source, pub bridge.Publisher) {
+func BridgeWindowed(t *testing.T, src *Source, pub bridge.Publisher) {
 	t.Helper()
-	src.append(5)
-	src.appendParts(windowParts, windowPerPart, false)
-	src.append(5)
+	src.Append(5)
+	src.AppendParts(windowParts, windowPerPart, false)
+	src.Append(5)
 	wp := &windowPub{Publisher: pub}
 	ctx, cancel := context.WithCancel(context.Background())
-	b, done := startBridgeWith(t, ctx, wp, src.addr, func(o *bridge.Options) { o.MaxInFlight = windowSize })
+	b, done := StartBridgeWith(t, ctx, wp, src.Addr, func(o *bridge.Options) { o.MaxInFlight = windowSize })
 	var maxStatus atomic.Int64
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
@@ -73,7 +71,7 @@ func bridgeWindowed(t *testing.T, src *source, pub bridge.Publisher) {
 			}
 		}
 	}()
-	src.waitCaughtUp(t, 60*time.Second)
+	src.WaitCaughtUp(t, 60*time.Second)
 	close(stopSampling)
 	<-sampled
 	cancel()
@@ -95,52 +93,10 @@ func bridgeWindowed(t *testing.T, src *source, pub bridge.Publisher) {
 	}
 }
 
-// TestJetStreamWindowedTransaction: a transaction of 2400 changes,
-// larger than the bridge's window (MaxInFlight 250), reaches JetStream
-// whole, exactly once and in order (its changes in ordinal order in the
-// stream), with no more than the window in flight at any time, and the
-// group's cursor passes it only once its last change was acknowledged
-// (waitCaughtUp).
-func TestJetStreamWindowedTransaction(t *testing.T) {
-	ns := startNATS(t, t.TempDir(), 0)
-	defer ns.Shutdown()
-	src := startSource(t, 50)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := jetstream.New(ctx, jetstream.Options{URL: ns.ClientURL(), CreateStream: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	bridgeWindowed(t, src, p)
-	ids, pls := readStream(t, ns.ClientURL(), "PGQ")
-	checkExactlyOnce(t, src, ids, pls)
-	checkBigInOrder(t, ids)
-}
-
-// TestKafkaWindowedTransaction is TestJetStreamWindowedTransaction with
-// Kafka (kfake): every change once, in per-key order, the window held.
-func TestKafkaWindowedTransaction(t *testing.T) {
-	brokers := kafkaBrokers(t)
-	src := startSource(t, 50)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := kafka.New(ctx, kafka.Options{Brokers: brokers, Topic: "pgqwin.{schema}.{table}", CreateTopics: true, Partitions: 6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	bridgeWindowed(t, src, p)
-	ids, pls := readTopic(t, brokers, "pgqwin.public.t", src.changes)
-	if dups := checkAtLeastOnce(t, src, ids, pls); dups != 0 {
-		t.Fatalf("%d duplicates", dups)
-	}
-}
-
-// checkBigInOrder checks that the big transaction's changes (ids with
+// CheckBigInOrder checks that the big transaction's changes (ids with
 // ordinals beyond any small transaction's) follow one another in ordinal
 // order.
-func checkBigInOrder(t *testing.T, ids []string) {
+func CheckBigInOrder(t *testing.T, ids []string) {
 	t.Helper()
 	next := -1
 	for _, id := range ids {

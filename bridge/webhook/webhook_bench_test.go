@@ -1,4 +1,4 @@
-package bridge_test
+package webhook_test
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/bridge/webhook"
+	"github.com/pgq-dev/pgq/internal/bridgetest"
 )
 
 // BenchmarkWebhookVsPlainPost measures the webhook bridge (fetch from pgq
@@ -49,16 +50,16 @@ import (
 func BenchmarkWebhookVsPlainPost(b *testing.B) {
 	const txs, rounds, batch = 100000, 3, 100
 	for b.Loop() {
-		src := startSource(b, 1000)
+		src := bridgetest.StartSource(b, 1000)
 		for range txs / 1000 {
-			src.append(1000)
+			src.Append(1000)
 		}
 		// The plain loop's payloads, in one pointer-free array (300k
 		// Messages kept live would make every collection during the
 		// bridge's rounds scan them, a cost no deployed bridge has).
 		var pl payloads
-		for off := src.j.FirstOffset(); off <= src.j.LastOffset(); off++ {
-			tx, err := src.j.Read(off)
+		for off := src.Journal.FirstOffset(); off <= src.Journal.LastOffset(); off++ {
+			tx, err := src.Journal.Read(off)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -82,7 +83,7 @@ func BenchmarkWebhookVsPlainPost(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					return bridgeRound(b, src, group, hp)
+					return bridgetest.BridgeRound(b, src, group, hp)
 				}
 			}
 			arms := []*arm{
@@ -92,15 +93,15 @@ func BenchmarkWebhookVsPlainPost(b *testing.B) {
 			}
 			if k == 0 {
 				arms = append(arms, &arm{name: "bridge with a no-op publisher (the fetch bound)",
-					run: func(group string) time.Duration { return bridgeRound(b, src, group, noopPublisher{}) }})
+					run: func(group string) time.Duration { return bridgetest.BridgeRound(b, src, group, noopPublisher{}) }})
 			}
 			for r := range rounds {
 				for i := range arms {
 					a := arms[(r+i)%len(arms)]
 					runtime.GC()
-					c0 := cpuTime(b)
+					c0 := bridgetest.CPUTime(b)
 					a.took = append(a.took, a.run(fmt.Sprintf("%s%d%d", rcv, (r+i)%len(arms), r)))
-					a.cpu += cpuTime(b) - c0
+					a.cpu += bridgetest.CPUTime(b) - c0
 				}
 			}
 			rate := func(a *arm) float64 { return n / slices.Min(a.took).Seconds() }
@@ -168,7 +169,7 @@ func runReceiver(kind string) error {
 					return
 				}
 			}
-			var pls []payload
+			var pls []bridgetest.Payload
 			if err := json.Unmarshal(body, &pls); err != nil || len(pls) == 0 {
 				http.Error(w, fmt.Sprintf("bad body: %v (%d changes)", err, len(pls)), http.StatusBadRequest)
 				return
