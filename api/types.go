@@ -187,6 +187,16 @@ type (
 		// pgq's own JSON. The answer keeps its envelope. Not with the records
 		// media type: the Go client reads pgq's own.
 		Format string `json:"format,omitempty"`
+		// DecimalHandlingMode, TimePrecisionMode and IntervalHandlingMode
+		// are Debezium's value modes of the debezium format, by
+		// Debezium's names (format.ParseDecimalMode: string, precise,
+		// double; format.ParseTimePrecisionMode: microseconds, adaptive;
+		// format.ParseIntervalMode: numeric, string); empty is pgq's
+		// default (string, microseconds, numeric). The other formats
+		// ignore them; a name that is no mode is refused.
+		DecimalHandlingMode  string `json:"decimal_handling_mode,omitempty"`
+		TimePrecisionMode    string `json:"time_precision_mode,omitempty"`
+		IntervalHandlingMode string `json:"interval_handling_mode,omitempty"`
 	}
 	// CommitBody is the body of POST /v1/groups/{name}/commit.
 	CommitBody struct {

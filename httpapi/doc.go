@@ -47,7 +47,9 @@
 // exclusive group renders each transaction as a line of `pgq journal
 // dump` (format.AppendJSON), a shared group's fetch and parked list each
 // message's change (consumers hands out changes: httpapi renders them,
-// through package format, in the body's "format"); with "Accept: application/vnd.pgq.records+msgpack"
+// through package format, in the body's "format" with its Debezium value
+// modes, decimal_handling_mode, time_precision_mode and
+// interval_handling_mode, which the other formats ignore); with "Accept: application/vnd.pgq.records+msgpack"
 // (the Go client) each is [offset, record body] with the journaled record
 // body spliced verbatim. That answer is written as
 // consumers.RecordStream reads the journal, one write per record, in

@@ -108,24 +108,24 @@ func (g *groups) fetch(w http.ResponseWriter, r *http.Request) {
 	if !decoded(w, r, &req) {
 		return
 	}
-	f, err := format.Parse(req.Format)
+	rn, err := parseRendering(req)
 	if err != nil {
-		WriteError(w, api.Errorf(api.ErrBadRequest, "format %q: want %s", req.Format, format.List()))
+		WriteError(w, err)
 		return
 	}
 	records := strings.Contains(r.Header.Get("Accept"), api.MediaRecords)
-	if f != format.PGQ && records {
+	if rn.f != format.PGQ && records {
 		WriteError(w, api.Errorf(api.ErrBadRequest, "format %q is for the JSON and msgpack answers, not %s", req.Format, api.MediaRecords))
 		return
 	}
 	if g.m.IsShared(r.PathValue("name")) {
-		g.fetchShared(w, r, req, f)
+		g.fetchShared(w, r, req, rn)
 		return
 	}
 	mp := wantsMsgpack(r)
 	var rd *format.Renderer
 	if !records {
-		if rd, err = g.renderer(f, jsonValuesFor(mp)); err != nil {
+		if rd, err = g.renderer(rn, jsonValuesFor(mp)); err != nil {
 			WriteError(w, err)
 			return
 		}

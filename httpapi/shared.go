@@ -21,7 +21,7 @@ import (
 // asked for (as for an exclusive fetch: Accept naming api.MediaRecords;
 // pgq's format only), which the Go client decodes into typed changes
 // (writeSharedRecords).
-func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.FetchBody, f format.Format) {
+func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.FetchBody, rn rendering) {
 	freq := consumers.FetchRequest{Member: req.Member, Max: req.Max, MaxBytes: req.MaxBytes, Wait: time.Duration(req.Wait)}
 	if strings.Contains(r.Header.Get("Accept"), api.MediaRecords) {
 		recs, err := g.m.FetchSharedRecords(r.Context(), r.PathValue("name"), freq)
@@ -33,7 +33,7 @@ func (g *groups) fetchShared(w http.ResponseWriter, r *http.Request, req api.Fet
 		return
 	}
 	mp := wantsMsgpack(r)
-	rd, err := g.renderer(f, jsonValuesFor(mp))
+	rd, err := g.renderer(rn, jsonValuesFor(mp))
 	if err != nil {
 		WriteError(w, err)
 		return
@@ -213,7 +213,7 @@ func (g *groups) settle(kind settleKind) http.HandlerFunc {
 
 func (g *groups) parked(w http.ResponseWriter, r *http.Request) {
 	mp := wantsMsgpack(r) || r.Header.Get("Accept") == api.MediaRecords
-	rd, err := g.renderer(format.PGQ, jsonValuesFor(mp))
+	rd, err := g.renderer(rendering{f: format.PGQ}, jsonValuesFor(mp))
 	if err != nil {
 		WriteError(w, err)
 		return

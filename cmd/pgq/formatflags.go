@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -11,11 +12,18 @@ import (
 // FormatFlags pick the rendering of changes (package format); the bridges
 // and `pgq consume` embed them, each with its own environment prefix
 // (envprefix on the embedding field). The names --format accepts and
-// their help come from package format's table (kongVars).
+// their help come from package format's table (kongVars). The value
+// modes (--decimal-handling-mode, --time-precision-mode,
+// --interval-handling-mode) take Debezium's names of its connector
+// options and are parsed by package format (ParseDecimalMode, ...); only
+// the debezium format reads them, the others ignore them.
 type FormatFlags struct {
-	Format     string `default:"pgq" enum:"${formats}" env:"FORMAT" help:"Format of the changes: ${format_help}."`
-	FormatDB   string `name:"format-db" env:"FORMAT_DB" help:"Database name for Debezium's source.db and the CloudEvents source (default: pgq's own, from its status)."`
-	FormatSlot string `name:"format-slot" env:"FORMAT_SLOT" help:"Slot name for the CloudEvents source (/pgq/<db>/<slot>; default: pgq's own, from its status)."`
+	Format       string `default:"pgq" enum:"${formats}" env:"FORMAT" help:"Format of the changes: ${format_help}."`
+	FormatDB     string `name:"format-db" env:"FORMAT_DB" help:"Database name for Debezium's source.db and the CloudEvents source (default: pgq's own, from its status)."`
+	FormatSlot   string `name:"format-slot" env:"FORMAT_SLOT" help:"Slot name for the CloudEvents source (/pgq/<db>/<slot>; default: pgq's own, from its status)."`
+	DecimalMode  string `name:"decimal-handling-mode" default:"string" env:"DECIMAL_HANDLING_MODE" help:"With --format debezium, numeric and money values as Debezium's decimal.handling.mode: string (digits as a JSON string), precise (Kafka Connect's Decimal, base64 of the unscaled value; Debezium's default) or double (a JSON number)."`
+	TimeMode     string `name:"time-precision-mode" default:"microseconds" env:"TIME_PRECISION_MODE" help:"With --format debezium, time and timestamp values as Debezium's time.precision.mode: microseconds (always) or adaptive (milliseconds for a declared precision of 0 to 3; Debezium's default)."`
+	IntervalMode string `name:"interval-handling-mode" default:"numeric" env:"INTERVAL_HANDLING_MODE" help:"With --format debezium, interval values as Debezium's interval.handling.mode: numeric (microseconds) or string (ISO 8601, P1Y2M3DT4H5M6.78S)."`
 }
 
 // kongVars are the variables the CLI's tags interpolate: the version and
@@ -28,11 +36,22 @@ func kongVars(version string) kong.Vars {
 	}
 }
 
-// options parses the flags; a bad --format is a usage error.
+// options parses the flags; a bad --format or value mode is a usage
+// error naming its flag.
 func (f FormatFlags) options() (format.Format, format.Options, error) {
 	fm, err := format.Parse(f.Format)
 	if err != nil {
 		return 0, format.Options{}, usage(err)
 	}
-	return fm, format.Options{Database: f.FormatDB, Slot: f.FormatSlot}, nil
+	o := format.Options{Database: f.FormatDB, Slot: f.FormatSlot}
+	if o.Decimal, err = format.ParseDecimalMode(f.DecimalMode); err != nil {
+		return 0, format.Options{}, usage(fmt.Errorf("--decimal-handling-mode: %w", err))
+	}
+	if o.Time, err = format.ParseTimePrecisionMode(f.TimeMode); err != nil {
+		return 0, format.Options{}, usage(fmt.Errorf("--time-precision-mode: %w", err))
+	}
+	if o.Interval, err = format.ParseIntervalMode(f.IntervalMode); err != nil {
+		return 0, format.Options{}, usage(fmt.Errorf("--interval-handling-mode: %w", err))
+	}
+	return fm, o, nil
 }

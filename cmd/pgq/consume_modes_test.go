@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConsumeValueModes: `pgq consume --format debezium` renders a
+// numeric(5,2) column as --decimal-handling-mode says, the default
+// staying pgq's string.
+//
+// Expected values: Debezium's AbstractRecordsProducerTest
+// (debezium-connector-postgres) inserts 1.1 into d DECIMAL(3,2) and
+// expects new BigDecimal("1.10") in a Decimal schema of scale 2 in
+// precise mode (schemasAndValuesForBigDecimalEncodedNumericTypes), "1.10"
+// in string mode and 1.1 in double mode; Kafka Connect's
+// Decimal.fromLogical writes the unscaled value's BigInteger.toByteArray
+// (110: 0x6e), JsonConverter as base64 ("bg==").
+func TestConsumeValueModes(t *testing.T) {
+	r := startFormatRun(t, "cm")
+	r.db.Exec(t, `ALTER TABLE cm ADD COLUMN n numeric(5,2)`, `INSERT INTO cm VALUES (1, 'a', 1.1)`)
+	r.out(t, "groups", "create", "g", "--from", "earliest")
+	after := func(args ...string) string {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			out := strings.TrimSpace(string(r.out(t, append([]string{"consume", "--group", "g", "--no-commit", "--format", "debezium"}, args...)...)))
+			if out != "" {
+				var ev struct{ After map[string]json.RawMessage }
+				if err := json.Unmarshal([]byte(out), &ev); err != nil {
+					t.Fatalf("%v: %v\n%s", args, err, out)
+				}
+				return string(ev.After["n"])
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: nothing consumed", args)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--decimal-handling-mode", "precise"}, `"bg=="`},
+		{nil, `"1.10"`},
+		{[]string{"--decimal-handling-mode", "double", "--time-precision-mode", "adaptive", "--interval-handling-mode", "string"}, `1.1`},
+	} {
+		if got := after(tc.args...); got != tc.want {
+			t.Errorf("%v: n %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}
