@@ -172,7 +172,10 @@
 // The source a format names (Debezium's source.db, the CloudEvents
 // source) is pgq's own database and slot, read from its status when Run
 // starts, unless Options.FormatOptions name them: the same as pgq's HTTP
-// fetch names for the same change.
+// fetch names for the same change. Options.FormatOptions also carry
+// Debezium's value modes (format.Options Decimal, Time, Interval; pgq
+// bridge's --decimal-handling-mode, --time-precision-mode,
+// --interval-handling-mode), kept as given.
 //
 // # Concurrency
 //

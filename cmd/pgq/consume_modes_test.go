@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// TestConsumeValueModes: `pgq consume --format debezium` renders a
-// numeric(5,2) column as --decimal-handling-mode says, the default
-// staying pgq's string.
+// TestConsumeValueModes: `pgq consume --format debezium` and `pgq
+// bridge webhook --format debezium` render a numeric(5,2) column as
+// --decimal-handling-mode says, the default staying pgq's string.
 //
 // Expected values: Debezium's AbstractRecordsProducerTest
 // (debezium-connector-postgres) inserts 1.1 into d DECIMAL(3,2) and
@@ -21,7 +21,9 @@ import (
 func TestConsumeValueModes(t *testing.T) {
 	r := startFormatRun(t, "cm")
 	r.db.Exec(t, `ALTER TABLE cm ADD COLUMN n numeric(5,2)`, `INSERT INTO cm VALUES (1, 'a', 1.1)`)
-	r.out(t, "groups", "create", "g", "--from", "earliest")
+	for _, g := range []string{"g", "hook", "hook-default"} {
+		r.out(t, "groups", "create", g, "--from", "earliest")
+	}
 	after := func(args ...string) string {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -48,6 +50,18 @@ func TestConsumeValueModes(t *testing.T) {
 	} {
 		if got := after(tc.args...); got != tc.want {
 			t.Errorf("%v: n %s, want %s", tc.args, got, tc.want)
+		}
+	}
+
+	// The bridges embed the same flags (FormatFlags): the webhook's.
+	for g, tc := range map[string]struct {
+		args []string
+		want string
+	}{"hook": {[]string{"--decimal-handling-mode", "precise"}, `"bg=="`}, "hook-default": {nil, `"1.10"`}} {
+		evs := webhookFormat(t, r, g, "debezium", 1, tc.args...)
+		var ev struct{ After map[string]json.RawMessage }
+		if len(evs) != 1 || json.Unmarshal(evs[0], &ev) != nil || string(ev.After["n"]) != tc.want {
+			t.Errorf("webhook %v: events %s, want after.n %s", tc.args, evs, tc.want)
 		}
 	}
 }

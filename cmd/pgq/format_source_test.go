@@ -147,8 +147,9 @@ func fetchFormat(t *testing.T, addr, g, f string) []json.RawMessage {
 
 // webhookFormat runs `pgq bridge webhook --format f` on group g into a
 // receiver until want events arrived (and a little more), and returns the events of the
-// requests' bodies (JSON arrays of events).
-func webhookFormat(t *testing.T, r *formatRun, g, f string, want int) []json.RawMessage {
+// requests' bodies (JSON arrays of events). extra are more flags of the
+// bridge.
+func webhookFormat(t *testing.T, r *formatRun, g, f string, want int, extra ...string) []json.RawMessage {
 	t.Helper()
 	var (
 		mu   sync.Mutex
@@ -175,7 +176,7 @@ func webhookFormat(t *testing.T, r *formatRun, g, f string, want int) []json.Raw
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pgqbin.Path(t), "bridge", "webhook", "--group", g, "--url", srv.URL, "--format", f, "--addr", r.addr)
+	cmd := exec.CommandContext(ctx, pgqbin.Path(t), append([]string{"bridge", "webhook", "--group", g, "--url", srv.URL, "--format", f, "--addr", r.addr}, extra...)...)
 	cmd.Env = cliEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
