@@ -334,6 +334,18 @@ type FetchRequest struct {
 	// Session and From: see api.FetchBody (a Consumer sets both).
 	Session string
 	From    pgq.Offset
+	// Format and Debezium's value modes (DecimalHandlingMode: string,
+	// precise, double; TimePrecisionMode: microseconds, adaptive;
+	// IntervalHandlingMode: numeric, string) render the changes of
+	// FetchMessages' JSON answer on the server (see api.FetchBody; empty:
+	// pgq's format and defaults). The typed fetches (Fetch, FetchStream,
+	// FetchShared) read pgq's records and leave them out: render their
+	// changes with package format (format.Options Decimal, Time,
+	// Interval).
+	Format               string
+	DecimalHandlingMode  string
+	TimePrecisionMode    string
+	IntervalHandlingMode string
 }
 
 // FetchResult is what a fetch delivered.

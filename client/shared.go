@@ -34,11 +34,12 @@ func (c *Client) doJSON(ctx context.Context, method, path string, body, out any)
 }
 
 // FetchMessages is one long-poll fetch of a shared group: up to req.Max
-// messages (Member, Max and Wait are used) in the JSON answer's form, each
-// change as in `pgq journal dump` (for tools that print or forward it, as
-// pgq consume does). FetchShared returns them typed. It does not retry.
+// messages (Member, Max, Wait, Format and the value modes are used) in the
+// JSON answer's form, each change as in `pgq journal dump` or in Format
+// (for tools that print or forward it, as pgq consume does). FetchShared returns them typed. It does not retry.
 func (c *Client) FetchMessages(ctx context.Context, group string, req FetchRequest) ([]api.Message, error) {
-	body := api.FetchBody{Member: req.Member, Max: req.Max, Wait: api.Duration(req.Wait)}
+	body := api.FetchBody{Member: req.Member, Max: req.Max, Wait: api.Duration(req.Wait), Format: req.Format,
+		DecimalHandlingMode: req.DecimalHandlingMode, TimePrecisionMode: req.TimePrecisionMode, IntervalHandlingMode: req.IntervalHandlingMode}
 	data, _, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", "application/json", body)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,45 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/pgq-dev/pgq/api"
+	"github.com/pgq-dev/pgq/client"
+)
+
+// TestFetchMessagesFormat: FetchMessages sends FetchRequest's Format and
+// Debezium's value modes: the change comes rendered as a Debezium event;
+// a name that is no mode is api.ErrBadRequest naming its key.
+func TestFetchMessagesFormat(t *testing.T) {
+	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
+	defer s.stop()
+	s.append(1)
+	c, err := client.New(s.addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "jobs", Mode: "shared", From: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "m", Format: "debezium", TimePrecisionMode: "nanoseconds"})
+	if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "time_precision_mode") {
+		t.Fatalf("bad mode: %v", err)
+	}
+	msgs, err := c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "m", Format: "debezium",
+		DecimalHandlingMode: "precise", TimePrecisionMode: "adaptive", IntervalHandlingMode: "string"})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("fetch: %+v, %v", msgs, err)
+	}
+	var ev struct {
+		Op    string
+		After map[string]int
+	}
+	if err := json.Unmarshal(msgs[0].Change, &ev); err != nil || ev.Op != "c" || ev.After["id"] != 1 {
+		t.Errorf("change %s, %v: want a Debezium create", msgs[0].Change, err)
+	}
+}
