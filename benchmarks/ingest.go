@@ -224,7 +224,16 @@ func (e *env) drainPGQ(ctx context.Context, name, slot string, r walRange) (pgqD
 	at, st, werr := p.waitJournaled(ctx, r.lastTx, 10*time.Minute)
 	d.elapsed, d.status, d.peakRSS = at.Sub(p.started), st, rss()
 	if werr == nil {
-		d.changes, werr = p.metric(ctx, "pgq_changes_written_total")
+		// The status can show the last transaction journaled a moment
+		// before the counter of written changes has counted it (older
+		// builds update the two apart): read it until it holds the
+		// range's changes or a few seconds passed, then take what it says.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			d.changes, werr = p.metric(ctx, "pgq_changes_written_total")
+			if werr != nil || int(d.changes) >= r.changes || time.Now().After(deadline) {
+				break
+			}
+		}
 	}
 	if werr == nil {
 		d.pgoutputBytes, werr = p.metric(ctx, "pgq_pgoutput_bytes_received_total")
