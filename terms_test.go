@@ -1,15 +1,10 @@
 package pgq_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
-	"path/filepath"
 	"regexp"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/pgq-dev/pgq/internal/srclit"
 )
 
 // cliTerm matches what names the pgq CLI rather than the library: a flag
@@ -44,44 +39,16 @@ var cliTermsAllowed = map[string]string{
 // Name the option in Go terms instead (package opterr for errors;
 // cmd/pgq renders it as its flag). Comments are free to name flags.
 func TestLibrarySpeaksItsOwnTerms(t *testing.T) {
-	fset := token.NewFileSet()
 	found := map[string]bool{}
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	err := srclit.Walk(".", func(l srclit.Literal) {
+		if !cliTerm.MatchString(l.Value) {
+			return
 		}
-		if d.IsDir() {
-			switch {
-			case path == ".":
-			case strings.HasPrefix(d.Name(), "."), d.Name() == "testdata", path == "cmd", path == "benchmarks", path == "deploy":
-				return filepath.SkipDir
-			}
-			return nil
+		if _, ok := cliTermsAllowed[l.Path]; ok {
+			found[l.Path] = true
+			return
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			s, err := strconv.Unquote(lit.Value)
-			if err != nil || !cliTerm.MatchString(s) {
-				return true
-			}
-			if _, ok := cliTermsAllowed[filepath.ToSlash(path)]; ok {
-				found[filepath.ToSlash(path)] = true
-				return true
-			}
-			t.Errorf("%s: %q names a CLI flag or variable: say it in the library's terms (opterr)", fset.Position(lit.Pos()), s)
-			return true
-		})
-		return nil
+		t.Errorf("%s: %q names a CLI flag or variable: say it in the library's terms (opterr)", l.Pos, l.Value)
 	})
 	if err != nil {
 		t.Fatal(err)

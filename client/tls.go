@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // TLSOptions say how the client verifies pgq's certificate and which
@@ -87,29 +89,32 @@ func tlsConfig(o Options, u *url.URL) (*tls.Config, error) {
 
 // TLSError is a call that failed in TLS itself, with what to do about
 // it (errors.Is(err, ErrTLS) holds for it). Options are the TLSOptions
-// fields whose value would end the failure (CAFile; CertFile, KeyFile),
-// none when only a change on pgq's side or of the address would; Hint
-// renders the remedy with a program's own names for them.
+// fields whose value would end the failure, in opterr's terms
+// ("client.TLSOptions.CAFile"; "client.TLSOptions.CertFile",
+// "client.TLSOptions.KeyFile"), none when only a change on pgq's side or
+// of the address would; Hint renders the remedy with a program's own
+// names for them, as opterr.Error.Render does for every other option.
 type TLSError struct {
 	Err     error
-	Options []string
-	hint    string // with {Field} for each field of Options
+	Options []opterr.Option
+	remedy  *opterr.Error // the hint, one placeholder per Options
 }
 
 func (e *TLSError) Error() string   { return e.Err.Error() + " (" + e.Hint(nil) + ")" }
 func (e *TLSError) Unwrap() []error { return []error{ErrTLS, e.Err} }
 
 // Hint is what to do, naming each field of Options as name returns it
-// (nil: "TLSOptions.CAFile", the client's own terms).
-func (e *TLSError) Hint(name func(field string) string) string {
+// (nil: "client.TLSOptions.CAFile", the client's own terms).
+func (e *TLSError) Hint(name func(o opterr.Option, env bool) string) string {
 	if name == nil {
-		name = func(f string) string { return "TLSOptions." + f }
+		name = func(o opterr.Option, _ bool) string { return string(o) }
 	}
-	h := e.hint
-	for _, f := range e.Options {
-		h = strings.ReplaceAll(h, "{"+f+"}", name(f))
-	}
-	return h
+	return e.remedy.Render(name)
+}
+
+// remedy is a TLSError without its Err whose hint names opts.
+func remedy(hint string, opts ...opterr.Option) *TLSError {
+	return &TLSError{Options: opts, remedy: opterr.New(nil, hint, opts)}
 }
 
 // tlsHint marks err, a failed request's error, as ErrTLS with a hint
@@ -134,14 +139,14 @@ func tlsCause(err error) *TLSError {
 	case errors.As(err, &cv):
 		return verifyCause(cv.Err)
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"), errors.As(err, &rh):
-		return &TLSError{hint: "pgq serves plain HTTP on this port: use an http:// address, or start pgq with --tls-cert and --tls-key"}
+		return remedy("pgq serves plain HTTP on this port: use an http:// address, or start pgq with --tls-cert and --tls-key")
 	case errors.As(err, &op) && op.Op == "remote error":
 		if strings.Contains(op.Err.Error(), "certificate required") {
-			return &TLSError{Options: []string{"CertFile", "KeyFile"},
-				hint: "pgq requires a client certificate signed by a CA of its --tls-client-ca (mutual TLS): give one with {CertFile} and {KeyFile}; one of another CA is not sent"}
+			return remedy("pgq requires a client certificate signed by a CA of its --tls-client-ca (mutual TLS): give one with {} and {}; one of another CA is not sent",
+				"client.TLSOptions.CertFile", "client.TLSOptions.KeyFile")
 		}
-		return &TLSError{Options: []string{"CertFile", "KeyFile"},
-			hint: "pgq refused the TLS handshake: check the client certificate ({CertFile}, {KeyFile}) against pgq's --tls-client-ca"}
+		return remedy("pgq refused the TLS handshake: check the client certificate ({}, {}) against pgq's --tls-client-ca",
+			"client.TLSOptions.CertFile", "client.TLSOptions.KeyFile")
 	}
 	return nil
 }
@@ -153,14 +158,14 @@ func verifyCause(err error) *TLSError {
 	var ci x509.CertificateInvalidError
 	switch {
 	case errors.As(err, &ua):
-		return &TLSError{Options: []string{"CAFile"},
-			hint: "pgq's certificate is not signed by a CA this client trusts: give that CA with {CAFile} or SSL_CERT_FILE"}
+		return remedy("pgq's certificate is not signed by a CA this client trusts: give that CA with {} or SSL_CERT_FILE",
+			"client.TLSOptions.CAFile")
 	case errors.As(err, &hn):
-		return &TLSError{hint: "pgq's certificate is not for this address's host: connect by a name the certificate lists"}
+		return remedy("pgq's certificate is not for this address's host: connect by a name the certificate lists")
 	case errors.As(err, &ci) && ci.Reason == x509.Expired:
-		return &TLSError{hint: "pgq's certificate has expired or is not valid yet (or a clock is wrong)"}
+		return remedy("pgq's certificate has expired or is not valid yet (or a clock is wrong)")
 	}
-	return &TLSError{hint: "pgq's certificate was not accepted"}
+	return remedy("pgq's certificate was not accepted")
 }
 
 // plainToTLS recognizes Go's answer to a plain HTTP request on a TLS
@@ -169,5 +174,7 @@ func plainToTLS(status int, body []byte) error {
 	if status != http.StatusBadRequest || !bytes.Contains(body, []byte("HTTP request to an HTTPS server")) {
 		return nil
 	}
-	return &TLSError{Err: errors.New("plain HTTP sent to a TLS port"), hint: "pgq serves TLS here: use an https:// address"}
+	e := remedy("pgq serves TLS here: use an https:// address")
+	e.Err = errors.New("plain HTTP sent to a TLS port")
+	return e
 }

@@ -5,19 +5,23 @@ import (
 	"fmt"
 	"net"
 	"os"
+
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // ListenError is an address of Options that cannot be listened on (in
-// use, not this host's, a privileged port): Option names the field,
-// "Listen" or "ProbeListen", so that a program can name its own setting.
+// use, not this host's, a privileged port): Option names the field in
+// opterr's terms, "server.Options.Listen" or "server.Options.ProbeListen",
+// so that a program names its own setting the way it names every other
+// option (pgq's CLI: by its table of flags).
 type ListenError struct {
-	Option string // the Options field: "Listen" or "ProbeListen"
-	Addr   string // its value
-	Err    error  // net.Listen's error
+	Option opterr.Option // the Options field
+	Addr   string        // its value
+	Err    error         // net.Listen's error
 }
 
 func (e *ListenError) Error() string {
-	return fmt.Sprintf("listen on %s (Options.%s): %v", e.Addr, e.Option, e.Reason())
+	return fmt.Sprintf("listen on %s (%s): %v", e.Addr, e.Option, e.Reason())
 }
 
 func (e *ListenError) Unwrap() error { return e.Err }

@@ -337,7 +337,7 @@ func (s *Server) openHTTP(context.Context) error {
 	}
 	l, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		return &ListenError{Option: "Listen", Addr: o.Listen, Err: err}
+		return &ListenError{Option: "server.Options.Listen", Addr: o.Listen, Err: err}
 	}
 	s.listener = l
 	if err := s.checkExposed(l.Addr()); err != nil { // tls.go
@@ -447,7 +447,7 @@ var probeLimits = httpapi.Limits{MaxConns: 16, ProbeConns: 1, HeaderTimeout: 5 *
 func (s *Server) openProbes(api *httpapi.API) error {
 	l, err := net.Listen("tcp", s.o.ProbeListen)
 	if err != nil {
-		return &ListenError{Option: "ProbeListen", Addr: s.o.ProbeListen, Err: err}
+		return &ListenError{Option: "server.Options.ProbeListen", Addr: s.o.ProbeListen, Err: err}
 	}
 	lim := probeLimits
 	srv, err := httpapi.NewServer(api.ProbeHandler(), lim)

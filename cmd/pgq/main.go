@@ -234,22 +234,9 @@ func errorLine(err error) string {
 	s = roundTripURL.ReplaceAllString(s, "$1 $2: ")
 	s = statPath.ReplaceAllString(s, ": $1: ")
 	if te := (*client.TLSError)(nil); errors.As(err, &te) {
-		s = strings.Replace(s, te.Hint(nil), te.Hint(clientTLSFlag), 1)
+		s = strings.Replace(s, te.Hint(nil), te.Hint(flagTerm), 1)
 	}
 	return s
-}
-
-// clientTLSFlag is the flag of a client.TLSOptions field.
-func clientTLSFlag(field string) string {
-	switch field {
-	case "CAFile":
-		return "--ca-cert (PGQ_CA_CERT)"
-	case "CertFile":
-		return "--client-cert"
-	case "KeyFile":
-		return "--client-key"
-	}
-	return "TLSOptions." + field
 }
 
 // apiUnreachable adds to a client command's error, when no pgq answered

@@ -21,7 +21,8 @@ type optionFlag struct{ flag, env string }
 var optionFlags = map[opterr.Option]optionFlag{
 	"server.Options.DataDir":                  {"--data-dir", "PGQ_DATA_DIR"},
 	"server.Options.HoldSlotFor":              {"--hold-slot-for", ""},
-	"server.Options.ProbeListen":              {"--probe-listen", ""},
+	"server.Options.Listen":                   {"--listen", "PGQ_LISTEN"},
+	"server.Options.ProbeListen":              {"--probe-listen", "PGQ_PROBE_LISTEN"},
 	"server.Options.AuthToken":                {"--auth-token", "PGQ_AUTH_TOKEN"},
 	"server.Options.InsecureNoAuth":           {"--insecure-no-auth", ""},
 	"server.TLSOptions.CertFile":              {"--tls-cert", ""},
@@ -54,6 +55,9 @@ var optionFlags = map[opterr.Option]optionFlag{
 	"jetstream.Options.CreateStream":          {"--create-stream", ""},
 	"kafka.Options.CreateTopics":              {"--create-topics", ""},
 	"httpapi.Limits.MaxConns":                 {"--http-max-conns", ""},
+	"client.TLSOptions.CAFile":                {"--ca-cert", "PGQ_CA_CERT"},
+	"client.TLSOptions.CertFile":              {"--client-cert", "PGQ_CLIENT_CERT"},
+	"client.TLSOptions.KeyFile":               {"--client-key", "PGQ_CLIENT_KEY"},
 	// Log messages name the function that installs DDL capture.
 	"ingest.InstallDDLCapture on publication": {"pgq ddl install --publication", ""},
 }
@@ -68,17 +72,22 @@ func inFlagTerms(err error) string {
 		return s
 	}
 	goTerms := e.Render(func(o opterr.Option, _ bool) string { return string(o) })
-	cliTerms := e.Render(func(o opterr.Option, env bool) string {
-		f, ok := optionFlags[o]
-		switch {
-		case !ok:
-			return string(o)
-		case env && f.env != "":
-			return f.flag + " or " + f.env
-		}
-		return f.flag
-	})
+	cliTerms := e.Render(flagTerm)
 	return strings.Replace(s, goTerms, cliTerms, 1)
+}
+
+// flagTerm is how the CLI names option o: its flag ("--create-slot"),
+// with its environment variable where env asks and it has one
+// ("--data-dir or PGQ_DATA_DIR"), its Go name when optionFlags lacks it.
+func flagTerm(o opterr.Option, env bool) string {
+	f, ok := optionFlags[o]
+	switch {
+	case !ok:
+		return string(o)
+	case env && f.env != "":
+		return f.flag + " or " + f.env
+	}
+	return f.flag
 }
 
 // logTerms says the library's log messages in flag terms: each option of

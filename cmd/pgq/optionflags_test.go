@@ -2,58 +2,32 @@ package main
 
 import (
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/srclit"
 	"github.com/pgq-dev/pgq/opterr"
 )
 
 // goOption matches an option's Go name in a string literal: the names
 // opterr.Of lists, and those log messages name.
-var goOption = regexp.MustCompile(`\b(?:ingest|server|consumers|httpapi|jetstream|kafka|webhook)\.(?:\w*Options|Limits)(?:\.[A-Z]\w*)*|\bingest\.(?:DropSlot|InstallDDLCapture)(?:\([a-z]+\)| on publication)`)
+var goOption = regexp.MustCompile(`\b(?:ingest|server|consumers|httpapi|jetstream|kafka|webhook|client)\.(?:\w*Options|Limits)(?:\.[A-Z]\w*)*|\bingest\.(?:DropSlot|InstallDDLCapture)(?:\([a-z]+\)| on publication)`)
 
 // TestOptionFlagsCoverLibrary: every option the library's errors and log
 // messages name (in a string literal of a non-test source outside cmd/)
 // has its flag in optionFlags, so that none reaches a CLI user in Go
 // terms.
 func TestOptionFlagsCoverLibrary(t *testing.T) {
-	fset := token.NewFileSet()
 	seen := 0
-	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != "../.." && (d.Name() == "cmd" || d.Name() == "testdata" || d.Name() == "benchmarks" || strings.HasPrefix(d.Name(), ".")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
+	err := srclit.Walk("../..", func(l srclit.Literal) {
+		for _, name := range goOption.FindAllString(l.Value, -1) {
+			seen++
+			if _, ok := optionFlags[opterr.Option(name)]; !ok {
+				t.Errorf("%s names option %s, which optionFlags does not map to a flag", l.Pos, name)
 			}
-			for _, name := range goOption.FindAllString(lit.Value, -1) {
-				seen++
-				if _, ok := optionFlags[opterr.Option(name)]; !ok {
-					t.Errorf("%s names option %s, which optionFlags does not map to a flag", fset.Position(lit.Pos()), name)
-				}
-			}
-			return true
-		})
-		return nil
+		}
 	})
 	if err != nil {
 		t.Fatal(err)

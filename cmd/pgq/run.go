@@ -106,8 +106,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 	}
 	var le *server.ListenError
 	if errors.As(err, &le) {
-		flag := map[string]string{"Listen": "--listen (PGQ_LISTEN)", "ProbeListen": "--probe-listen (PGQ_PROBE_LISTEN)"}[le.Option]
-		return fmt.Errorf("cannot listen on %s, the address of %s: %w", le.Addr, flag, le.Reason())
+		return fmt.Errorf("cannot listen on %s, the address of %s: %w", le.Addr, flagTerm(le.Option, true), le.Reason())
 	}
 	if err != nil {
 		return err

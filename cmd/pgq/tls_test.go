@@ -124,7 +124,7 @@ func TestTLSEndToEnd(t *testing.T) {
 	withCert := []string{"--client-cert", clientCert, "--client-key", clientKey}
 	checkExits(t, []exitCase{
 		{"untrusted CA", append([]string{"groups", "list", "--addr", url}, withCert...), []string{"SSL_CERT_FILE=" + otherFile}, exitUsage, "not signed by a CA this client trusts"},
-		{"another CA by --ca-cert", append([]string{"groups", "list", "--addr", url, "--ca-cert", otherFile}, withCert...), nil, exitUsage, "give that CA with --ca-cert (PGQ_CA_CERT) or SSL_CERT_FILE"},
+		{"another CA by --ca-cert", append([]string{"groups", "list", "--addr", url, "--ca-cert", otherFile}, withCert...), nil, exitUsage, "give that CA with --ca-cert or SSL_CERT_FILE"},
 		{"no client certificate", []string{"groups", "list", "--addr", url, "--ca-cert", caFile}, nil, exitUsage, "requires a client certificate signed by a CA of its --tls-client-ca (mutual TLS): give one with --client-cert and --client-key"},
 		{"plain HTTP to the TLS port", []string{"groups", "list", "--addr", addr}, nil, exitUsage, "use an https:// address"},
 		{"CA file with an http address", []string{"groups", "list", "--addr", addr, "--ca-cert", caFile}, nil, exitUsage, "need an https:// address"},
