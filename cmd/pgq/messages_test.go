@@ -74,22 +74,36 @@ func TestConnectErrorsSayWhatToChange(t *testing.T) {
 	})
 }
 
+// busyAndClosed are two addresses for tests of failed starts: one a
+// listener holds until the test ends (in use), one nothing listens on
+// (refused).
+func busyAndClosed(t *testing.T) (busy net.Listener, closed string) {
+	t.Helper()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() })
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return busy, fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+// unreachablePG is a connection URL of a PostgreSQL at addr, where none
+// answers, that gives up quickly.
+func unreachablePG(addr string) string {
+	return "postgres://postgres@" + addr + "/x?sslmode=disable&connect_timeout=2"
+}
+
 // TestListenAndAddrMessages: a --listen or --probe-listen no address can
 // have is a usage error (exit 2, one line) before anything is opened; an
 // address in use names its flag; a client command that finds no pgq
 // names --addr and PGQ_ADDR.
 func TestListenAndAddrMessages(t *testing.T) {
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := fmt.Sprintf("127.0.0.1:%d", port)
-	url := "postgres://postgres@" + closed + "/x?sslmode=disable&connect_timeout=2"
+	busy, closed := busyAndClosed(t)
+	url := unreachablePG(closed)
 	var dataDirs []string
 	run := func(extra ...string) []string {
 		d := filepath.Join(t.TempDir(), "data")
@@ -120,16 +134,8 @@ func TestListenAndAddrMessages(t *testing.T) {
 // data dir it created, or empties the empty one it was given; a data dir
 // that held a journal keeps every byte of it.
 func TestFailedStartRemovesWhatItCreated(t *testing.T) {
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", port)
+	busy, closed := busyAndClosed(t)
+	url := unreachablePG(closed)
 	run := func(dataDir, listen string) []string {
 		return []string{"run", "--pg-url", url, "--slot", "s", "--publication", "p", "--data-dir", dataDir, "--listen", listen, "--no-reconnect"}
 	}
