@@ -66,23 +66,10 @@ func (r *Renderer) appendText(b []byte, typ uint32, typmod int32, s string) []by
 		if isCanonicalInt(s) {
 			return append(b, s...)
 		}
-	case pgtype.Float4OID, pgtype.Float8OID:
-		// Kafka Connect's JSON converter writes a FLOAT32 or FLOAT64 as
-		// Java's Float.toString or Double.toString: 3.0, not
-		// PostgreSQL's 3; a JSON consumer that keeps the number's text
-		// (Jackson's FloatNode, a JDBC sink's type inference) sees a
-		// double either way. NaN and the infinities are no JSON
-		// numbers: their names.
-		if isJSONNumber(s) {
-			bits := 64
-			if typ == pgtype.Float4OID {
-				bits = 32
-			}
-			if f, err := strconv.ParseFloat(s, bits); err == nil {
-				return appendJavaFloat(b, f, bits)
-			}
-			return append(b, s...)
-		}
+	case pgtype.Float4OID:
+		return appendFloat(b, s, 32)
+	case pgtype.Float8OID:
+		return appendFloat(b, s, 64)
 	case pgtype.BoolOID:
 		switch s {
 		case "t":
@@ -134,6 +121,22 @@ func (r *Renderer) appendText(b []byte, typ uint32, typmod int32, s string) []by
 		}
 	}
 	return appendString(b, s)
+}
+
+// appendFloat renders a float4 (bits 32) or float8 (64) as Kafka
+// Connect's JSON converter writes a FLOAT32 or FLOAT64: Java's
+// Float.toString or Double.toString, 3.0 where PostgreSQL writes 3, so
+// that a consumer that keeps the number's text (Jackson's FloatNode, a
+// JDBC sink's type inference) sees a double. NaN and the infinities are
+// no JSON numbers: their names.
+func appendFloat(b []byte, s string, bits int) []byte {
+	if !isJSONNumber(s) {
+		return appendString(b, s)
+	}
+	if f, err := strconv.ParseFloat(s, bits); err == nil {
+		return appendJavaFloat(b, f, bits)
+	}
+	return append(b, s...)
 }
 
 // appendBytea renders bytea's hex text as base64; other text stays a
