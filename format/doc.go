@@ -131,8 +131,9 @@
 // without a primary key too) and for a truncate; {"prefix":…} for a message.
 //
 // Values follow the connector's defaults and the JSON converter: int2,
-// int4, int8 and oid as numbers; float4/float8 as numbers (NaN and
-// ±Infinity, no JSON numbers, as strings); bool; numeric and money by
+// int4, int8 and oid as numbers; float4/float8 as numbers in Java's
+// form, as the converter writes them (3.0, 1.0E10; NaN and ±Infinity, no
+// JSON numbers, as strings); bool; numeric and money by
 // DecimalMode (default string, see DecimalString for why not Debezium's
 // precise; in string mode numeric's NaN and ±Infinity are "NAN",
 // "POSITIVE_INFINITY" and "NEGATIVE_INFINITY", Debezium's

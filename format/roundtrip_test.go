@@ -167,6 +167,16 @@ func sqlOf(t *testing.T, typ uint32, colExpr string, v json.RawMessage) (string,
 		return "$1::text", "ltrim(" + colExpr + "::text, '0')", []any{bitsNumber(t, v)}
 	case pgtype.BoolOID:
 		return "$1::boolean", colExpr, []any{num}
+	case pgtype.Float4OID, pgtype.Float8OID:
+		// Java's form (3.0, 1.0E10) or the name of NaN or an infinity:
+		// PostgreSQL reads either as the same float.
+		if isStr {
+			num = s
+		}
+		if typ == pgtype.Float4OID {
+			return "$1::float4", colExpr, []any{num}
+		}
+		return "$1::float8", colExpr, []any{num}
 	}
 	if t2, ok := pgtype.NewMap().TypeForOID(typ); ok {
 		if ac, ok := t2.Codec.(*pgtype.ArrayCodec); ok {

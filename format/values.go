@@ -66,11 +66,10 @@ func (r *Renderer) appendText(b []byte, typ uint32, typmod int32, s string) []by
 		if isCanonicalInt(s) {
 			return append(b, s...)
 		}
-	case pgtype.Float4OID, pgtype.Float8OID:
-		// NaN and the infinities are no JSON numbers: their names.
-		if isJSONNumber(s) {
-			return append(b, s...)
-		}
+	case pgtype.Float4OID:
+		return appendFloat(b, s, 32)
+	case pgtype.Float8OID:
+		return appendFloat(b, s, 64)
 	case pgtype.BoolOID:
 		switch s {
 		case "t":
@@ -122,6 +121,22 @@ func (r *Renderer) appendText(b []byte, typ uint32, typmod int32, s string) []by
 		}
 	}
 	return appendString(b, s)
+}
+
+// appendFloat renders a float4 (bits 32) or float8 (64) as Kafka
+// Connect's JSON converter writes a FLOAT32 or FLOAT64: Java's
+// Float.toString or Double.toString, 3.0 where PostgreSQL writes 3, so
+// that a consumer that keeps the number's text (Jackson's FloatNode, a
+// JDBC sink's type inference) sees a double. NaN and the infinities are
+// no JSON numbers: their names.
+func appendFloat(b []byte, s string, bits int) []byte {
+	if !isJSONNumber(s) {
+		return appendString(b, s)
+	}
+	if f, err := strconv.ParseFloat(s, bits); err == nil {
+		return appendJavaFloat(b, f, bits)
+	}
+	return append(b, s...)
 }
 
 // appendBytea renders bytea's hex text as base64; other text stays a
@@ -878,7 +893,12 @@ func appendPoint(b []byte, x, y float64) []byte {
 // Connect's JSON converter writes): a fraction digit always ("1.0"),
 // scientific notation outside [1e-3, 1e7) ("1.0E7"); NaN and the
 // infinities, no JSON numbers, as strings of their names.
-func appendJavaDouble(b []byte, f float64) []byte {
+func appendJavaDouble(b []byte, f float64) []byte { return appendJavaFloat(b, f, 64) }
+
+// appendJavaFloat writes f, a float of bits 32 or 64, as Java's
+// Float.toString or Double.toString does (appendJavaDouble): the
+// shortest digits that read back as the same float32 or float64.
+func appendJavaFloat(b []byte, f float64, bits int) []byte {
 	switch {
 	case math.IsNaN(f):
 		return appendString(b, "NaN")
@@ -888,13 +908,13 @@ func appendJavaDouble(b []byte, f float64) []byte {
 		return appendString(b, "-Infinity")
 	}
 	if a := math.Abs(f); a == 0 || (a >= 1e-3 && a < 1e7) {
-		s := strconv.FormatFloat(f, 'f', -1, 64)
+		s := strconv.FormatFloat(f, 'f', -1, bits)
 		if !strings.Contains(s, ".") {
 			s += ".0"
 		}
 		return append(b, s...)
 	}
-	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, bits), "e")
 	if !strings.Contains(mant, ".") {
 		mant += ".0"
 	}
