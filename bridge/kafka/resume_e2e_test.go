@@ -16,9 +16,10 @@ import (
 )
 
 // TestKafkaResumesBetweenEvents: a bridge that stopped between the delete
-// and the create of a key-changing update (the partition's last record is
-// the delete) resumes with the create: each event has its own position
-// (EventID), so the create is not taken for a record the partition holds.
+// of a key-changing update and its tombstone (the partition's last record
+// is the delete) resumes with the tombstone, then the create: each event
+// has its own position (EventID), so neither is taken for a record the
+// partition holds.
 // One partition: both events go to it, as every message of a topic of
 // one partition.
 func TestKafkaResumesBetweenEvents(t *testing.T) {
@@ -51,15 +52,19 @@ func TestKafkaResumesBetweenEvents(t *testing.T) {
 	for _, m := range msgs {
 		ids = append(ids, m.Hdr[kafka.HeaderID])
 	}
-	// The held delete, the create, then every change after the key change.
-	if len(msgs) != 1+src.Changes || ids[0] != id || ids[1] != bridge.EventID(id, 1) {
-		t.Fatalf("records %q: want %s, %s and the %d changes after them", ids, id, bridge.EventID(id, 1), src.Changes-1)
+	// The held delete, its tombstone, the create, then every change after
+	// the key change.
+	if len(msgs) != 2+src.Changes || ids[0] != id || ids[1] != bridge.EventID(id, 1) || ids[2] != bridge.EventID(id, 2) {
+		t.Fatalf("records %q: want %s, %s, %s and the %d changes after them", ids, id, bridge.EventID(id, 1), bridge.EventID(id, 2), src.Changes-1)
+	}
+	if msgs[1].Body != nil || msgs[1].Key != `{"id":-1}` {
+		t.Fatalf("after the held delete: %s key %s, want its tombstone", msgs[1].Body, msgs[1].Key)
 	}
 	var ev struct{ Op string }
-	if err := json.Unmarshal(msgs[1].Body, &ev); err != nil || ev.Op != "c" || msgs[1].Key != `{"id":-2}` {
-		t.Fatalf("after the held delete: %s key %s, want the create", msgs[1].Body, msgs[1].Key)
+	if err := json.Unmarshal(msgs[2].Body, &ev); err != nil || ev.Op != "c" || msgs[2].Key != `{"id":-2}` {
+		t.Fatalf("after the tombstone: %s key %s, want the create", msgs[2].Body, msgs[2].Key)
 	}
-	for _, m := range msgs[2:] {
+	for _, m := range msgs[3:] {
 		bridgetest.CheckFormat(t, src, format.Debezium, "ce_", m)
 	}
 }
