@@ -197,6 +197,11 @@ type (
 		DecimalHandlingMode  string `json:"decimal_handling_mode,omitempty"`
 		TimePrecisionMode    string `json:"time_precision_mode,omitempty"`
 		IntervalHandlingMode string `json:"interval_handling_mode,omitempty"`
+		// ProvideTransactionMetadata fills the debezium format's
+		// transaction block, as Debezium's provide.transaction.metadata;
+		// false (the default, Debezium's) renders transaction as null.
+		// The other formats ignore it.
+		ProvideTransactionMetadata bool `json:"provide_transaction_metadata,omitempty"`
 	}
 	// CommitBody is the body of POST /v1/groups/{name}/commit.
 	CommitBody struct {

@@ -158,15 +158,20 @@
 // (EventID: the change's id, then "<id>.<k>") and position (the
 // Position's Event), so that JetStream's dedupe keeps both and the Kafka
 // resume tells a partition holding the delete from one holding the
-// create.
+// create. A publisher that is a Tombstoner (kafka, unless NoTombstones)
+// gets one more message after each delete of a format that has
+// tombstones (format.Renderer.Tombstone: debezium's), the same key and a
+// nil payload: messages of a change are numbered in publishing order
+// (delete 0, tombstone 1, create 2).
 // The bridge names no format: it asks the format what a change's message
 // is (format.Renderer.AppendMessage, AppendEventMessage: its payload, its
 // key, its headers)
 // in the publisher's binding (Binder: NATS for jetstream, Kafka for
 // kafka, the webhook's structured batches, HTTP otherwise). pgq (the
 // default) keeps the payload above; debezium carries the change's
-// Debezium value(s) keyed as Debezium keys them (pgq's key where
-// Debezium's is null, so a Kafka partition stays deterministic);
+// Debezium value(s) keyed as Debezium keys them (no key where Debezium's
+// is null; Message.RowKey, pgq's key, still picks the Kafka partition
+// and the webhook lane, so they stay deterministic);
 // cloudevents the binary content mode (the change as data, the
 // attributes as ce-* or ce_* headers), the webhook the structured one.
 // The source a format names (Debezium's source.db, the CloudEvents

@@ -29,9 +29,12 @@ type Message struct {
 	// (all parts, before any group filter; pgq.Transaction.Ordinal), or a
 	// backfill row's index in its chunk.
 	Ordinal uint32
-	// Event is the message's event within its change when the format
-	// renders the change to several, each its own message (a Debezium
-	// key-changing update: 0 the delete, 1 the create); 0 otherwise.
+	// Event is the message's number among its change's messages when
+	// the format renders the change to several, each its own message, in
+	// the order they are published (a Debezium key-changing update: 0 the
+	// delete, 1 the create; with tombstones 0 the delete, 1 its
+	// tombstone, 2 the create; a delete: 0, and 1 its tombstone); 0
+	// otherwise.
 	Event uint32
 	// Backfill is the backfill id of a backfill chunk's row; "" otherwise.
 	Backfill string
@@ -44,10 +47,19 @@ type Message struct {
 	// dir, a restored one) it was read from (JetStream's Nats-Msg-Id,
 	// Kafka's pgq-id header).
 	ID string
-	// Key is the table and the key values of the row (its primary key,
-	// also under REPLICA IDENTITY FULL; see AppendKey).
+	// Key is the message's key: RowKey in pgq's format and CloudEvents',
+	// the format's key in Debezium's ({"id":1}), nil where Debezium's key
+	// is null (a truncate, a table without a key): Kafka's record key,
+	// JetStream's pgq-key header.
 	Key []byte
-	// Payload is the JSON document (see the package doc).
+	// RowKey is the table and the key values of the row (its primary
+	// key, also under REPLICA IDENTITY FULL; see AppendKey), whatever the
+	// format: what a publisher picks a partition or lane by, so a row's
+	// messages keep one (and the resume one place to look) also where Key
+	// is nil.
+	RowKey []byte
+	// Payload is the JSON document (see the package doc); nil for a
+	// tombstone (Tombstoner).
 	Payload []byte
 	// CommitTime of the transaction, for end-to-end latency.
 	CommitTime time.Time
@@ -149,6 +161,7 @@ func appendMessages(dst []Message, arena, prefix []byte, tx *pgq.Transaction, gr
 		start := len(arena)
 		arena = AppendKey(arena, c)
 		m.Key = arena[start:len(arena):len(arena)]
+		m.RowKey = m.Key
 		start = len(arena)
 		arena = append(arena, prefix...)
 		arena = format.AppendPayloadChange(arena, tx, i)

@@ -346,6 +346,10 @@ type FetchRequest struct {
 	DecimalHandlingMode  string
 	TimePrecisionMode    string
 	IntervalHandlingMode string
+	// ProvideTransactionMetadata fills the debezium format's transaction
+	// block (api.FetchBody; false: transaction is null, Debezium's
+	// default).
+	ProvideTransactionMetadata bool
 }
 
 // FetchResult is what a fetch delivered.

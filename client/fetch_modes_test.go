@@ -12,7 +12,8 @@ import (
 )
 
 // TestFetchMessagesFormat: FetchMessages sends FetchRequest's Format and
-// Debezium's value modes: the change comes rendered as a Debezium event;
+// Debezium's value modes and ProvideTransactionMetadata: the change comes
+// rendered as a Debezium event with its transaction block;
 // a name that is no mode is api.ErrBadRequest naming its key.
 func TestFetchMessagesFormat(t *testing.T) {
 	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
@@ -31,15 +32,16 @@ func TestFetchMessagesFormat(t *testing.T) {
 		t.Fatalf("bad mode: %v", err)
 	}
 	msgs, err := c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "m", Format: "debezium",
-		DecimalHandlingMode: "precise", TimePrecisionMode: "adaptive", IntervalHandlingMode: "string"})
+		DecimalHandlingMode: "precise", TimePrecisionMode: "adaptive", IntervalHandlingMode: "string", ProvideTransactionMetadata: true})
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("fetch: %+v, %v", msgs, err)
 	}
 	var ev struct {
-		Op    string
-		After map[string]int
+		Op          string
+		After       map[string]int
+		Transaction *struct{ ID string }
 	}
-	if err := json.Unmarshal(msgs[0].Change, &ev); err != nil || ev.Op != "c" || ev.After["id"] != 1 {
-		t.Errorf("change %s, %v: want a Debezium create", msgs[0].Change, err)
+	if err := json.Unmarshal(msgs[0].Change, &ev); err != nil || ev.Op != "c" || ev.After["id"] != 1 || ev.Transaction == nil || ev.Transaction.ID == "" {
+		t.Errorf("change %s, %v: want a Debezium create with its transaction block", msgs[0].Change, err)
 	}
 }

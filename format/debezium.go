@@ -50,6 +50,13 @@ func keyChanged(c *pgq.Change) bool {
 	return false
 }
 
+// debeziumDelete reports whether event k of c is a delete ("d"): of a
+// delete, or the first of a key-changing update's two; its key and
+// before image are the old row's.
+func debeziumDelete(c *pgq.Change, k int) bool {
+	return c.Op == pgq.OpDelete || (c.Op == pgq.OpUpdate && k == 0 && debeziumEvents(c) == 2)
+}
+
 // eventTable is the "schema.table" of event k of c ("" for a message).
 func eventTable(c *pgq.Change, k int) string {
 	switch c.Op {
@@ -124,7 +131,6 @@ func (r *Renderer) appendDebezium(b []byte, tx *pgq.Transaction, i, k int) []byt
 	if c.Op == pgq.OpMessage {
 		return r.appendDebeziumMessage(b, tx, i, c)
 	}
-	r.dco.prepare(tx)
 	var (
 		op            byte
 		before, after []pgq.Value
@@ -166,9 +172,10 @@ func (r *Renderer) appendDebezium(b []byte, tx *pgq.Transaction, i, k int) []byt
 	b = append(b, `,"source":`...)
 	b = r.appendSource(b, tx, i, schema, table, c.Op == pgq.OpRead, true)
 	b = append(b, `,"transaction":`...)
-	if c.Op == pgq.OpRead {
+	if c.Op == pgq.OpRead || !r.o.TransactionMetadata {
 		b = append(b, "null"...)
 	} else {
+		r.dco.prepare(tx)
 		b = appendTxBlock(b, tx, i, r.dco.order(i, k))
 	}
 	b = append(b, `,"op":"`...)
@@ -351,7 +358,7 @@ func (r *Renderer) AppendDebeziumKey(b []byte, tx *pgq.Transaction, i, k int) []
 		return append(b, "null"...)
 	}
 	vals := c.New
-	if c.Op == pgq.OpDelete || (c.Op == pgq.OpUpdate && k == 0 && debeziumEvents(c) == 2) || vals == nil {
+	if debeziumDelete(c, k) || vals == nil {
 		vals = c.Old
 	}
 	first := true

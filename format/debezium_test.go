@@ -242,6 +242,7 @@ func checkDebeziumRow(t *testing.T, row debeziumRow) {
 	c := pgRow(t, row.table, row.ddl, row.insert)
 	o := row.opts
 	o.Database, o.Name, o.Now = "postgres", "PostgreSQL_server", fixedNow
+	o.TransactionMetadata = true // the golden files show the block too
 	r, err := format.New(format.Debezium, o)
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,9 @@
 //	 "table","txId","lsn","xmin"},"transaction":{"id","total_order",
 //	 "data_collection_order"},"op":"c","ts_ms","ts_us","ts_ns"}
 //
+// transaction is null unless Options.TransactionMetadata (Debezium's
+// provide.transaction.metadata, off by default) asks for the block.
+//
 // Mapping of pgq's changes:
 //   - insert → op "c"; update → "u", or, when it changed the row's key
 //     (its primary key, or replica identity index: pgq.Column.Key, also

@@ -53,7 +53,7 @@ func eventsTx() *pgq.Transaction {
 // what has no Debezium event), then the whole stream of key/value pairs
 // against testdata/debezium/events.jsonl.
 func TestDebeziumEvents(t *testing.T) {
-	r, err := format.New(format.Debezium, format.Options{Database: "postgres", Name: "PostgreSQL_server", Now: fixedNow})
+	r, err := format.New(format.Debezium, format.Options{Database: "postgres", Name: "PostgreSQL_server", Now: fixedNow, TransactionMetadata: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,15 +157,83 @@ func TestDebeziumParts(t *testing.T) {
 		}
 		return v.Transaction.Total, v.Transaction.DCO
 	}
-	r, _ := format.New(format.Debezium, format.Options{})
+	r, _ := format.New(format.Debezium, format.Options{TransactionMetadata: true})
 	dco(r, p0, 0)
 	dco(r, p0, 1)
 	if total, n := dco(r, p1, 0); total != 3 || n != 3 {
 		t.Errorf("in order: total_order %d, data_collection_order %d; want 3, 3", total, n)
 	}
-	alone, _ := format.New(format.Debezium, format.Options{})
+	alone, _ := format.New(format.Debezium, format.Options{TransactionMetadata: true})
 	if total, n := dco(alone, p1, 0); total != 3 || n != 1 {
 		t.Errorf("alone: total_order %d, data_collection_order %d; want 3, 1", total, n)
+	}
+}
+
+// TestDebeziumTransactionNull: without TransactionMetadata (Debezium's
+// provide.transaction.metadata=false, its default) every event's
+// transaction is null; with it every streamed change event has the block.
+func TestDebeziumTransactionNull(t *testing.T) {
+	tx := eventsTx()
+	for _, meta := range []bool{false, true} {
+		r, err := format.New(format.Debezium, format.Options{TransactionMetadata: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := 0
+		for i := range tx.Changes {
+			for k := range r.Events(tx, i) {
+				var v map[string]json.RawMessage
+				if err := json.Unmarshal(r.AppendEvent(nil, tx, i, k), &v); err != nil {
+					t.Fatal(err)
+				}
+				tr, ok := v["transaction"]
+				switch {
+				case v["op"] != nil && string(v["op"]) == `"m"`:
+				case !ok:
+					t.Fatalf("change %d event %d: no transaction key", i, k)
+				case string(tr) != "null":
+					blocks++
+				}
+			}
+		}
+		if want := map[bool]int{false: 0, true: 9}[meta]; blocks != want {
+			t.Errorf("TransactionMetadata %v: %d transaction blocks, want %d", meta, blocks, want)
+		}
+	}
+}
+
+// TestDebeziumTombstonesAndNullKeys: Renderer.Tombstone marks the
+// deletes Debezium follows with a tombstone (a delete, the d of a
+// key-changing update; not its c, nor an insert or update, nor any
+// event of pgq's format), and a truncate's message has no key (NullKey).
+func TestDebeziumTombstonesAndNullKeys(t *testing.T) {
+	tx := eventsTx()
+	r, _ := format.New(format.Debezium, format.Options{})
+	own, _ := format.New(format.PGQ, format.Options{})
+	var got []string
+	for i := range tx.Changes {
+		for k := range r.Events(tx, i) {
+			if own.Tombstone(tx, i, k) {
+				t.Errorf("pgq format: change %d event %d has a tombstone", i, k)
+			}
+			_, m := r.AppendEventMessage(nil, tx, i, k, format.Kafka)
+			var ev struct{ Op string }
+			if err := json.Unmarshal(m.Payload, &ev); err != nil {
+				t.Fatal(err)
+			}
+			tomb := ""
+			if r.Tombstone(tx, i, k) {
+				tomb = "+tombstone"
+			}
+			if m.NullKey != (m.Key == nil) || (ev.Op == "t") != m.NullKey {
+				t.Errorf("change %d event %d (%s): key %q, NullKey %v", i, k, ev.Op, m.Key, m.NullKey)
+			}
+			got = append(got, ev.Op+tomb)
+		}
+	}
+	want := []string{"c", "u", "u", "d+tombstone", "c", "u", "d+tombstone", "t", "t", "m"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("events\n got %q\nwant %q", got, want)
 	}
 }
 

@@ -205,6 +205,12 @@ type Options struct {
 	Interval IntervalMode
 	// Time is how Debezium events render time and timestamp values.
 	Time TimePrecisionMode
+	// TransactionMetadata fills Debezium's transaction block (id,
+	// total_order, data_collection_order), as Debezium's
+	// provide.transaction.metadata=true does; zero → false, Debezium's
+	// default: "transaction" is null. pgq writes no BEGIN/END events of
+	// Debezium's transaction topic: the block only.
+	TransactionMetadata bool
 	// JSONValues is how pgq-format changes (the PGQ format and the data of
 	// CloudEvents) write json and jsonb values.
 	JSONValues JSONValues

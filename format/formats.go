@@ -37,6 +37,10 @@ type Spec struct {
 	// own (Renderer.AppendEventMessage); nil → message (one event per
 	// change).
 	eventMessage func(r *Renderer, b []byte, tx *pgq.Transaction, i, k int, bind Binding) ([]byte, Message)
+	// deletes reports whether event k of c is a delete a broker that
+	// compacts by key follows with a tombstone (Renderer.Tombstone); nil
+	// → none is.
+	deletes func(c *pgq.Change, k int) bool
 }
 
 // eventFunc appends event k of change i of tx.
@@ -59,6 +63,7 @@ var table = [...]Spec{
 		event:        (*Renderer).appendDebezium,
 		message:      (*Renderer).appendDebeziumBrokerMessage,
 		eventMessage: (*Renderer).appendDebeziumEventMessage,
+		deletes:      debeziumDelete,
 	},
 	CloudEvents: {
 		Format: CloudEvents, Name: "cloudevents",
@@ -152,6 +157,22 @@ type Message struct {
 	// Headers are the format's headers (CloudEvents' ce-* in binary
 	// mode), sent after the bridge's own; nil → none.
 	Headers [][2]string
+	// NullKey: the format's key of the message is null (Debezium's for a
+	// truncate, a table without a key): the message has no key, and Key
+	// is nil.
+	NullKey bool
+}
+
+// Tombstone reports whether event k of change i of tx is one the format
+// follows with a tombstone on a broker that compacts by key (Kafka): a
+// Debezium delete, also the delete of a key-changing update, as
+// Debezium's tombstones.on.delete=true does (a message of the same key
+// and a null value). The bridge publishes the tombstone as an event of
+// its own, right after the delete; pgq's format and CloudEvents have
+// none.
+func (r *Renderer) Tombstone(tx *pgq.Transaction, i, k int) bool {
+	d := table[r.f].deletes
+	return d != nil && d(&tx.Changes[i], k)
 }
 
 // Rewrites reports whether the format replaces a bridge's messages
@@ -169,10 +190,11 @@ func (s Spec) Rewrites() bool { return s.message != nil }
 //     to several (a key-changing update, a multi-table truncate) carries
 //     them as a JSON array, one that renders to none (ddl, gap) the JSON
 //     null, which a bridge does not publish (Events is 0: a null is a
-//     tombstone to a Kafka Connect sink). The key is Debezium's key ({"id":1}); where it is null (a
-//     table without a key, a truncate, ddl, gap) Key is nil and the
-//     bridge's key stays, so a partition stays deterministic. Every
-//     binding alike.
+//     tombstone to a Kafka Connect sink). The key is Debezium's key
+//     ({"id":1}); where it is null (a table without a key, a truncate,
+//     ddl, gap) Key is nil and NullKey set: the message has no key, and
+//     a bridge picks its partition by pgq's row key, so it stays
+//     deterministic. Every binding alike.
 //   - cloudevents: in the binary bindings (HTTP, NATS, Kafka) the payload
 //     is the event's data (the change in pgq's JSON) and the attributes
 //     are ce-* (Kafka: ce_*) headers; in Structured the payload is the
@@ -216,6 +238,7 @@ func (r *Renderer) appendDebeziumMessageKey(b []byte, tx *pgq.Transaction, i, k 
 	start := len(b)
 	b = r.AppendDebeziumKey(b, tx, i, k)
 	if key := b[start:]; len(key) == 0 || string(key) == "null" {
+		m.NullKey = true
 		return b[:start], m
 	}
 	m.Key = b[start:len(b):len(b)]

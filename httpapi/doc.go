@@ -49,7 +49,8 @@
 // message's change (consumers hands out changes: httpapi renders them,
 // through package format, in the body's "format" with its Debezium value
 // modes, decimal_handling_mode, time_precision_mode and
-// interval_handling_mode, which the other formats ignore); with "Accept: application/vnd.pgq.records+msgpack"
+// interval_handling_mode, and provide_transaction_metadata, which the
+// other formats ignore); with "Accept: application/vnd.pgq.records+msgpack"
 // (the Go client) each is [offset, record body] with the journaled record
 // body spliced verbatim. That answer is written as
 // consumers.RecordStream reads the journal, one write per record, in

@@ -30,7 +30,8 @@ func (e *env) addNumeric(v string) {
 	}
 }
 
-// TestFetchValueModes: the fetch body's decimal_handling_mode reaches
+// TestFetchValueModes: the fetch body's decimal_handling_mode (and
+// provide_transaction_metadata) reaches
 // the debezium rendering of both an exclusive and a shared fetch; the
 // default stays pgq's string; the pgq format ignores the modes; a name
 // that is no mode is 400 bad_request naming its key.
@@ -57,8 +58,9 @@ func TestFetchValueModes(t *testing.T) {
 		}
 		return name
 	}
-	// after returns the "after" of the first change of a fetch of group g.
-	after := func(g, body string) string {
+	// field returns the keys of the first change of a fetch of group g,
+	// concatenated.
+	field := func(g, body string, keys ...string) string {
 		t.Helper()
 		resp, b, _ := e.do("POST", "/v1/groups/"+g+"/fetch", body)
 		if resp.StatusCode != 200 {
@@ -71,11 +73,19 @@ func TestFetchValueModes(t *testing.T) {
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatal(err)
 		}
+		var c map[string]json.RawMessage
 		switch {
 		case len(got.Transactions) == 1 && len(got.Transactions[0].Changes) == 1:
-			return string(got.Transactions[0].Changes[0]["after"]) + string(got.Transactions[0].Changes[0]["new"])
+			c = got.Transactions[0].Changes[0]
 		case len(got.Messages) == 1:
-			return string(got.Messages[0].Change["after"]) + string(got.Messages[0].Change["new"])
+			c = got.Messages[0].Change
+		}
+		if c != nil {
+			var s string
+			for _, k := range keys {
+				s += string(c[k])
+			}
+			return s
 		}
 		t.Fatalf("%s: answer %s", body, b)
 		return ""
@@ -88,8 +98,21 @@ func TestFetchValueModes(t *testing.T) {
 		{`{"member":"m","decimal_handling_mode":"precise"}`, `{"n":"1.10"}`}, // pgq's format: ignored
 	} {
 		for _, mode := range []string{"exclusive", "shared"} {
-			if got := after(group(mode), tc.body); got != tc.want {
+			if got := field(group(mode), tc.body, "after", "new"); got != tc.want {
 				t.Errorf("%s group, %s: after %s, want %s", mode, tc.body, got, tc.want)
+			}
+		}
+	}
+	// provide_transaction_metadata: transaction null unless asked for
+	// (Debezium's provide.transaction.metadata, off by default).
+	for _, tc := range []struct{ body, want string }{
+		{`{"member":"m","format":"debezium"}`, `null`},
+		{`{"member":"m","format":"debezium","provide_transaction_metadata":false}`, `null`},
+		{`{"member":"m","format":"debezium","provide_transaction_metadata":true}`, `{"id":"7:`},
+	} {
+		for _, mode := range []string{"exclusive", "shared"} {
+			if got := field(group(mode), tc.body, "transaction"); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("%s group, %s: transaction %s, want %s…", mode, tc.body, got, tc.want)
 			}
 		}
 	}

@@ -435,7 +435,9 @@ func (p *Publisher) natsMsg(m *bridge.Message) *nats.Msg {
 	h[jetstream.MsgIDHeader] = vs[0:1:1]
 	h[jetstream.ExpectedStreamHeader] = vs[1:2:2]
 	h[jetstream.ExpectedLastSeqHeader] = vs[2:3:3]
-	h[HeaderKey] = vs[3:4:4]
+	if len(m.Key) > 0 { // none where the format's key is null
+		h[HeaderKey] = vs[3:4:4]
+	}
 	for j := range hs {
 		if hs[j][1] != "" || hs[j][0] != bridge.HeaderGroup {
 			h[hs[j][0]] = vs[4+j : 5+j : 5+j]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
@@ -56,5 +57,63 @@ func TestJetStreamResumesBetweenEvents(t *testing.T) {
 	}
 	for _, m := range msgs[2:] {
 		bridgetest.CheckFormat(t, src, format.Debezium, "ce-", m)
+	}
+}
+
+// TestJetStreamKillBetweenEvents SIGKILLs a bridge process (Debezium's
+// format) right after the stream acknowledged the delete of a
+// key-changing update and before its create, then runs one to the end:
+// the create follows (its own Nats-Msg-Id, which the stream's duplicate
+// window does not drop) and every event is in the stream exactly once. A
+// delete has no tombstone on JetStream (no Tombstoner: an empty NATS
+// message deletes nothing), and the truncate, whose Debezium key is
+// null, carries no pgq-key header.
+func TestJetStreamKillBetweenEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	ns := bridgetest.StartNATS(t, t.TempDir(), 0)
+	defer ns.Shutdown()
+	p, err := jetstream.New(context.Background(), jetstream.Options{URL: ns.ClientURL(), CreateStream: true, Duplicates: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close()
+	src := bridgetest.StartSource(t, 50)
+	src.Append(5)
+	del, trunc := src.AppendDelete()
+	rekey := src.AppendKeyChange()
+	src.Append(5)
+	bridgetest.KillBetween(t, "jetstream", ns.ClientURL(), src, "debezium", rekey)
+
+	msgs := bridgetest.JetStreamMessages(t, ns.ClientURL(), "PGQ")
+	byID := map[string]bridgetest.Bridged{}
+	for _, m := range msgs {
+		id := m.Hdr["pgq-id"]
+		if _, dup := byID[id]; dup {
+			t.Fatalf("message %s twice", id)
+		}
+		byID[id] = m
+	}
+	events := map[string]string{del: "d", rekey: "d", bridge.EventID(rekey, 1): "c", trunc: "t"}
+	if len(msgs) != src.Changes+len(events) {
+		t.Errorf("%d messages, want %d updates and %d other events", len(msgs), src.Changes, len(events))
+	}
+	for id, op := range events {
+		var ev struct{ Op string }
+		if err := json.Unmarshal(byID[id].Body, &ev); err != nil || ev.Op != op {
+			t.Errorf("%s: %s, want op %s", id, byID[id].Body, op)
+		}
+	}
+	if k, ok := byID[trunc].Hdr[jetstream.HeaderKey]; ok {
+		t.Errorf("truncate: %s header %q, want none (Debezium's key is null)", jetstream.HeaderKey, k)
+	}
+	if k := byID[del].Hdr[jetstream.HeaderKey]; k != `{"id":-3}` {
+		t.Errorf("delete: %s %q, want {\"id\":-3}", jetstream.HeaderKey, k)
+	}
+	for id, m := range byID {
+		if _, ok := events[id]; !ok {
+			bridgetest.CheckFormat(t, src, format.Debezium, "ce-", m)
+		}
 	}
 }

@@ -2,13 +2,19 @@
 //
 // Records are produced with franz-go's idempotent producer (acks=all),
 // keyed by the bridge key (table and the row's primary key, also under
-// REPLICA IDENTITY FULL: bridge.AppendKey). The
+// REPLICA IDENTITY FULL: bridge.AppendKey; in Debezium's format its key,
+// or none where that is null). The
 // publisher picks each record's partition itself, murmur2 of the key as
-// Kafka's Java client and franz-go's default do (deterministic), from
+// Kafka's Java client and franz-go's default do (deterministic; of
+// bridge.Message.RowKey, pgq's key, for a record without a key, where a
+// producer would pick a partition at random), from
 // the partition count it read when it first published to the topic, so
 // every row stays in one partition, in order. Headers: pgq-offset,
 // pgq-xid, pgq-lsn, pgq-op, pgq-table, pgq-group and pgq-id (the message
-// id, "<commit LSN>.<ordinal>").
+// id, "<commit LSN>.<ordinal>"). In a format with tombstones
+// (Debezium's) each delete is followed by a tombstone, a record of the
+// delete's key and a null value, unless Options.NoTombstones
+// (bridge.Tombstoner).
 //
 // Exactly once across bridge crashes: the first time a topic is
 // published to, and again after any failed Publish, the publisher reads

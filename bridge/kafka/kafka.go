@@ -48,6 +48,12 @@ type Options struct {
 	TLS *tls.Config
 	// ClientID; zero → "pgq-bridge".
 	ClientID string
+	// NoTombstones: no tombstone after a delete. Zero → in a format that
+	// has them (Debezium's) each delete is followed by a tombstone, a
+	// record of the same key and a null value, as Debezium's
+	// tombstones.on.delete=true (its default) does, so a compacted topic
+	// can drop the row (bridge.Tombstoner).
+	NoTombstones bool
 }
 
 // Validate reports whether the options are usable.
@@ -183,6 +189,9 @@ func (p *Publisher) Name() string { return "kafka" }
 // Kafka record headers (bridge.Binder).
 func (p *Publisher) Binding() format.Binding { return format.Kafka }
 
+// Tombstones implements bridge.Tombstoner: true unless NoTombstones.
+func (p *Publisher) Tombstones() bool { return !p.o.NoTombstones }
+
 // ensureTopics creates the topics of msgs not seen yet (CreateTopics).
 func (p *Publisher) ensureTopics(ctx context.Context, msgs []bridge.Message) error {
 	if !p.o.CreateTopics {
@@ -284,7 +293,7 @@ func (p *Publisher) produce(ctx context.Context, msgs []bridge.Message, acked []
 			stopped = err // what was produced is waited for
 			break
 		}
-		rec.Partition = int32(ts.parts[0].Partition(rec, len(ts.held)))
+		rec.Partition = int32(ts.parts[0].Partition(partitionRecord(rec, m), len(ts.held)))
 		if ts.held[rec.Partition].Covers(m) {
 			p.skips.Add(1)
 			mu.Lock()
@@ -322,6 +331,18 @@ func (p *Publisher) produce(ctx context.Context, msgs []bridge.Message, acked []
 	}
 	wg.Wait()
 	return finish(stopped)
+}
+
+// partitionRecord is what rec's partition is picked from: rec, or where
+// its key is null (Debezium's key of a truncate, of a table without a
+// key) a record keyed by pgq's row key (bridge.Message.RowKey), so the
+// partition stays the one the resume reads, not the one a producer's
+// sticky choice for a null key would give.
+func partitionRecord(rec *kgo.Record, m *bridge.Message) *kgo.Record {
+	if rec.Key != nil || m.RowKey == nil {
+		return rec
+	}
+	return &kgo.Record{Topic: rec.Topic, Key: m.RowKey}
 }
 
 // HeaderID carries the message id (bridge.MessageID).

@@ -171,7 +171,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message, acked []
 	idx := make([][]int, len(p.lanes))
 	for i := range msgs {
 		if !acked[i] {
-			l := laneOf(msgs[i].Key, len(p.lanes))
+			l := laneOf(msgs[i].RowKey, len(p.lanes))
 			idx[l] = append(idx[l], i)
 		}
 	}

@@ -126,6 +126,7 @@ type BridgeKafkaCmd struct {
 	SASLMechanism     string        `name:"sasl-mechanism" enum:",PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" default:"" env:"KAFKA_SASL_MECHANISM" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."`
 	SASLUser          string        `name:"sasl-user" env:"KAFKA_SASL_USER" help:"SASL user."`
 	SASLPassword      string        `name:"sasl-password" env:"KAFKA_SASL_PASSWORD" help:"SASL password."`
+	Tombstones        bool          `default:"true" negatable:"" env:"PGQ_BRIDGE_TOMBSTONES" help:"With --format debezium, follow each delete with a tombstone (same key, null value), as Debezium's tombstones.on.delete=true; --no-tombstones leaves them out."`
 }
 
 func (f *BridgeFlags) tlsConfig() (*tls.Config, error) {
@@ -212,7 +213,8 @@ func (c *BridgeKafkaCmd) options() (kafka.Options, error) {
 		}
 	}
 	o := kafka.Options{Brokers: brokers, Topic: c.Topic, CreateTopics: c.CreateTopics, Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
-		DeliveryTimeout: c.DeliveryTimeout, Linger: c.Linger, Mechanism: c.SASLMechanism, User: c.SASLUser, Password: c.SASLPassword, TLS: tc}
+		DeliveryTimeout: c.DeliveryTimeout, Linger: c.Linger, Mechanism: c.SASLMechanism, User: c.SASLUser, Password: c.SASLPassword, TLS: tc,
+		NoTombstones: !c.Tombstones}
 	return o, o.Validate()
 }
 

@@ -194,8 +194,17 @@ func TestBridgeFlags(t *testing.T) {
 	if cli, err = parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092"); err != nil {
 		t.Fatal(err)
 	}
-	if ko, err = cli.Bridge.Kafka.options(); err != nil || ko.DeliveryTimeout != 30*time.Second || ko.Linger != 5*time.Millisecond {
+	if ko, err = cli.Bridge.Kafka.options(); err != nil || ko.DeliveryTimeout != 30*time.Second || ko.Linger != 5*time.Millisecond || ko.NoTombstones {
 		t.Fatalf("kafka defaults: %+v, %v", ko, err)
+	}
+	if cli, err = parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092", "--no-tombstones", "--provide-transaction-metadata"); err != nil {
+		t.Fatal(err)
+	}
+	if ko, err = cli.Bridge.Kafka.options(); err != nil || !ko.NoTombstones {
+		t.Fatalf("--no-tombstones: %+v, %v", ko, err)
+	}
+	if _, fo, err := cli.Bridge.Kafka.FormatFlags.options(); err != nil || !fo.TransactionMetadata {
+		t.Fatalf("--provide-transaction-metadata: %+v, %v", fo, err)
 	}
 	if cli, err = parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092", "--delivery-timeout=-1s"); err != nil {
 		t.Fatal(err)

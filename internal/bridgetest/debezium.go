@@ -44,6 +44,25 @@ func (s *Source) AppendKeyChange() string {
 	return bridge.MessageID(batch[0].CommitLSN, 1, "")
 }
 
+// AppendDelete journals a transaction of a delete of row key -3 between
+// two updates, and one of a truncate of public.t: a delete (followed by
+// a tombstone on Kafka) and an event with a null Debezium key. It
+// returns the ids (MessageID) of the delete and of the truncate.
+func (s *Source) AppendDelete() (del, truncate string) {
+	s.t.Helper()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	a, b := s.nextUpdate(), s.nextUpdate()
+	d := s.nextUpdate()
+	d.Op, d.Old, d.OldKind, d.New = pgq.OpDelete, []pgq.Value{{Kind: pgq.ValueText, Data: []byte("-3")}, {Kind: pgq.ValueNull}}, pgq.OldKey, nil
+	tr := pgq.Change{Op: pgq.OpTruncate, Tables: []string{"public.t"}}
+	batch := s.journal([]pgq.Change{a, d, b}, []pgq.Change{tr})
+	s.IDs[bridge.MessageID(batch[0].CommitLSN, 0, "")] = keyOf(a)
+	s.IDs[bridge.MessageID(batch[0].CommitLSN, 2, "")] = keyOf(b)
+	s.Changes += 2
+	return bridge.MessageID(batch[0].CommitLSN, 1, ""), bridge.MessageID(batch[1].CommitLSN, 0, "")
+}
+
 // nextUpdate is an update of the next key (s.Mu held).
 func (s *Source) nextUpdate() pgq.Change {
 	s.seq++

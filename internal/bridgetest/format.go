@@ -12,9 +12,11 @@ import (
 
 // Bridged is one broker message as the format tests read it.
 type Bridged struct {
-	Key  string
+	Key  string // "" for a record without a key
 	Body []byte
 	Hdr  map[string]string
+	// Partition is a Kafka record's partition.
+	Partition int32
 }
 
 // BridgeFormat journals 3 transactions, bridges them in format f into
