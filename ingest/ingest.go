@@ -465,10 +465,16 @@ func (s *session) progressed(mark pgq.LSN, began time.Time) bool {
 	return !inTx && time.Since(began) >= s.in.o.ReconnectMax
 }
 
-// newSession prepares the state of one replication connection.
+// newSession prepares the state of one replication connection. conn is
+// nil only in benchmarks that feed handleCopyData directly: such a session
+// never coalesces (no socket to tune) and must not send status updates.
 func newSession(in *Ingester, conn *pgconn.PgConn) *session {
+	var netConn net.Conn
+	if conn != nil {
+		netConn = conn.Conn()
+	}
 	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder(),
-		coal: newCoalescer(conn.Conn(), max(in.o.ReceiveCoalesce, 0), in.o.Metrics.CoalesceWindows.Inc)}
+		coal: newCoalescer(netConn, max(in.o.ReceiveCoalesce, 0), in.o.Metrics.CoalesceWindows.Inc)}
 	// Every message is copied out of the decoder's reused ones at once.
 	s.dec.Reuse = true
 	return s
