@@ -151,10 +151,14 @@ func New(o Options, onDurable func([]*journal.Record)) (*Ingester, error) {
 		in.o.Metrics.BatchSize.Observe(float64(len(batch)))
 		in.o.Metrics.JournalLastOff.Set(float64(last.Offset))
 		in.o.Metrics.JournalFirstOff.Set(float64(in.o.Journal.FirstOffset()))
+		// Wake the receive loop before onDurable (the index's update,
+		// which can wait for Pebble): the confirmation needs only the
+		// tracker, and a loop parked in a receive would otherwise send it
+		// only after the index.
+		in.wake()
 		if onDurable != nil {
 			onDurable(batch)
 		}
-		in.wake()
 	})
 	return in, nil
 }
