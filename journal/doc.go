@@ -91,7 +91,9 @@
 // after a batch's fsync returned and before the batch is reported
 // durable: Append returns after it, and the Committer runs it on its
 // publishing goroutine before the OnAppend hook (which lets ingest
-// confirm), so its fsync overlaps the next batch's write and fsync.
+// confirm), so its fsync overlaps the next batch's write and fsync; the
+// batches that became durable while one update ran are covered together
+// by the next (one marker fsync for several batches under load).
 // Readers woken by Changed may see a batch before its mark. A failed
 // update fails the journal like a failed fsync. The marker therefore
 // never names a record that was not fsynced, and every record ingest
