@@ -255,7 +255,10 @@
 // batch, and a second goroutine runs the OnAppend hook of each durable
 // batch (ingest's slot bookkeeping, package server's index update), then
 // publishes Durable and closes the DurableChanged channel, in batch order,
-// while the next batch is written: the hook never delays the next fsync.
+// while the next batch is written: neither the hook nor the durable-point
+// marker delays the next fsync. Up to 8 durable batches wait for that
+// goroutine; those that waited are marked with one write and handed to
+// the hook in one call.
 // It uses no timers: an idle committer writes a single transaction
 // immediately, and under load the queue fills while the previous fsync
 // runs. Consumers do not wait for the hook either: Append closes Changed
