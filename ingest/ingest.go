@@ -151,10 +151,14 @@ func New(o Options, onDurable func([]*journal.Record)) (*Ingester, error) {
 		in.o.Metrics.BatchSize.Observe(float64(len(batch)))
 		in.o.Metrics.JournalLastOff.Set(float64(last.Offset))
 		in.o.Metrics.JournalFirstOff.Set(float64(in.o.Journal.FirstOffset()))
+		// Wake the receive loop before onDurable (the index's update,
+		// which can wait for Pebble): the confirmation needs only the
+		// tracker, and a loop parked in a receive would otherwise send it
+		// only after the index.
+		in.wake()
 		if onDurable != nil {
 			onDurable(batch)
 		}
-		in.wake()
 	})
 	return in, nil
 }
@@ -465,10 +469,16 @@ func (s *session) progressed(mark pgq.LSN, began time.Time) bool {
 	return !inTx && time.Since(began) >= s.in.o.ReconnectMax
 }
 
-// newSession prepares the state of one replication connection.
+// newSession prepares the state of one replication connection. conn is
+// nil only in benchmarks that feed handleCopyData directly: such a session
+// never coalesces (no socket to tune) and must not send status updates.
 func newSession(in *Ingester, conn *pgconn.PgConn) *session {
+	var netConn net.Conn
+	if conn != nil {
+		netConn = conn.Conn()
+	}
 	s := &session{in: in, conn: conn, dec: pgoutput.NewDecoder(),
-		coal: newCoalescer(conn.Conn(), max(in.o.ReceiveCoalesce, 0), in.o.Metrics.CoalesceWindows.Inc)}
+		coal: newCoalescer(netConn, max(in.o.ReceiveCoalesce, 0), in.o.Metrics.CoalesceWindows.Inc)}
 	// Every message is copied out of the decoder's reused ones at once.
 	s.dec.Reuse = true
 	return s

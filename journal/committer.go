@@ -48,6 +48,13 @@ type Committer struct {
 	closing    bool
 	done       chan struct{} // closed when Run returns
 	onAppend   func(batch []*Record)
+	// merged holds the records of several batches published together
+	// (only the publishing goroutine uses it).
+	merged []*Record
+	// appended carries durable batches from Run's appending goroutine to
+	// its publishing one (set by Run before either starts; tests read
+	// its length).
+	appended chan appendedBatch
 
 	wake    chan struct{} // buffered(1): something was queued
 	closeCh chan struct{} // closed by Close
@@ -80,8 +87,9 @@ func NewCommitter(j *Journal, opts CommitterOptions) *Committer {
 // SetOnAppend sets a hook called after each durable batch, in batch
 // order, before the batch is published to Durable, DurableChanged and
 // Flush; each record's Tx.Offset and Bytes are set. Under Run it runs on a
-// goroutine of its own while the next batch is written. The hook must not
-// call Submit or Flush.
+// goroutine of its own while the next batch is written; batches that
+// became durable together may come in one call. The hook must not call
+// Submit or Flush, nor keep batch after it returns.
 func (c *Committer) SetOnAppend(fn func(batch []*Record)) {
 	c.mu.Lock()
 	c.onAppend = fn
@@ -95,8 +103,10 @@ func (c *Committer) SetOnAppend(fn func(batch []*Record)) {
 // Run appends on its own goroutine and hands each durable batch to a
 // second goroutine that runs the OnAppend hook and then publishes it
 // (Durable, DurableChanged, Flush, the pending bytes): the next batch's
-// write and fsync overlap the previous batch's hook. Hooks and
-// publications stay in batch order, at most one batch waits for them.
+// write and fsync overlap the previous batch's marker and hook. Hooks and
+// publications stay in batch order; at most publishAhead batches wait for
+// them, and the batches that waited get one marker write, one hook call
+// (their records together) and one publication.
 func (c *Committer) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running || c.err != nil || c.closing {
@@ -107,21 +117,27 @@ func (c *Committer) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	defer close(c.done)
 
-	appended := make(chan appendedBatch)
+	appended := make(chan appendedBatch, publishAhead)
+	c.appended = appended
 	published := make(chan struct{})
 	markFailed := make(chan error, 1)
 	go func() {
 		defer close(published)
 		failed := false
+		var waiting []appendedBatch
 		for b := range appended {
+			// Every batch that became durable while the previous marker
+			// was written is published behind one marker write.
+			waiting = takeWaiting(append(waiting[:0], b), appended)
 			// After a failed mark nothing more is published: the journal
 			// failed, and Run stops with the error.
 			if !failed {
-				if err := c.publish(b); err != nil {
+				if err := c.publish(waiting); err != nil {
 					failed = true
 					markFailed <- err
 				}
 			}
+			clear(waiting)
 		}
 	}()
 	handOff := func(b appendedBatch) { appended <- b }
@@ -153,6 +169,30 @@ func (c *Committer) Run(ctx context.Context) error {
 		return nil
 	}
 	return stopErr
+}
+
+// publishAhead is how many durable batches may wait for the publishing
+// goroutine while it writes the durable-point marker: the appending
+// goroutine goes on writing meanwhile, and the next marker write covers
+// them all (one marker fsync for several batches under load, instead of
+// one per batch competing with the batches' own fsyncs). The pending
+// bytes (MaxPendingBytes) still bound what waits.
+const publishAhead = 8
+
+// takeWaiting appends to bs the batches already waiting in ch, without
+// blocking.
+func takeWaiting(bs []appendedBatch, ch <-chan appendedBatch) []appendedBatch {
+	for {
+		select {
+		case b, ok := <-ch:
+			if !ok {
+				return bs
+			}
+			bs = append(bs, b)
+		default:
+			return bs
+		}
+	}
 }
 
 // appendedBatch is a durable batch waiting for its hook and publication.
@@ -204,34 +244,48 @@ func (c *Committer) drain(all bool, publish func(appendedBatch)) error {
 	}
 }
 
-// publish records a durable batch in the journal's durable-point marker,
-// runs the OnAppend hook for it, then makes it visible to Durable,
-// DurableChanged and Flush and frees its pending bytes. The marker's
-// fsync thus overlaps the next batch's write and fsync, and still comes
-// before the hook, which lets ingest confirm the batch. When the marker
-// fails (which fails the journal), the batch is not published and the
-// committer stops with the error.
-func (c *Committer) publish(b appendedBatch) error {
-	if err := c.j.markDurable(b.point); err != nil {
+// publish records durable batches (consecutive, in append order) in the
+// journal's durable-point marker, with one write naming the last one's
+// point, which covers the others; then it runs the OnAppend hook once for
+// all their records and makes them visible to Durable, DurableChanged and
+// Flush and frees their pending bytes. The marker's fsync thus overlaps
+// the next batches' writes and fsyncs, and still comes before the hook,
+// which lets ingest confirm them. When the marker fails (which fails the
+// journal), nothing is published and the committer stops with the error.
+func (c *Committer) publish(bs []appendedBatch) error {
+	if err := c.j.markDurable(bs[len(bs)-1].point); err != nil {
 		c.stop(err)
 		return err
+	}
+	recs, bytes := bs[0].recs, bs[0].bytes
+	if len(bs) > 1 {
+		recs = c.merged[:0]
+		for _, b := range bs {
+			recs = append(recs, b.recs...)
+		}
+		c.merged = recs
+		bytes = 0
+		for _, b := range bs {
+			bytes += b.bytes
+		}
 	}
 	c.mu.Lock()
 	onAppend := c.onAppend
 	c.mu.Unlock()
 	if onAppend != nil {
-		onAppend(b.recs)
+		onAppend(recs)
 	}
-	last := b.recs[len(b.recs)-1]
+	last := recs[len(recs)-1]
 	c.mu.Lock()
-	c.durable += uint64(len(b.recs))
+	c.durable += uint64(len(recs))
 	c.durableOff, c.durableLSN = last.Tx.Offset, last.Tx.EndLSN
-	c.pending -= b.bytes
+	c.pending -= bytes
 	close(c.durableCh)
 	c.durableCh = make(chan struct{})
 	close(c.spaceCh)
 	c.spaceCh = make(chan struct{})
 	c.mu.Unlock()
+	clear(c.merged) // the hook keeps no reference to the batch
 	return nil
 }
 
@@ -375,7 +429,7 @@ func (c *Committer) Close() error {
 		}
 		return nil
 	}
-	err := c.drain(true, func(b appendedBatch) { _ = c.publish(b) })
+	err := c.drain(true, func(b appendedBatch) { _ = c.publish([]appendedBatch{b}) })
 	if err == nil {
 		err = errCommitterStopped
 	}

@@ -91,7 +91,9 @@
 // after a batch's fsync returned and before the batch is reported
 // durable: Append returns after it, and the Committer runs it on its
 // publishing goroutine before the OnAppend hook (which lets ingest
-// confirm), so its fsync overlaps the next batch's write and fsync.
+// confirm), so its fsync overlaps the next batch's write and fsync; the
+// batches that became durable while one update ran are covered together
+// by the next (one marker fsync for several batches under load).
 // Readers woken by Changed may see a batch before its mark. A failed
 // update fails the journal like a failed fsync. The marker therefore
 // never names a record that was not fsynced, and every record ingest
@@ -253,7 +255,10 @@
 // batch, and a second goroutine runs the OnAppend hook of each durable
 // batch (ingest's slot bookkeeping, package server's index update), then
 // publishes Durable and closes the DurableChanged channel, in batch order,
-// while the next batch is written: the hook never delays the next fsync.
+// while the next batch is written: neither the hook nor the durable-point
+// marker delays the next fsync. Up to 8 durable batches wait for that
+// goroutine; those that waited are marked with one write and handed to
+// the hook in one call.
 // It uses no timers: an idle committer writes a single transaction
 // immediately, and under load the queue fills while the previous fsync
 // runs. Consumers do not wait for the hook either: Append closes Changed

@@ -7,10 +7,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -492,5 +494,101 @@ func TestCommitterMarkFailure(t *testing.T) {
 	defer j.Close()
 	if j.LastOffset() != 2 {
 		t.Fatalf("reopened: last %d, want 2 (record 2 was fsynced)", j.LastOffset())
+	}
+}
+
+// TestCommitterMarksWaitingBatchesOnce: batches that become durable while
+// the publishing goroutine is busy (here: held in the first batch's hook)
+// are covered by one marker write and fsync, not one each, and one hook
+// call with their records, still marked before the hook runs and before
+// they are published.
+func TestCommitterMarksWaitingBatchesOnce(t *testing.T) {
+	dir := t.TempDir()
+	var counting atomic.Bool
+	var markSyncs atomic.Int64
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if counting.Load() && op.Kind == errorfs.OpFileSyncData && strings.HasSuffix(op.Path, DurableFile) {
+			markSyncs.Add(1)
+		}
+		return nil
+	})
+	j, err := Open(Options{Dir: dir, FS: errorfs.Wrap(vfs.Default, inj), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	c := NewCommitter(j, CommitterOptions{})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var markedAtHook, hooked []pgq.Offset // written by the hook goroutine, read after Close
+	c.SetOnAppend(func(b []*Record) {
+		mp, ok, err := readDurable(vfs.Default, dir)
+		if err != nil || !ok {
+			t.Errorf("marker at the hook of offset %d: %v (valid %v)", b[0].Tx.Offset, err, ok)
+		}
+		markedAtHook = append(markedAtHook, mp.last)
+		for _, r := range b {
+			hooked = append(hooked, r.Tx.Offset)
+		}
+		if b[0].Tx.Offset == 1 {
+			counting.Store(true)
+			entered <- struct{}{}
+			<-release
+		}
+	})
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	if err := c.Submit(ctx, wantTx(1), 10); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	// Two more batches, each written and fsynced on its own while the
+	// first hook is held.
+	for i := 2; i <= 3; i++ {
+		changed := j.Changed()
+		if err := c.Submit(ctx, wantTx(i), 10); err != nil {
+			t.Fatal(err)
+		}
+		giveUp := time.After(30 * time.Second)
+		for j.LastOffset() < pgq.Offset(i) {
+			select {
+			case <-changed:
+			case <-giveUp:
+				close(release)
+				t.Fatalf("batch %d was not written while the first hook ran", i)
+			}
+			changed = j.Changed()
+		}
+	}
+	// Both wait for the publishing goroutine once handed over (right
+	// after their write).
+	giveUp := time.After(30 * time.Second)
+	for len(c.appended) < 2 {
+		select {
+		case <-giveUp:
+			close(release)
+			t.Fatalf("%d batches handed over, want 2", len(c.appended))
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if off, _ := c.Durable(); off != 0 {
+		t.Fatalf("Durable = %d while the first hook runs", off)
+	}
+	close(release)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	if n := markSyncs.Load(); n != 1 {
+		t.Fatalf("%d marker fsyncs for the two batches that waited, want 1", n)
+	}
+	if !slices.Equal(markedAtHook, []pgq.Offset{1, 3}) || !slices.Equal(hooked, []pgq.Offset{1, 2, 3}) {
+		t.Fatalf("marker at each hook %v, hooked offsets %v; want [1 3] and [1 2 3]", markedAtHook, hooked)
 	}
 }

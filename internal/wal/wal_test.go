@@ -497,3 +497,43 @@ func BenchmarkWriteBatchLargeEntries(b *testing.B) {
 		}
 	}
 }
+
+// TestTailGrowsWithUse: the tail segment's buffer holds about what was
+// written (a fresh log of 64 MiB segments does not take 80 MiB for its
+// first entries), reaches the segment's size plus a quarter by doubling,
+// and a full segment's buffer is the one kept for recycling.
+func TestTailGrowsWithUse(t *testing.T) {
+	const seg = 8 << 20
+	l, err := Open(filepath.Join(t.TempDir(), "w"), &Options{SegmentSize: seg, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	entry := bytes.Repeat([]byte("x"), 4000)
+	var b Batch
+	b.Write(1, entry)
+	if err := l.WriteBatch(&b); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(l.segments[len(l.segments)-1].ebuf); c > 1<<20 {
+		t.Fatalf("after one entry of %d bytes the tail buffer holds %d bytes, want at most 1 MiB", len(entry), c)
+	}
+	caps := []int{}
+	idx := uint64(2)
+	for len(l.segments) == 1 {
+		b.Write(idx, entry)
+		idx++
+		if err := l.WriteBatch(&b); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.segments) == 1 {
+			if c := cap(l.segments[0].ebuf); len(caps) == 0 || caps[len(caps)-1] != c {
+				caps = append(caps, c)
+			}
+		}
+	}
+	want := []int{1 << 20, 2 << 20, 4 << 20, seg + seg/4}
+	if fmt.Sprint(caps) != fmt.Sprint(want) {
+		t.Fatalf("tail buffer capacities %v, want %v", caps, want)
+	}
+}
