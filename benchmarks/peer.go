@@ -156,7 +156,7 @@ func peerTable(ps peerSizes, r walRange, tools []peerTool, got [][]peerDrain, fa
 	for i := 2; i < len(tools); i++ {
 		metric := "peer: pgq + consumer → file vs " + tools[i].name + " → file"
 		if failed[i] != nil {
-			rows = append(rows, notMeasured(metric, "≥ 1.0× Conduit", trimErr(failed[i])))
+			rows = append(rows, notMeasured(metric, "≥ 1.0× Conduit", fmt.Sprintf("round %d (after %d complete): %s", len(got[i])+1, len(got[i]), trimErr(failed[i]))))
 			continue
 		}
 		rows = append(rows, peerRow(metric, tools[i].name, r.changes, pgq, got[i], "≥ 1.0× Conduit", work))
@@ -301,7 +301,7 @@ func (e *env) drainConduit(ctx context.Context, bin string, v conduitVariant, sl
 	}
 	// Conduit puts its state (Badger), plugin dirs and pipelines under
 	// its working directory; its API is off, so no port is taken.
-	cmd := exec.Command(bin, append([]string{"run", "--api.enabled=false", "--log.level", "warn"}, v.args...)...)
+	cmd := exec.Command(bin, append([]string{"run", "--api.enabled=false", "--log.level", "warn", "--log.format", "json"}, v.args...)...)
 	cmd.Dir = dir
 	logPath := filepath.Join(e.cfg.WorkDir, "conduit-peer.log")
 	start := time.Now()
