@@ -47,8 +47,11 @@ test-matrix:
 demo: build
 	./scripts/demo.sh
 
+# -peer adds the peer rows: Conduit, built from its own module under
+# benchmarks/peers/conduit (pgq's go.mod does not depend on it); if that
+# build fails, the rows say so and the rest still runs.
 bench: build
-	$(GO) run ./benchmarks/cmd/pgqbench
+	$(GO) run ./benchmarks/cmd/pgqbench -peer
 	$(GO) run ./benchmarks/cmd/bigtx -rows 2000000 -fetch
 	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge ./bridge/webhook
 

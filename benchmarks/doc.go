@@ -4,7 +4,10 @@
 // the tail of a big streamed transaction next to a live pg_recvlogical,
 // slot lag under load with a stalled consumer group,
 // end-to-end latency, consumer replay throughput and footprint (journal bytes
-// per change, RSS). Run is driven by cmd/pgqbench (`make bench`); README.md
+// per change, RSS), and a peer row: pgq with a consumer writing a file
+// against Conduit's PostgreSQL source writing a file (Conduit is built from
+// the separate module peers/conduit, so pgq's module does not depend on
+// it). Run is driven by cmd/pgqbench (`make bench`); README.md
 // explains the method and how to read the table. Compare (`make
 // bench-compare REF=<commit>`) runs two pgq binaries, an older build and
 // the working tree's, alternately on the same WAL and writes each build's

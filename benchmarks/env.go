@@ -41,7 +41,8 @@ type Config struct {
 	// data-dir footprint rows; when "ingest", only the ingest rows and
 	// the big-transaction tail; when "latency", only the commit → consumer
 	// latency rows (a load pgq on a fresh slot, nothing else); when
-	// "hold", only the hold-slot row (on the ingest workload).
+	// "hold", only the hold-slot row (on the ingest workload); when
+	// "peer", only the peer rows (as if Peer were set).
 	Only string
 	// ProfileRange is the WAL range of the profiled drain: "mix" (zero),
 	// "small" or "bulk".
@@ -59,6 +60,15 @@ type Config struct {
 	// Scale multiplies the workload sizes (transactions, rows, load
 	// times); zero means 1. A small scale makes a smoke run.
 	Scale float64
+	// Peer adds the peer rows (peer.go): pgq with a consumer writing a
+	// file against Conduit's PostgreSQL source writing a file and against
+	// pg_recvlogical, on the same WAL. ConduitBin is the Conduit binary;
+	// empty builds it from the module benchmarks/peers/conduit (the
+	// working directory must be the repository root, as for make bench).
+	// PeerRounds is how many rounds each tool drains; zero means 3.
+	Peer       bool
+	ConduitBin string
+	PeerRounds int
 	// Logger reports progress.
 	Logger *slog.Logger
 }

@@ -39,6 +39,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return rep, nil
 	}
+	if cfg.Only == "peer" || (cfg.Only == "" && cfg.Peer) {
+		rows, err := e.peerRows(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return rep, fmt.Errorf("peer: %w", err)
+		}
+	}
+	if cfg.Only == "peer" {
+		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+		return rep, nil
+	}
 	all := cfg.Only == ""
 	if all || cfg.Only == "ingest" {
 		rows, err := e.ingestRows(ctx)
