@@ -197,6 +197,11 @@ type (
 		DecimalHandlingMode  string `json:"decimal_handling_mode,omitempty"`
 		TimePrecisionMode    string `json:"time_precision_mode,omitempty"`
 		IntervalHandlingMode string `json:"interval_handling_mode,omitempty"`
+		// Schemas writes each debezium event as Kafka Connect's JSON
+		// converter does with schemas.enable=true: {"schema":…,
+		// "payload":…} (format.Options.Schemas); false is the event
+		// alone. The other formats ignore it.
+		Schemas bool `json:"schemas,omitempty"`
 	}
 	// CommitBody is the body of POST /v1/groups/{name}/commit.
 	CommitBody struct {

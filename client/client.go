@@ -346,6 +346,9 @@ type FetchRequest struct {
 	DecimalHandlingMode  string
 	TimePrecisionMode    string
 	IntervalHandlingMode string
+	// Schemas asks FetchMessages for Debezium's events with their
+	// Connect schemas ({"schema":…,"payload":…}; api.FetchBody.Schemas).
+	Schemas bool
 }
 
 // FetchResult is what a fetch delivered.

@@ -39,7 +39,8 @@ func (c *Client) doJSON(ctx context.Context, method, path string, body, out any)
 // (for tools that print or forward it, as pgq consume does). FetchShared returns them typed. It does not retry.
 func (c *Client) FetchMessages(ctx context.Context, group string, req FetchRequest) ([]api.Message, error) {
 	body := api.FetchBody{Member: req.Member, Max: req.Max, Wait: api.Duration(req.Wait), Format: req.Format,
-		DecimalHandlingMode: req.DecimalHandlingMode, TimePrecisionMode: req.TimePrecisionMode, IntervalHandlingMode: req.IntervalHandlingMode}
+		DecimalHandlingMode: req.DecimalHandlingMode, TimePrecisionMode: req.TimePrecisionMode, IntervalHandlingMode: req.IntervalHandlingMode,
+		Schemas: req.Schemas}
 	data, _, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", "application/json", body)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ type rendering struct {
 	decimal  format.DecimalMode
 	time     format.TimePrecisionMode
 	interval format.IntervalMode
+	schemas  bool
 }
 
 // parseRendering reads the body's format and value modes; a bad one is
@@ -31,6 +32,7 @@ func parseRendering(req api.FetchBody) (rendering, error) {
 	if rn.interval, err = format.ParseIntervalMode(req.IntervalHandlingMode); err != nil {
 		return rn, api.Errorf(api.ErrBadRequest, "interval_handling_mode: %v", err)
 	}
+	rn.schemas = req.Schemas
 	return rn, nil
 }
 
@@ -41,6 +43,6 @@ func parseRendering(req api.FetchBody) (rendering, error) {
 func (g *groups) renderer(rn rendering, jv format.JSONValues) (*format.Renderer, error) {
 	o := g.formats
 	o.JSONValues, o.Now = jv, nil
-	o.Decimal, o.Time, o.Interval = rn.decimal, rn.time, rn.interval
+	o.Decimal, o.Time, o.Interval, o.Schemas = rn.decimal, rn.time, rn.interval, rn.schemas
 	return format.New(rn.f, o)
 }
