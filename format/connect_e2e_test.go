@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -77,7 +76,7 @@ func startRun(t *testing.T, db string) string {
 	slot := "s_" + db
 	run := exec.Command(pgqbin.Path(t), "run", "--pg-url", cluster.URL(db), "--slot", slot, "--publication", "p_"+db, "--data-dir", t.TempDir(),
 		"--create-slot", "--create-publication", "public.schema_types", "--listen", addr)
-	run.Env = noPGQEnv()
+	run.Env = pgqbin.Env()
 	var stderr bytes.Buffer
 	run.Stderr = &stderr
 	if err := run.Start(); err != nil {
@@ -106,7 +105,7 @@ func startRun(t *testing.T, db string) string {
 func pgqOut(t *testing.T, addr string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(pgqbin.Path(t), append(args, "--addr", addr)...)
-	cmd.Env = noPGQEnv()
+	cmd.Env = pgqbin.Env()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -114,16 +113,4 @@ func pgqOut(t *testing.T, addr string, args ...string) []byte {
 		t.Fatalf("pgq %v: %v\n%s", args, err, stderr.String())
 	}
 	return out
-}
-
-// noPGQEnv is the environment without PGQ_ variables, which would set
-// the CLI's flags.
-func noPGQEnv() []string {
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "PGQ_") {
-			env = append(env, e)
-		}
-	}
-	return env
 }
