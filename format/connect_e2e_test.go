@@ -3,10 +3,14 @@ package format_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,8 +21,9 @@ import (
 // TestConnectSchemasEndToEnd: inserts, updates (one of the key),
 // deletes and a truncate of the table of many column types, through a
 // real PostgreSQL, `pgq run` and `pgq consume --format debezium
-// --schemas` in pgq's and Debezium's value modes: every event printed is
-// what Kafka Connect's JSON converter with schemas reads (checkConnect).
+// --schemas` in pgq's and Debezium's value modes, and `pgq bridge
+// webhook --schemas`: every event printed or delivered is what Kafka
+// Connect's JSON converter with schemas reads (checkConnect).
 func TestConnectSchemasEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -62,6 +67,62 @@ func TestConnectSchemasEndToEnd(t *testing.T) {
 			t.Errorf("%v: ops %q, want ccudcdt", m, ops)
 		}
 	}
+	// The bridges embed the same flags: pgq bridge webhook --schemas.
+	pgqOut(t, addr, "groups", "create", "hook", "--from", "earliest")
+	evs := webhookEvents(t, addr, want, "--group", "hook", "--format", "debezium", "--schemas", "--decimal-handling-mode", "precise")
+	if len(evs) != want {
+		t.Errorf("webhook: %d events, want %d", len(evs), want)
+	}
+	for _, ev := range evs {
+		checkConnect(t, ev)
+	}
+}
+
+// webhookEvents runs `pgq bridge webhook` with args into a receiver
+// until want events arrived and returns the events of its requests'
+// bodies (JSON arrays of events).
+func webhookEvents(t *testing.T, addr string, want int, args ...string) []json.RawMessage {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		evs []json.RawMessage
+	)
+	got := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var batch []json.RawMessage
+		if err := json.Unmarshal(b, &batch); err != nil {
+			t.Errorf("webhook body: %v\n%s", err, b)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if evs = append(evs, batch...); len(evs) >= want {
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pgqbin.Path(t), append([]string{"bridge", "webhook", "--url", srv.URL, "--addr", addr}, args...)...)
+	cmd.Env = pgqbin.Env()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-ctx.Done():
+		t.Errorf("webhook: too few events; bridge:\n%s", stderr.String())
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return evs
 }
 
 // startRun starts `pgq run` on db and returns its HTTP address once
