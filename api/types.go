@@ -202,6 +202,12 @@ type (
 		// false (the default, Debezium's) renders transaction as null.
 		// The other formats ignore it.
 		ProvideTransactionMetadata bool `json:"provide_transaction_metadata,omitempty"`
+
+		// Schemas writes each debezium event as Kafka Connect's JSON
+		// converter does with schemas.enable=true: {"schema":…,
+		// "payload":…} (format.Options.Schemas); false is the event
+		// alone. The other formats ignore it.
+		Schemas bool `json:"schemas,omitempty"`
 	}
 	// CommitBody is the body of POST /v1/groups/{name}/commit.
 	CommitBody struct {

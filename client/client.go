@@ -350,6 +350,10 @@ type FetchRequest struct {
 	// block (api.FetchBody; false: transaction is null, Debezium's
 	// default).
 	ProvideTransactionMetadata bool
+
+	// Schemas asks FetchMessages for Debezium's events with their
+	// Connect schemas ({"schema":…,"payload":…}; api.FetchBody.Schemas).
+	Schemas bool
 }
 
 // FetchResult is what a fetch delivered.

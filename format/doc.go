@@ -182,6 +182,27 @@
 // one bit is a boolean.
 // hstore and PostGIS types, whose OIDs are not fixed, are their text.
 //
+// # Debezium with Kafka Connect schemas
+//
+// With Options.Schemas each Debezium event is
+// {"schema":<Connect schema>,"payload":<the event>} and each key
+// {"schema":…,"payload":<the key>}, as Kafka Connect's JSON converter
+// writes them with schemas.enable=true (debezium_schema.go). The value's
+// schema is the struct <Name>.<schema>.<table>.Envelope: before and after
+// the optional <Name>.<schema>.<table>.Value, source
+// io.debezium.connector.postgresql.Source, transaction event.block, op,
+// ts_ms, ts_us, ts_ns; the key's <Name>.<schema>.<table>.Key of the key
+// columns; a message's io.debezium.connector.postgresql.MessageValue and
+// MessageKey. Each column has the Connect type and semantic name
+// Debezium's PostgresValueConverter gives its type in the value modes
+// (columnSchema); key columns are required, the others optional (the
+// journal does not carry NOT NULL). A renderer caches each table's
+// schemas and computes them again when the change's columns differ from
+// the ones it computed them from (a DDL and its new Relation); a
+// truncate takes the table's cached schema, else a row of no fields.
+// The payload is the event as without Schemas, but that a numeric NaN or
+// infinity in precise mode is null (no Decimal holds it).
+//
 // # CloudEvents
 //
 // CloudEvents 1.0 in the JSON format (structured mode, media type

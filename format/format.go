@@ -214,6 +214,14 @@ type Options struct {
 	// JSONValues is how pgq-format changes (the PGQ format and the data of
 	// CloudEvents) write json and jsonb values.
 	JSONValues JSONValues
+	// Schemas writes each Debezium event and key as Kafka Connect's JSON
+	// converter does with schemas.enable=true (its default, which a
+	// Connect pipeline expects unless told otherwise):
+	// {"schema":<the Connect schema>,"payload":<the event or key>}, the
+	// schemas Debezium's (see the package doc). false (the default)
+	// writes the payload alone, as the converter does with
+	// schemas.enable=false. The other formats ignore it.
+	Schemas bool
 	// Now is the clock of Debezium's top-level ts_ms, ts_us and ts_ns (the
 	// time the event was rendered); nil → time.Now.
 	Now func() time.Time
@@ -275,6 +283,11 @@ type Renderer struct {
 	o   Options
 	m   *pgtype.Map
 	dco dcoState
+	// schemas caches the Connect schemas of each table ("schema.table")
+	// with Options.Schemas, recomputed when its columns change.
+	schemas map[string]*tableSchema
+	// msgSchema and msgKeySchema are a message event's schema prefixes.
+	msgSchema, msgKeySchema []byte
 }
 
 // New returns a Renderer of format f.

@@ -60,7 +60,7 @@ var table = [...]Spec{
 		Help:        "Debezium's change-event values; a bridge keys them as Debezium does",
 		ContentType: "application/json", BatchContentType: "application/json",
 		events:       debeziumEvents,
-		event:        (*Renderer).appendDebezium,
+		event:        (*Renderer).appendDebeziumEvent,
 		message:      (*Renderer).appendDebeziumBrokerMessage,
 		eventMessage: (*Renderer).appendDebeziumEventMessage,
 		deletes:      debeziumDelete,
@@ -214,7 +214,7 @@ func (r *Renderer) appendDebeziumBrokerMessage(b []byte, tx *pgq.Transaction, i 
 	}
 	var m Message
 	start := len(b)
-	b = r.appendEvents(b, tx, i, n, (*Renderer).appendDebezium)
+	b = r.appendEvents(b, tx, i, n, (*Renderer).appendDebeziumEvent)
 	m.Payload = b[start:len(b):len(b)]
 	if n == 0 {
 		return b, m
@@ -227,7 +227,7 @@ func (r *Renderer) appendDebeziumBrokerMessage(b []byte, tx *pgq.Transaction, i 
 func (r *Renderer) appendDebeziumEventMessage(b []byte, tx *pgq.Transaction, i, k int, _ Binding) ([]byte, Message) {
 	var m Message
 	start := len(b)
-	b = r.appendDebezium(b, tx, i, k)
+	b = r.appendDebeziumEvent(b, tx, i, k)
 	m.Payload = b[start:len(b):len(b)]
 	return r.appendDebeziumMessageKey(b, tx, i, k, m)
 }
@@ -236,7 +236,7 @@ func (r *Renderer) appendDebeziumEventMessage(b []byte, tx *pgq.Transaction, i, 
 // appended to b; a null key leaves m's Key nil (the bridge's stays).
 func (r *Renderer) appendDebeziumMessageKey(b []byte, tx *pgq.Transaction, i, k int, m Message) ([]byte, Message) {
 	start := len(b)
-	b = r.AppendDebeziumKey(b, tx, i, k)
+	b = r.appendDebeziumKeyEvent(b, tx, i, k)
 	if key := b[start:]; len(key) == 0 || string(key) == "null" {
 		m.NullKey = true
 		return b[:start], m

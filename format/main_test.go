@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
 
@@ -31,6 +32,7 @@ func run(m *testing.M) int {
 	}
 	defer c.Stop()
 	cluster = c
+	defer pgqbin.Remove() // the pgq binary the end-to-end tests built
 	return m.Run()
 }
 

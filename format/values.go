@@ -114,7 +114,7 @@ func (r *Renderer) appendText(b []byte, typ uint32, typmod int32, s string) []by
 	case pgtype.ByteaOID:
 		return appendBytea(b, s)
 	case bitOID, varbitOID:
-		return appendBits(b, s)
+		return appendBits(b, s, oneBit(typ, typmod))
 	default:
 		if elem, ok := r.arrayElem(typ); ok {
 			return r.appendArray(b, typ, elem, typmod, s)
@@ -183,6 +183,12 @@ func (r *Renderer) appendArray(b []byte, typ, elem uint32, typmod int32, s strin
 // appendNumeric renders a numeric of type modifier typmod as the decimal
 // mode says.
 func (r *Renderer) appendNumeric(b []byte, typmod int32, s string) []byte {
+	if r.o.Schemas && r.o.Decimal == DecimalPrecise && (s == "NaN" || s == "Infinity" || s == "-Infinity") {
+		// No Decimal holds them, and the schema says bytes (or a
+		// VariableScaleDecimal struct): null, which the optional column
+		// takes.
+		return append(b, "null"...)
+	}
 	switch s {
 	case "NaN":
 		if r.o.Decimal == DecimalString {
@@ -363,15 +369,19 @@ func twosComplement(n *big.Int) []byte {
 	return out
 }
 
-// appendBits renders bit and bit varying: a value of one bit as a
-// boolean (Debezium's bit(1)), else Debezium's Bits, the value's bits as
-// an unsigned integer in little-endian bytes (no bytes for zero), base64.
-func appendBits(b []byte, s string) []byte {
-	switch s {
-	case "0":
-		return append(b, "false"...)
-	case "1":
-		return append(b, "true"...)
+// appendBits renders bit and bit varying: a value of a column of length
+// 1 (boolean: oneBit) as a boolean, as Debezium does, else Debezium's
+// Bits, the value's bits as an unsigned integer in little-endian bytes
+// (no bytes for zero), base64 (a one-bit value of a longer bit varying
+// too: Debezium types the column, not the value).
+func appendBits(b []byte, s string, boolean bool) []byte {
+	if boolean {
+		switch s {
+		case "0":
+			return append(b, "false"...)
+		case "1":
+			return append(b, "true"...)
+		}
 	}
 	n, ok := new(big.Int).SetString(s, 2)
 	if !ok || s == "" {

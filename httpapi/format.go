@@ -13,6 +13,7 @@ type rendering struct {
 	time     format.TimePrecisionMode
 	interval format.IntervalMode
 	txMeta   bool
+	schemas  bool
 }
 
 // parseRendering reads the body's format and value modes; a bad one is
@@ -33,6 +34,7 @@ func parseRendering(req api.FetchBody) (rendering, error) {
 		return rn, api.Errorf(api.ErrBadRequest, "interval_handling_mode: %v", err)
 	}
 	rn.txMeta = req.ProvideTransactionMetadata
+	rn.schemas = req.Schemas
 	return rn, nil
 }
 
@@ -43,6 +45,6 @@ func parseRendering(req api.FetchBody) (rendering, error) {
 func (g *groups) renderer(rn rendering, jv format.JSONValues) (*format.Renderer, error) {
 	o := g.formats
 	o.JSONValues, o.Now = jv, nil
-	o.Decimal, o.Time, o.Interval, o.TransactionMetadata = rn.decimal, rn.time, rn.interval, rn.txMeta
+	o.Decimal, o.Time, o.Interval, o.TransactionMetadata, o.Schemas = rn.decimal, rn.time, rn.interval, rn.txMeta, rn.schemas
 	return format.New(rn.f, o)
 }

@@ -77,15 +77,7 @@ func runPgq(t *testing.T, env []string, args ...string) (int, string) {
 }
 
 // cliEnv is the environment without PGQ_* variables.
-func cliEnv() []string {
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "PGQ_") {
-			env = append(env, e)
-		}
-	}
-	return env
-}
+func cliEnv() []string { return pgqbin.Env() }
 
 func checkExits(t *testing.T, cases []exitCase) {
 	t.Helper()

@@ -23,6 +23,7 @@ type FormatFlags struct {
 	FormatSlot   string `name:"format-slot" env:"FORMAT_SLOT" help:"Slot name for the CloudEvents source (/pgq/<db>/<slot>; default: pgq's own, from its status)."`
 	DecimalMode  string `name:"decimal-handling-mode" default:"string" env:"DECIMAL_HANDLING_MODE" help:"With --format debezium, numeric and money values as Debezium's decimal.handling.mode: string (digits as a JSON string), precise (Kafka Connect's Decimal, base64 of the unscaled value; Debezium's default) or double (a JSON number)."`
 	TimeMode     string `name:"time-precision-mode" default:"microseconds" env:"TIME_PRECISION_MODE" help:"With --format debezium, time and timestamp values as Debezium's time.precision.mode: microseconds (always) or adaptive (milliseconds for a declared precision of 0 to 3; Debezium's default)."`
+	Schemas      bool   `name:"schemas" env:"SCHEMAS" help:"With --format debezium, each event and key as Kafka Connect's JSON converter writes it with schemas.enable=true (its default): {\"schema\":…,\"payload\":…}, Debezium's Connect schemas. Default: the payload alone (schemas.enable=false)."`
 	IntervalMode string `name:"interval-handling-mode" default:"numeric" env:"INTERVAL_HANDLING_MODE" help:"With --format debezium, interval values as Debezium's interval.handling.mode: numeric (microseconds) or string (ISO 8601, P1Y2M3DT4H5M6.78S)."`
 	TxMetadata   bool   `name:"provide-transaction-metadata" env:"PROVIDE_TRANSACTION_METADATA" help:"With --format debezium, fill each event's transaction block (id, total_order, data_collection_order) as Debezium's provide.transaction.metadata=true; default: transaction is null, Debezium's default."`
 }
@@ -44,7 +45,7 @@ func (f FormatFlags) options() (format.Format, format.Options, error) {
 	if err != nil {
 		return 0, format.Options{}, usage(err)
 	}
-	o := format.Options{Database: f.FormatDB, Slot: f.FormatSlot, TransactionMetadata: f.TxMetadata}
+	o := format.Options{Database: f.FormatDB, Slot: f.FormatSlot, TransactionMetadata: f.TxMetadata, Schemas: f.Schemas}
 	if o.Decimal, err = format.ParseDecimalMode(f.DecimalMode); err != nil {
 		return 0, format.Options{}, usage(fmt.Errorf("--decimal-handling-mode: %w", err))
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -66,4 +67,16 @@ func Remove() {
 		_ = os.RemoveAll(dir)
 	}
 	dir, path, buildErr = "", "", nil
+}
+
+// Env is the environment without PGQ_ variables, which would set the
+// CLI's flags: the environment of a test's pgq process.
+func Env() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "PGQ_") {
+			env = append(env, e)
+		}
+	}
+	return env
 }
