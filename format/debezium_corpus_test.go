@@ -77,12 +77,19 @@ func debeziumDefaults() format.Options {
 
 // corpusVariants are the envelopes the corpus is checked in: each
 // carries the same values (an envelope with schemas carries its event
-// in "payload", which debeziumPayload unwraps).
+// in "payload", which debeziumPayload unwraps, and its schema, which
+// checkConnect holds to the payload as Kafka Connect's JsonConverter
+// does).
 var corpusVariants = []struct {
 	name string
 	opts func() format.Options
 }{
 	{"schemaless", debeziumDefaults},
+	{"schemas", func() format.Options {
+		o := debeziumDefaults()
+		o.Schemas = true
+		return o
+	}},
 }
 
 // corpusRun is the journal's record of one run of the corpus: the
@@ -208,6 +215,13 @@ func TestDebeziumCorpus(t *testing.T) {
 			t.Run("flink", func(t *testing.T) {
 				checkFlinkDecodes(t, msgs)
 			})
+			if v.opts().Schemas {
+				t.Run("connect", func(t *testing.T) {
+					for _, m := range msgs {
+						checkConnect(t, m)
+					}
+				})
+			}
 		})
 	}
 }
