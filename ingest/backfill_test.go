@@ -609,7 +609,8 @@ func TestBackfillInvisibleCommits(t *testing.T) {
 
 	// Before the start: the backfill reads nothing until it is visible.
 	release := hold(3)
-	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50,
+	// One range: the test follows its last key.
+	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1,
 		"where": "(SELECT true FROM pg_advisory_xact_lock_shared(4242))"})
 	time.Sleep(time.Second)
 	if s := getBackfill(t, r, st.ID); s.State != "running" || s.Rows != 0 {
@@ -674,7 +675,7 @@ func TestBackfillResumeAndCancel(t *testing.T) {
 		}
 		<-done
 	}()
-	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50})
+	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1})
 	waitFor(t, 60*time.Second, "some chunks", func() bool { return getBackfill(t, r, st.ID).Chunks >= 20 })
 	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
@@ -859,7 +860,7 @@ func TestBackfillSIGKILLResume(t *testing.T) {
 		}
 		<-done
 	}()
-	st := startBackfillAddr(t, addr, map[string]any{"tables": []string{"bf"}, "chunk_size": 50})
+	st := startBackfillAddr(t, addr, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1})
 	var seen bfStatus
 	waitFor(t, 60*time.Second, "some chunks", func() bool { seen = getBackfillAddr(t, addr, st.ID); return seen.Chunks >= 30 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
