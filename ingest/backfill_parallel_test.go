@@ -3,6 +3,8 @@ package ingest_test
 import (
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -70,6 +72,27 @@ func checkRanges(t *testing.T, st api.Backfill, want int) {
 	}
 }
 
+// killableBackfill makes table bf (20,000 rows) in a fresh database,
+// starts the real pgq binary on a fresh data dir, and random DML on bf
+// (workload, seed); stopDML ends the DML and waits for it (once; also at
+// the test's end).
+func killableBackfill(t *testing.T, seed uint64) (db *pgtest.DB, dir string, cmd *exec.Cmd, addr string, stopDML func()) {
+	t.Helper()
+	db = pgtest.Shared(t).NewDB(t)
+	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text, n int)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
+		`INSERT INTO bf SELECT g, md5(g::text), g FROM generate_series(1, 20000) g`, `ANALYZE bf`)
+	dir = t.TempDir()
+	cmd, addr = pgqRun(t, db, dir)
+	stop := make(chan struct{})
+	_, done := workload(t, db, seed, 25000, nil, stop)
+	stopDML = sync.OnceFunc(func() {
+		close(stop)
+		<-done
+	})
+	t.Cleanup(stopDML)
+	return db, dir, cmd, addr, stopDML
+}
+
 // TestBackfillParallelRangesUnderDML reads an integer-keyed table in 4
 // key ranges at once while random inserts, updates (key changes too) and
 // deletes run on it, and a text-keyed table in 3 ranges from its pg_stats
@@ -130,21 +153,7 @@ func TestBackfillParallelRangesUnderDML(t *testing.T) {
 // at most the chunks in flight at the kill (two per range) were journaled
 // twice.
 func TestBackfillParallelSIGKILLResume(t *testing.T) {
-	db := pgtest.Shared(t).NewDB(t)
-	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text, n int)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
-		`INSERT INTO bf SELECT g, md5(g::text), g FROM generate_series(1, 20000) g`, `ANALYZE bf`)
-	dir := t.TempDir()
-	cmd, addr := pgqRun(t, db, dir)
-	stop := make(chan struct{})
-	_, done := workload(t, db, 12, 25000, nil, stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	db, dir, cmd, addr, stopDML := killableBackfill(t, 12)
 	const chunk, par = 50, 3
 	st := startBackfillAddr(t, addr, map[string]any{"tables": []string{"bf"}, "chunk_size": chunk, "parallelism": par})
 	var seen api.Backfill
@@ -180,8 +189,7 @@ func TestBackfillParallelSIGKILLResume(t *testing.T) {
 		}
 	}
 	fin := waitBackfillAddr(t, addr, st.ID, "done", 120*time.Second)
-	close(stop)
-	<-done
+	stopDML()
 	full := getRanges(t, addr, st.ID)
 	checkRanges(t, full, par)
 	if fin.Chunks <= mid.Chunks {

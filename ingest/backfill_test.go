@@ -845,21 +845,7 @@ func pgqRun(t *testing.T, db *pgtest.DB, dir string) (*exec.Cmd, string) {
 // chunk in flight at the kill may be journaled twice (whole-chunk
 // duplicates, harmless under upsert).
 func TestBackfillSIGKILLResume(t *testing.T) {
-	db := pgtest.Shared(t).NewDB(t)
-	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text, n int)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
-		`INSERT INTO bf SELECT g, md5(g::text), g FROM generate_series(1, 20000) g`, `ANALYZE bf`)
-	dir := t.TempDir()
-	cmd, addr := pgqRun(t, db, dir)
-	stop := make(chan struct{})
-	_, done := workload(t, db, 11, 25000, nil, stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	db, dir, cmd, addr, stopDML := killableBackfill(t, 11)
 	st := startBackfillAddr(t, addr, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1})
 	var seen bfStatus
 	waitFor(t, 60*time.Second, "some chunks", func() bool { seen = getBackfillAddr(t, addr, st.ID); return seen.Chunks >= 30 })
@@ -882,8 +868,7 @@ func TestBackfillSIGKILLResume(t *testing.T) {
 	if fin.Chunks <= mid.Chunks {
 		t.Fatalf("resumed: %+v after %+v", fin, mid)
 	}
-	close(stop)
-	<-done
+	stopDML()
 	checkConverged(t, db, dir, map[string][]string{"public.bf": {"id"}})
 }
 
