@@ -93,6 +93,22 @@ func killableBackfill(t *testing.T, seed uint64) (db *pgtest.DB, dir string, cmd
 	return db, dir, cmd, addr, stopDML
 }
 
+// killRestart kills pgq (SIGKILL) once the backfill seen (its state and
+// rows) is mid-way through bf, and starts pgq again on dir; it returns
+// the new API address.
+func killRestart(t *testing.T, cmd *exec.Cmd, db *pgtest.DB, dir, state string, rows int64, seen any) string {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if state != "running" || rows >= 20000 {
+		t.Fatalf("the kill was not mid-backfill: %+v", seen)
+	}
+	_, addr := pgqRun(t, db, dir)
+	return addr
+}
+
 // TestBackfillParallelRangesUnderDML reads an integer-keyed table in 4
 // key ranges at once while random inserts, updates (key changes too) and
 // deletes run on it, and a text-keyed table in 3 ranges from its pg_stats
@@ -169,15 +185,7 @@ func TestBackfillParallelSIGKILLResume(t *testing.T) {
 		}
 		return true
 	})
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if seen.State != "running" || seen.Rows >= 20000 {
-		t.Fatalf("the kill was not mid-backfill: %+v", seen)
-	}
-
-	_, addr = pgqRun(t, db, dir)
+	addr = killRestart(t, cmd, db, dir, seen.State, seen.Rows, seen)
 	mid := getRanges(t, addr, st.ID)
 	if mid.State != "running" || len(mid.Ranges) != par {
 		t.Fatalf("after the kill: %+v", mid)

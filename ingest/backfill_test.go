@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -849,15 +848,7 @@ func TestBackfillSIGKILLResume(t *testing.T) {
 	st := startBackfillAddr(t, addr, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1})
 	var seen bfStatus
 	waitFor(t, 60*time.Second, "some chunks", func() bool { seen = getBackfillAddr(t, addr, st.ID); return seen.Chunks >= 30 })
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if seen.State != "running" || seen.Rows >= 20000 {
-		t.Fatalf("the kill was not mid-backfill: %+v", seen)
-	}
-
-	_, addr = pgqRun(t, db, dir)
+	addr = killRestart(t, cmd, db, dir, seen.State, seen.Rows, seen)
 	mid := getBackfillAddr(t, addr, st.ID)
 	// Progress is reported only once stored: the restart has at least
 	// what was seen before the kill.
