@@ -10,6 +10,10 @@ type BackfillRequest struct {
 	// MaxRate caps the rows read per second (0: as fast as the server
 	// reads them).
 	MaxRate float64 `json:"max_rate,omitempty"`
+	// Parallelism is how many key ranges of a table are read at once,
+	// each on its own connection (0: the server's default, the number of
+	// its CPUs up to 4; at most 16). MaxRate caps their total.
+	Parallelism int `json:"parallelism,omitempty"`
 }
 
 // BackfillUpdate changes a running backfill (PATCH /v1/backfills/{id}).
@@ -37,10 +41,26 @@ type Backfill struct {
 	ETA          *float64          `json:"eta_seconds"`
 	KeyColumns   []string          `json:"key_columns,omitempty"`
 	LastKey      map[string]string `json:"last_key"`
-	Error        *string           `json:"error"`
-	CreatedAt    time.Time         `json:"created_at"`
-	FinishedAt   *time.Time        `json:"finished_at,omitempty"`
+	// Parallelism is how many key ranges of each table are read at once.
+	Parallelism int `json:"parallelism"`
+	// Ranges are the key ranges of the current table (one when the table
+	// is read as a whole), each with its own progress.
+	Ranges     []BackfillRange `json:"ranges,omitempty"`
+	Error      *string         `json:"error"`
+	CreatedAt  time.Time       `json:"created_at"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
 
 // Finished reports whether the backfill is done, failed or canceled.
 func (b *Backfill) Finished() bool { return b.State != "running" }
+
+// BackfillRange is one key range of a table a backfill reads on its own
+// connection: the rows whose first key column is above After (none: from
+// the table's start) and at most UpTo (none: to its end), as text forms.
+type BackfillRange struct {
+	After   *string           `json:"after"`
+	UpTo    *string           `json:"up_to"`
+	LastKey map[string]string `json:"last_key"`
+	Rows    int64             `json:"rows"`
+	Done    bool              `json:"done"`
+}

@@ -56,13 +56,18 @@ type Request = api.BackfillRequest
 // stored.
 type Status struct {
 	api.Backfill
-	lastKey []string // LastKey in KeyColumns order; stored
+	// ranges of the current table, each with its last key in KeyColumns
+	// order; stored (nil: the table's ranges are not made yet).
+	ranges []keyRange
 }
 
 // stored is the Pebble value of a backfill.
 type stored struct {
 	Status
-	LastKeyList []string `json:"last_key_list"`
+	// LastKeyList is the last key of a table read as one range (as pgq
+	// stored it before ranges; read when RangeList is empty).
+	LastKeyList []string   `json:"last_key_list"`
+	RangeList   []keyRange `json:"range_list,omitempty"`
 }
 
 // Options configures a Manager.
@@ -207,7 +212,15 @@ func (m *Manager) load() error {
 			it.Close()
 			return fmt.Errorf("backfill: read store: %s: %w", it.Key(), err)
 		}
-		s.Status.lastKey = s.LastKeyList
+		s.Status.ranges = s.RangeList
+		if len(s.RangeList) == 0 && s.LastKeyList != nil {
+			// Stored by a pgq before ranges: one range, resumed after
+			// its last key.
+			s.Status.ranges = []keyRange{{LastKey: s.LastKeyList}}
+		}
+		if s.Parallelism == 0 {
+			s.Parallelism = 1
+		}
 		m.jobs[s.ID] = &job{st: s.Status}
 	}
 	if err := it.Close(); err != nil {
@@ -259,7 +272,9 @@ func (m *Manager) launch(j *job) {
 	// A burst of one chunk: the runner takes a chunk's worth before
 	// reading it, and the first chunk goes at once.
 	j.pace = rate.NewLimiter(paceLimit(j.st.MaxRate), max(j.st.ChunkSize, 1))
-	j.repaced = make(chan struct{}, 1)
+	// One wake-up per range that may wait (a stale one only makes a
+	// waiter look at the pace again).
+	j.repaced = make(chan struct{}, MaxParallelism)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -284,6 +299,10 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	if err := checkRate(req.MaxRate); err != nil {
 		return Status{}, err
 	}
+	par, err := checkParallelism(req.Parallelism)
+	if err != nil {
+		return Status{}, err
+	}
 	// Before any connection: a malformed name, or one of a system schema.
 	names, err := distinctTables(req.Tables)
 	if err != nil {
@@ -294,7 +313,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 		return Status{}, api.Errorf(api.ErrUnavailable, "backfill: connect to PostgreSQL: %v", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	st := Status{Backfill: api.Backfill{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, MaxRate: req.MaxRate, CreatedAt: time.Now().UTC()}}
+	st := Status{Backfill: api.Backfill{State: StateRunning, Where: req.Where, ChunkSize: req.ChunkSize, MaxRate: req.MaxRate, Parallelism: par, CreatedAt: time.Now().UTC()}}
 	seen := map[string]bool{}
 	for _, name := range names {
 		t, err := describePublished(ctx, conn, m.o.Publication, name)
@@ -326,7 +345,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (Status, error) {
 	j := &job{st: st}
 	m.jobs[st.ID] = j
 	m.launch(j)
-	m.o.Logger.Info("backfill started", "id", st.ID, "tables", st.Tables, "chunk_size", st.ChunkSize, "max_rate", st.MaxRate, "where", st.Where)
+	m.o.Logger.Info("backfill started", "id", st.ID, "tables", st.Tables, "chunk_size", st.ChunkSize, "max_rate", st.MaxRate, "parallelism", st.Parallelism, "where", st.Where)
 	return m.view(j), nil
 }
 
@@ -378,7 +397,7 @@ func (m *Manager) put(st *Status) error {
 	}
 	err = m.store.commit(func(b *pebble.Batch) error {
 		for _, st := range all {
-			v, err := json.Marshal(stored{Status: *st, LastKeyList: st.lastKey})
+			v, err := json.Marshal(stored{Status: *st, LastKeyList: st.singleLastKey(), RangeList: st.ranges})
 			if err != nil {
 				return fmt.Errorf("encode %s: %w", st.ID, err)
 			}
@@ -396,15 +415,14 @@ func (m *Manager) put(st *Status) error {
 func (m *Manager) view(j *job) Status {
 	st := j.st
 	st.Tables = slices.Clone(st.Tables)
-	st.LastKey = nil
-	if st.lastKey != nil {
-		st.LastKey = map[string]string{}
-		for i, k := range st.KeyColumns {
-			if i < len(st.lastKey) {
-				st.LastKey[k] = st.lastKey[i]
-			}
+	st.LastKey = keyMap(st.KeyColumns, st.singleLastKey())
+	st.Ranges = nil
+	if len(st.ranges) > 1 {
+		for _, r := range st.ranges {
+			st.Ranges = append(st.Ranges, api.BackfillRange{After: r.After, UpTo: r.UpTo, LastKey: keyMap(st.KeyColumns, r.LastKey), Rows: r.Rows, Done: r.Done})
 		}
 	}
+	st.ranges = nil
 	if st.State == StateRunning && !j.startAt.IsZero() {
 		if el := time.Since(j.startAt).Seconds(); el > 0.5 {
 			st.Rate = float64(st.Rows-j.startRow) / el
@@ -415,6 +433,29 @@ func (m *Manager) view(j *job) Status {
 		}
 	}
 	return st
+}
+
+// singleLastKey is the last key of a table read as one range (nil:
+// none yet, or several ranges: each has its own).
+func (st *Status) singleLastKey() []string {
+	if len(st.ranges) != 1 {
+		return nil
+	}
+	return st.ranges[0].LastKey
+}
+
+// keyMap is a key's text forms by column name (nil for no key).
+func keyMap(cols, key []string) map[string]string {
+	if key == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for i, k := range cols {
+		if i < len(key) {
+			out[k] = key[i]
+		}
+	}
+	return out
 }
 
 // List returns every backfill, oldest first.
@@ -501,9 +542,11 @@ func (m *Manager) Throttle(id string, maxRate float64) (Status, error) {
 	}
 	if j.pace != nil {
 		j.pace.SetLimit(paceLimit(maxRate))
-		select {
-		case j.repaced <- struct{}{}:
-		default: // a wake-up is pending already
+		for range cap(j.repaced) { // each range's runner may be waiting
+			select {
+			case j.repaced <- struct{}{}:
+			default: // wake-ups are pending already
+			}
 		}
 	}
 	// The rate shown is the one since the change.
@@ -605,7 +648,7 @@ func (m *Manager) runOnce(ctx context.Context, j *job) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	m.mu.Lock()
 	st := j.st
-	st.lastKey = slices.Clone(j.st.lastKey)
+	st.ranges = cloneRanges(j.st.ranges)
 	m.mu.Unlock()
 	// Checked again on this session: its standard_conforming_strings may
 	// differ from the one Start saw, and a backfill stored by an older
@@ -621,16 +664,20 @@ func (m *Manager) runOnce(ctx context.Context, j *job) error {
 		if err != nil {
 			return err
 		}
-		lastKey := st.lastKey
-		if ti != st.TableIndex {
-			lastKey = nil
+		ranges := st.ranges
+		if ti != st.TableIndex || len(ranges) == 0 {
+			// A table's ranges are made when it starts and kept until
+			// it is done: a resumed range goes on after its own last key.
+			if ranges, err = splitRanges(ctx, conn, t, max(st.Parallelism, 1)); err != nil {
+				return err
+			}
 		}
 		if ok, err := m.update(j, func(s *Status) {
-			s.TableIndex, s.Table, s.KeyColumns, s.lastKey = ti, t.qualified(), t.keyCols, lastKey
+			s.TableIndex, s.Table, s.KeyColumns, s.ranges = ti, t.qualified(), t.keyCols, cloneRanges(ranges)
 		}); !ok || err != nil {
 			return err
 		}
-		if ok, err := m.runTable(ctx, conn, j, t, st.Where, lastKey, st.ChunkSize); !ok || err != nil {
+		if ok, err := m.runTable(ctx, conn, j, t, st.Where, ranges, st.ChunkSize); !ok || err != nil {
 			return err
 		}
 	}
@@ -666,17 +713,83 @@ type inflight struct {
 // window from its low to its high watermark, so overlapping them changes
 // nothing for ingest. When N must be read again, N+1 is abandoned (its
 // high watermark is never emitted) and reading goes on from N's start.
-// It reports false when the backfill was canceled or ctx ended.
-func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table, where string, lastKey []string, limit int) (bool, error) {
-	m.mu.Lock()
-	id := j.st.ID
-	m.mu.Unlock()
-	w := m.o.Registry.Watch(t.schema, t.name, t.keyCols)
-	defer w.Close() // closes open chunks too
+//
+// The ranges of the table not done yet are read at once, each by
+// runRange on its own connection (conn for the first) with its own watch:
+// a watch forgets a transaction once a chunk's snapshot sees it, which
+// is only right for the later chunks of that chunk's range. All watches
+// begin before settle, so it covers every range. The first error stops
+// every range. It reports false when the backfill was canceled or ctx
+// ended.
+func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table, where string, ranges []keyRange, limit int) (bool, error) {
+	var todo []int
+	for i := range ranges {
+		if !ranges[i].Done {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return true, nil
+	}
+	watches := make([]*ingest.Watch, len(todo))
+	for n := range todo {
+		watches[n] = m.o.Registry.Watch(t.schema, t.name, t.keyCols)
+		defer watches[n].Close() // closes open chunks too
+	}
 	if err := m.settle(ctx, conn, j, t); err != nil {
 		return false, err
 	}
-	tr := &tableRun{m: m, conn: conn, j: j, t: t, w: w, where: where, id: id, limit: limit, lastKey: lastKey}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		ok  bool
+		err error
+	}
+	out := make(chan result, len(todo))
+	for n, ri := range todo {
+		go func() {
+			ok, err := m.rangeOn(rctx, conn, n > 0, j, t, watches[n], where, ri, ranges[ri], limit)
+			if !ok || err != nil {
+				cancel() // the other ranges stop too
+			}
+			out <- result{ok, err}
+		}()
+	}
+	allOK := true
+	var errs []error
+	for range todo {
+		r := <-out
+		allOK = allOK && r.ok
+		errs = append(errs, r.err)
+	}
+	if err := firstError(errs...); err != nil {
+		return false, err
+	}
+	return allOK, nil
+}
+
+// rangeOn runs runRange on conn, or on a connection of its own when own
+// is set.
+func (m *Manager) rangeOn(ctx context.Context, conn *pgx.Conn, own bool, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit int) (bool, error) {
+	if own {
+		c, err := m.connect(ctx)
+		if err != nil {
+			return false, fmt.Errorf("backfill: connect: %w", err)
+		}
+		defer c.Close(context.WithoutCancel(ctx))
+		conn = c
+	}
+	return m.runRange(ctx, conn, j, t, w, where, ri, r, limit)
+}
+
+// runRange reads range ri of t (r) after its last key, chunk after chunk
+// as runTable describes, and marks it done at its end. It reports false
+// when the backfill was canceled or ctx ended.
+func (m *Manager) runRange(ctx context.Context, conn *pgx.Conn, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit int) (bool, error) {
+	m.mu.Lock()
+	id := j.st.ID
+	m.mu.Unlock()
+	tr := &tableRun{m: m, conn: conn, j: j, t: t, w: w, where: where, id: id, limit: limit, ri: ri, rb: r.bounds(), lastKey: r.LastKey}
 	for {
 		if ctx.Err() != nil {
 			return false, nil
@@ -685,7 +798,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 			return false, nil
 		}
 		if tr.prev == nil && tr.next == nil {
-			return true, nil
+			return tr.m.update(j, func(s *Status) { s.ranges[ri].Done = true })
 		}
 		// The server reads next while ingest takes prev at its high
 		// watermark and prev's progress is stored (a synced write).
@@ -726,6 +839,8 @@ type tableRun struct {
 	where string
 	id    string // the backfill's
 	limit int    // rows per chunk
+	ri    int    // the range's index in the status
+	rb    bounds // the range's
 	// prev is the chunk whose high watermark goes out this round, next
 	// the one read this round; nil when there is none.
 	prev, next *inflight
@@ -786,7 +901,7 @@ func (tr *tableRun) readNext(sctx context.Context, scancel context.CancelFunc) <
 	if next != nil {
 		low = &ingest.Watermark{ID: next.id, Key: next.ch.Key(), Kind: "low"}
 	}
-	conn, t, where, limit, id := tr.conn, tr.t, tr.where, tr.limit, tr.id
+	conn, t, where, limit, id, rb := tr.conn, tr.t, tr.where, tr.limit, tr.id, tr.rb
 	out := make(chan stepResult, 1)
 	go func(lastKey []string) {
 		var r stepResult
@@ -794,7 +909,7 @@ func (tr *tableRun) readNext(sctx context.Context, scancel context.CancelFunc) <
 		if next != nil {
 			buf = next.buf
 		}
-		r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, limit, id, buf)
+		r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, rb, limit, id, buf)
 		if r.err != nil {
 			scancel() // the wait for prev's result too: it may never come
 		}
@@ -828,7 +943,9 @@ func (tr *tableRun) journalPrev(sctx context.Context) (res ingest.ChunkResult, d
 	}
 	tr.redos = 0
 	ok, err := tr.m.update(tr.j, func(s *Status) {
-		s.lastKey, s.Rows, s.Dropped, s.Chunks = done.end, s.Rows+int64(done.rows), s.Dropped+int64(res.Dropped), s.Chunks+1
+		r := &s.ranges[tr.ri]
+		r.LastKey, r.Rows = done.end, r.Rows+int64(done.rows)
+		s.Rows, s.Dropped, s.Chunks = s.Rows+int64(done.rows), s.Dropped+int64(res.Dropped), s.Chunks+1
 	})
 	return res, done, err == nil && !ok, err
 }

@@ -104,6 +104,24 @@
 // fails the backfill with ErrRedoLimit and an error that says so, rather
 // than retrying forever.
 //
+// # Parallel key ranges
+//
+// A table is read in Status.Parallelism key ranges of its first key
+// column at once (splitRanges: equal spans of an integer column between
+// its min and max, else pg_stats histogram bounds; one range without
+// statistics), each by its own runner goroutine on its own connection
+// with its own ingest.Watch. A watch forgets a kept transaction once a
+// chunk's snapshot sees it, which holds only for the later chunks of the
+// same runner (their snapshots are newer); chunks of other ranges may
+// have older ones, so each range needs its own. Every watch begins
+// before the table's settle, which thus covers all of them. A range's
+// chunks add "first key column > after AND <= up_to" to the keyset query;
+// each chunk is exact alone, so the ranges' chunks may reach the journal
+// in any order. The ranges are made when the table starts and stored
+// with the backfill (range_list), each with its last key, rows and
+// whether it is done; a backfill stored before ranges (last_key_list
+// only) resumes as one range.
+//
 // # What a backfill reads
 //
 // A backfill reads only what the slot itself would carry: tables of
@@ -171,15 +189,18 @@
 //
 // # Concurrency
 //
-// Each running backfill has one goroutine and one database connection
-// (used by a second, short-lived goroutine during each round trip, while
-// the first waits for the previous chunk and stores its progress);
-// tables of a backfill are read one after the other, chunks two at a time
-// (above). The Manager's mutex
+// Each running backfill has one goroutine, and per key range of the
+// current table one goroutine and one database connection (used by a
+// second, short-lived goroutine during each round trip, while the first
+// waits for the previous chunk and stores its progress); tables of a
+// backfill are read one after the other, their ranges at once, each
+// range's chunks two at a time (above). Ranges share the backfill's pace
+// (a rate.Limiter, safe for concurrent use) and store their progress
+// through the Manager's mutex. The Manager's mutex
 // guards the statuses; ingest.Backfills has its own mutex, taken by
 // ingest's goroutine at each commit while chunks are open. Memory is
-// bounded by the chunk size (the rows of the two chunks in flight per
-// backfill, as changes and as their encoded record, plus the keys changed
+// bounded by the chunk size times the parallelism (the rows of the two
+// chunks in flight per range, as changes and as their encoded record, plus the keys changed
 // in their windows), plus the keys of the transactions a watch keeps
 // until the next chunk's snapshot sees them. A chunk's storage serves a
 // later chunk once nothing refers to it (ingest never took the chunk,

@@ -198,7 +198,7 @@ func TestColumnListRowFilter(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", pub, err)
 		}
-		rows, _, _, err := step(ctx, conn, tb, where, nil, &ingest.Watermark{ID: "test", Kind: "low"}, nil, 100, "bf0", &chunkBuf{})
+		rows, _, _, err := step(ctx, conn, tb, where, nil, &ingest.Watermark{ID: "test", Kind: "low"}, nil, bounds{}, 100, "bf0", &chunkBuf{})
 		if err != nil {
 			t.Fatalf("%s: read: %v", pub, err)
 		}

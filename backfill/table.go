@@ -133,7 +133,11 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 // (see ErrNoProgress), PostgreSQL computing it by its own types and
 // collations; the select list comes before the predicate, so nothing
 // pasted in the predicate changes it.
-func (t *table) chunkSQL(where string, after bool, limit int) string {
+//
+// Within a range (rb), the chunk's rows are also those whose first key
+// column is above rb.after and at most rb.upTo; their parameters follow
+// the key's.
+func (t *table) chunkSQL(where string, after bool, limit int, rb bounds) string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
 	for i, c := range t.columns {
@@ -152,6 +156,19 @@ func (t *table) chunkSQL(where string, after bool, limit int) string {
 		past := "(" + strings.Join(l, ", ") + ") > (" + strings.Join(r, ", ") + ")"
 		b.WriteString(", " + past)
 		conds = append(conds, past)
+	}
+	n := 0
+	if after {
+		n = len(t.keyIdx)
+	}
+	k0 := pgx.Identifier{t.columns[t.keyIdx[0]].Name}.Sanitize()
+	if rb.after != nil {
+		n++
+		conds = append(conds, fmt.Sprintf("%s > $%d::text::%s", k0, n, t.types[t.keyIdx[0]]))
+	}
+	if rb.upTo != nil {
+		n++
+		conds = append(conds, fmt.Sprintf("%s <= $%d::text::%s", k0, n, t.types[t.keyIdx[0]]))
 	}
 	b.WriteString(" FROM ")
 	b.WriteString(t.source())
@@ -211,7 +228,7 @@ func checkWhere(ctx context.Context, conn *pgx.Conn, t *table, where string) err
 	if err := checkWhereSyntax(where, standardStrings(conn)); err != nil {
 		return err
 	}
-	_, err := conn.Exec(ctx, "EXPLAIN "+t.chunkSQL(where, false, 1))
+	_, err := conn.Exec(ctx, "EXPLAIN "+t.chunkSQL(where, false, 1, bounds{}))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return api.Errorf(api.ErrBadRequest, "--where %q on %s: %s", where, t.qualified(), pgErr.Message)
@@ -248,7 +265,7 @@ func standardStrings(conn *pgx.Conn) bool {
 // synchronous standby that is down does not stall the backfill (the
 // watermarks need no standby). An error leaves the connection in an
 // unknown state: the caller closes it.
-func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, limit int,
+func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, rb bounds, limit int,
 	backfill string, buf *chunkBuf) (rows []pgq.Change, encoded []byte, snap snapshot, err error) {
 	p := conn.PgConn().StartPipeline(ctx)
 	defer p.Close()
@@ -278,12 +295,17 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 		send("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 		// The first statement takes the snapshot the SELECT then uses.
 		send("SELECT pg_current_snapshot()::text")
-		args := make([][]byte, len(lastKey))
+		args := make([][]byte, len(lastKey), len(lastKey)+2)
 		for i, k := range lastKey {
 			args[i] = []byte(k)
 		}
+		for _, b := range []*string{rb.after, rb.upTo} {
+			if b != nil {
+				args = append(args, []byte(*b))
+			}
+		}
 		read = stmts
-		send(t.chunkSQL(where, lastKey != nil, limit), args...)
+		send(t.chunkSQL(where, lastKey != nil, limit, rb), args...)
 		send("COMMIT")
 	}
 	if err := p.Sync(); err != nil {

@@ -228,7 +228,7 @@ func TestChunkNoProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, _, _, err := step(ctx, conn, tb, where, nil, low, after, 10, "bf1", &chunkBuf{})
+		rows, _, _, err := step(ctx, conn, tb, where, nil, low, after, bounds{}, 10, "bf1", &chunkBuf{})
 		return rows, err
 	}
 	for _, where := range []string{"false) OR (true", "a < 5) OR (a > 0", "true) OR (a = 3"} {

@@ -57,6 +57,9 @@ type Config struct {
 	// (ref.txt, head.txt); Rounds is how many rounds each build runs.
 	CompareRef, CompareRefName, CompareOut string
 	Rounds                                 int
+	// BackfillRows is the size of the backfill rows' table; zero means
+	// 1,000,000 (5,000,000 with Full).
+	BackfillRows int
 	// Scale multiplies the workload sizes (transactions, rows, load
 	// times); zero means 1. A small scale makes a smoke run.
 	Scale float64

@@ -9,7 +9,7 @@ import (
 
 // backfills serves /v1/backfills over a backfill.Manager:
 //
-//	POST   /v1/backfills        start ({"tables":[...],"chunk_size":N,"where":"...","max_rate":R}) → 201 + the backfill
+//	POST   /v1/backfills        start ({"tables":[...],"chunk_size":N,"where":"...","max_rate":R,"parallelism":P}) → 201 + the backfill
 //	GET    /v1/backfills        every backfill, oldest first
 //	GET    /v1/backfills/{id}   one backfill
 //	PATCH  /v1/backfills/{id}   change a running one ({"max_rate":R}, 0 lifts the cap) → the backfill

@@ -56,7 +56,7 @@ func TestSchemasMatchWireTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2025, 1, 1, 0, 0, 1, 500000000, time.UTC)
-	eta, msg := 5.9, "too many retries of one chunk"
+	eta, msg, upTo := 5.9, "too many retries of one chunk", "4"
 	change := json.RawMessage(`{"op":"delete","ordinal":3,"schema":"public","table":"t","new":null,"old":{"id":1}}`)
 	for _, tc := range []struct {
 		schema string
@@ -65,6 +65,7 @@ func TestSchemasMatchWireTypes(t *testing.T) {
 		{"Backfill", api.Backfill{ID: "bf1", State: "running", Tables: []string{"public.t"}}},
 		{"Backfill", api.Backfill{ID: "bf2", State: "failed", Tables: []string{"public.t"}, Where: "id > 0", ChunkSize: 10, MaxRate: 1.5,
 			Table: "public.t", Rows: 5, RowsEstimate: 9, Rate: 2.5, ETA: &eta, KeyColumns: []string{"id"}, LastKey: map[string]string{"id": "5"},
+			Parallelism: 2, Ranges: []api.BackfillRange{{UpTo: &upTo, LastKey: map[string]string{"id": "3"}, Rows: 3}, {After: &upTo, Done: true}},
 			Error: &msg, CreatedAt: now, FinishedAt: &now}},
 		{"BackfillList", []api.Backfill{}},
 		{"GroupInfo", api.GroupInfo{Name: "s", From: "earliest", Tables: []string{"public.*"}, Ops: []string{"insert"}, Created: now, Updated: now,

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -609,7 +608,8 @@ func TestBackfillInvisibleCommits(t *testing.T) {
 
 	// Before the start: the backfill reads nothing until it is visible.
 	release := hold(3)
-	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50,
+	// One range: the test follows its last key.
+	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1,
 		"where": "(SELECT true FROM pg_advisory_xact_lock_shared(4242))"})
 	time.Sleep(time.Second)
 	if s := getBackfill(t, r, st.ID); s.State != "running" || s.Rows != 0 {
@@ -674,7 +674,7 @@ func TestBackfillResumeAndCancel(t *testing.T) {
 		}
 		<-done
 	}()
-	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50})
+	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1})
 	waitFor(t, 60*time.Second, "some chunks", func() bool { return getBackfill(t, r, st.ID).Chunks >= 20 })
 	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
@@ -844,33 +844,11 @@ func pgqRun(t *testing.T, db *pgtest.DB, dir string) (*exec.Cmd, string) {
 // chunk in flight at the kill may be journaled twice (whole-chunk
 // duplicates, harmless under upsert).
 func TestBackfillSIGKILLResume(t *testing.T) {
-	db := pgtest.Shared(t).NewDB(t)
-	db.Exec(t, `CREATE TABLE bf (id int PRIMARY KEY, v text, n int)`, `CREATE TABLE bf_marker (id text PRIMARY KEY)`,
-		`INSERT INTO bf SELECT g, md5(g::text), g FROM generate_series(1, 20000) g`, `ANALYZE bf`)
-	dir := t.TempDir()
-	cmd, addr := pgqRun(t, db, dir)
-	stop := make(chan struct{})
-	_, done := workload(t, db, 11, 25000, nil, stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
-	st := startBackfillAddr(t, addr, map[string]any{"tables": []string{"bf"}, "chunk_size": 50})
+	db, dir, cmd, addr, stopDML := killableBackfill(t, 11)
+	st := startBackfillAddr(t, addr, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1})
 	var seen bfStatus
 	waitFor(t, 60*time.Second, "some chunks", func() bool { seen = getBackfillAddr(t, addr, st.ID); return seen.Chunks >= 30 })
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if seen.State != "running" || seen.Rows >= 20000 {
-		t.Fatalf("the kill was not mid-backfill: %+v", seen)
-	}
-
-	_, addr = pgqRun(t, db, dir)
+	addr = killRestart(t, cmd, db, dir, seen.State, seen.Rows, seen)
 	mid := getBackfillAddr(t, addr, st.ID)
 	// Progress is reported only once stored: the restart has at least
 	// what was seen before the kill.
@@ -881,8 +859,7 @@ func TestBackfillSIGKILLResume(t *testing.T) {
 	if fin.Chunks <= mid.Chunks {
 		t.Fatalf("resumed: %+v after %+v", fin, mid)
 	}
-	close(stop)
-	<-done
+	stopDML()
 	checkConverged(t, db, dir, map[string][]string{"public.bf": {"id"}})
 }
 

@@ -23,11 +23,12 @@ type BackfillCmd struct {
 // BackfillStartCmd is `pgq backfill start`.
 type BackfillStartCmd struct {
 	APIFlags
-	Table     []string `required:"" help:"Table to backfill (schema.table, a part quoted to hold a dot or a quote: '\"my.schema\".t'; repeat for several, read one after the other; a table named twice is read once; at most 1000)."`
-	ChunkSize int      `name:"chunk-size" default:"10000" help:"Rows per chunk (one journal record per chunk)."`
-	Where     string   `help:"Only rows matching this SQL predicate (pasted into the chunk query between parentheses; it must be one predicate: no unbalanced parenthesis, ; or $1 outside literals and comments)."`
-	MaxRate   float64  `name:"max-rate" help:"Read at most this many rows per second, to leave the database and the stream room (0: as fast as the server reads; change it later with pgq backfill throttle)."`
-	Wait      bool     `help:"Wait until the backfill ends (a progress bar on a terminal); exit non-zero unless it is done."`
+	Table       []string `required:"" help:"Table to backfill (schema.table, a part quoted to hold a dot or a quote: '\"my.schema\".t'; repeat for several, read one after the other; a table named twice is read once; at most 1000)."`
+	ChunkSize   int      `name:"chunk-size" default:"10000" help:"Rows per chunk (one journal record per chunk)."`
+	Where       string   `help:"Only rows matching this SQL predicate (pasted into the chunk query between parentheses; it must be one predicate: no unbalanced parenthesis, ; or $1 outside literals and comments)."`
+	MaxRate     float64  `name:"max-rate" help:"Read at most this many rows per second, to leave the database and the stream room (0: as fast as the server reads; change it later with pgq backfill throttle)."`
+	Parallelism int      `help:"Key ranges of each table read at once, each on its own connection (1-16; 0: the server's CPUs, up to 4). --max-rate caps them together."`
+	Wait        bool     `help:"Wait until the backfill ends (a progress bar on a terminal); exit non-zero unless it is done."`
 	OutputFlag
 }
 
@@ -37,7 +38,7 @@ func (c *BackfillStartCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := cl.StartBackfill(ctx, client.BackfillRequest{Tables: c.Table, ChunkSize: c.ChunkSize, Where: c.Where, MaxRate: c.MaxRate})
+	b, err := cl.StartBackfill(ctx, client.BackfillRequest{Tables: c.Table, ChunkSize: c.ChunkSize, Where: c.Where, MaxRate: c.MaxRate, Parallelism: c.Parallelism})
 	if err != nil {
 		return err
 	}

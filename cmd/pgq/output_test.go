@@ -93,7 +93,7 @@ var (
 	backfills = []client.Backfill{
 		{ID: "bf1", State: "running", Tables: []string{"public.orders", "public.items"}, ChunkSize: 10000, MaxRate: 20000, Table: "public.orders",
 			Rows: 52000, RowsEstimate: 100000, Dropped: 12, Chunks: 6, Rate: 8100.5, ETA: &eta, KeyColumns: []string{"id"},
-			LastKey: map[string]string{"id": "52013"}, CreatedAt: t0},
+			LastKey: map[string]string{"id": "52013"}, Parallelism: 2, CreatedAt: t0},
 		{ID: "bf2", State: "failed", Tables: []string{"public.gone"}, ChunkSize: 10000, Table: "public.gone", Error: &errMsg, CreatedAt: t0.Add(time.Hour)},
 	}
 )

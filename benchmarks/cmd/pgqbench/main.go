@@ -37,6 +37,7 @@ func run() error {
 	flag.StringVar(&cfg.CompareRefName, "compare-ref-name", "", "what REF is called in the comparison's summary (a commit)")
 	flag.StringVar(&cfg.CompareOut, "compare-out", ".", "directory of the comparison's Go benchmark-format files ref.txt and head.txt (for benchstat)")
 	flag.IntVar(&cfg.Rounds, "rounds", 6, "rounds of the comparison (each build once per round)")
+	flag.IntVar(&cfg.BackfillRows, "backfill-rows", 0, "rows of the backfill rows' table (0: 1,000,000; 5,000,000 with -full)")
 	flag.Float64Var(&cfg.Scale, "scale", 1, "multiply the workload sizes and load times (0.05 makes a smoke run)")
 	flag.BoolVar(&cfg.Peer, "peer", false, "add the peer rows: pgq + consumer into a file against Conduit's PostgreSQL source into a file and pg_recvlogical, same WAL, alternating rounds")
 	flag.StringVar(&cfg.ConduitBin, "conduit", "", "Conduit binary of the peer rows (default: build it from benchmarks/peers/conduit)")
