@@ -49,6 +49,7 @@ demo: build
 
 bench: build
 	$(GO) run ./benchmarks/cmd/pgqbench
+	$(GO) run ./benchmarks/cmd/pgqbench -only readers -out benchmarks/results/readers.json
 	$(GO) run ./benchmarks/cmd/bigtx -rows 2000000 -fetch
 	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge ./bridge/webhook
 

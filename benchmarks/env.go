@@ -61,6 +61,8 @@ type Config struct {
 	Scale float64
 	// Logger reports progress.
 	Logger *slog.Logger
+	// Readers sizes the readers rows (Only "readers"; readers.go).
+	Readers ReadersConfig
 }
 
 // sizes of one run.
