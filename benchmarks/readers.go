@@ -134,7 +134,7 @@ func (e *env) readersRows(ctx context.Context) []Row {
 	rssRow.check(rss <= 256<<20)
 	fdRow := Row{Metric: "pgq peak open files, 1,000+ readers", PGQ: f64(float64(fds)), Reference: f64(float64(fdLimit)), RefName: "open-file limit",
 		Ratio: f64(float64(fds) / float64(fdLimit)), Target: "within the limit", Note: "/proc/<pid>/fd, sampled every 100 ms"}
-	fdRow.check(fds > 0 && fds < int(fdLimit))
+	fdRow.check(fds > 0 && uint64(fds) < fdLimit)
 	return []Row{ing, latRow, rssRow, fdRow}
 }
 
@@ -358,15 +358,24 @@ func raiseFileLimit() (uint64, error) {
 
 // sampleFDs samples pid's open files every 100 ms until the returned
 // function is called, which returns the largest count.
-func sampleFDs(pid int) func() int {
-	stop, done := make(chan struct{}), make(chan int, 1)
+func sampleFDs(pid int) func() int64 {
+	return samplePeak(100*time.Millisecond, func() (int64, bool) {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		return int64(len(ents)), err == nil
+	})
+}
+
+// samplePeak calls sample every interval until the returned function is
+// called, which returns the largest value sampled (0 if none).
+func samplePeak(interval time.Duration, sample func() (int64, bool)) func() int64 {
+	stop, done := make(chan struct{}), make(chan int64, 1)
 	go func() {
-		peak := 0
-		tick := time.NewTicker(100 * time.Millisecond)
+		var peak int64
+		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
-			if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
-				peak = max(peak, len(ents))
+			if v, ok := sample(); ok {
+				peak = max(peak, v)
 			}
 			select {
 			case <-stop:
@@ -376,7 +385,7 @@ func sampleFDs(pid int) func() int {
 			}
 		}
 	}()
-	return func() int {
+	return func() int64 {
 		close(stop)
 		return <-done
 	}

@@ -3,12 +3,8 @@ package consumers
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/pgq-dev/pgq/index"
-	"github.com/pgq-dev/pgq/journal"
 )
 
 // TestManyIdleGroups measures what 10,000 idle groups (half of them
@@ -23,26 +19,13 @@ func TestManyIdleGroups(t *testing.T) {
 		t.Skip("creates 10,000 groups")
 	}
 	const groups = 10_000
-	dir := t.TempDir()
-	j, err := journal.Open(journal.Options{Dir: filepath.Join(dir, "journal")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
+	m, j := wakeEnv(t)
+	ix := m.ix
 	for range 100 {
 		appendTx(t, j, "a")
 	}
-	ix, err := index.Open(index.Options{Dir: filepath.Join(dir, "index")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ix.Close()
 	ctx := context.Background()
 	if err := ix.CatchUp(ctx, j); err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewManager(ManagerOptions{Journal: j, Index: ix})
-	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range groups {
@@ -55,6 +38,7 @@ func TestManyIdleGroups(t *testing.T) {
 		}
 	}
 	m.Close()
+	var err error
 
 	timed := func(what string, fn func()) time.Duration {
 		start := time.Now()
