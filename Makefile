@@ -52,6 +52,7 @@ demo: build
 # build fails, the rows say so and the rest still runs.
 bench: build
 	$(GO) run ./benchmarks/cmd/pgqbench -peer
+	$(GO) run ./benchmarks/cmd/pgqbench -only readers -out benchmarks/results/readers.json
 	$(GO) run ./benchmarks/cmd/bigtx -rows 2000000 -fetch
 	$(GO) test -run '^$$' -bench 'SharedScaling|SharedNoop|BridgeVsRawPublish|EndToEndLatency|WebhookVsPlainPost' -benchtime=1x ./client ./bridge ./bridge/webhook
 

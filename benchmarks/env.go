@@ -74,6 +74,8 @@ type Config struct {
 	PeerRounds int
 	// Logger reports progress.
 	Logger *slog.Logger
+	// Readers sizes the readers rows (Only "readers"; readers.go).
+	Readers ReadersConfig
 }
 
 // sizes of one run.
@@ -426,27 +428,10 @@ func rssBytes(pid int) (int64, error) {
 // samplePeakRSS samples pgq's VmRSS every interval until the returned
 // function is called, which returns the largest sample (0 if none).
 func (p *pgqProc) samplePeakRSS(interval time.Duration) func() int64 {
-	stop, done := make(chan struct{}), make(chan int64, 1)
-	go func() {
-		var peak int64
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			if v, err := rssBytes(p.cmd.Process.Pid); err == nil {
-				peak = max(peak, v)
-			}
-			select {
-			case <-stop:
-				done <- peak
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		return <-done
-	}
+	return samplePeak(interval, func() (int64, bool) {
+		v, err := rssBytes(p.cmd.Process.Pid)
+		return v, err == nil
+	})
 }
 
 // dirBytes sums the regular files below dir whose name passes keep.

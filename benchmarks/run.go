@@ -30,6 +30,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 		return rep, nil
 	}
+	if cfg.Only == "readers" {
+		rep.Rows = append(rep.Rows, e.readersRows(ctx)...)
+		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+		return rep, nil
+	}
 	if cfg.Only == "hold" {
 		rows, err := e.holdOnlyRows(ctx)
 		rep.Rows = append(rep.Rows, rows...)

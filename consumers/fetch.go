@@ -264,7 +264,7 @@ func (m *Manager) waitLease(ctx context.Context, free <-chan struct{}, exp time.
 func (m *Manager) fetchData(ctx context.Context, g *group, name string, req *FetchRequest, gen uint64, deadline time.Time, timer *time.Timer) (*fetchBatch, error) {
 	waited := false // the records now coming were appended during this fetch
 	for {
-		changed := m.j.Changed()
+		changed, seen := m.j.Changed(), m.j.LastOffset()
 		g.mu.Lock()
 		from := g.delivered + 1
 		g.mu.Unlock()
@@ -285,7 +285,10 @@ func (m *Manager) fetchData(ctx context.Context, g *group, name string, req *Fet
 			continue // only filtered-out records so far and more to read
 		}
 		waited = true
-		if err := m.waitData(ctx, changed, timer); err != nil {
+		wake, release := m.dataWake(g, changed, seen)
+		err = m.waitData(ctx, wake, timer)
+		release()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -329,6 +332,23 @@ func (m *Manager) observeTailDelivery(recs []planned) {
 			m.tailDelivery.Observe(now.Sub(r.commit).Seconds())
 		}
 	}
+}
+
+// dataWake returns the channel a long poll of g that looked at the
+// journal up to seen waits on for data, and the function to call when done
+// waiting: changed (the journal's Changed, taken before seen) for a group
+// without a filter, which every transaction passes, else a wake of the
+// wakers registry, closed only by a transaction g's filter passes
+// (wake.go).
+func (m *Manager) dataWake(g *group, changed <-chan struct{}, seen pgq.Offset) (<-chan struct{}, func()) {
+	g.mu.Lock()
+	f := g.st.Filter
+	g.mu.Unlock()
+	if f.IsZero() {
+		return changed, func() {}
+	}
+	w := m.wk.register(&f, seen)
+	return w.ch, func() { m.wk.unregister(w) }
 }
 
 // waitData waits for the journal to change. When the fetch's timer fires

@@ -168,7 +168,9 @@ type Manager struct {
 	mu     sync.Mutex
 	groups map[string]*group
 
-	done      chan struct{} // closed by Close: wakes long polls
+	done chan struct{} // closed by Close: wakes long polls
+	// wk wakes the long polls of filtered groups by filter (wake.go).
+	wk        *wakers
 	closeOnce sync.Once
 
 	// retentionLost counts, per group, records an age or size cap dropped
@@ -227,6 +229,8 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.hold.init()
 	m.RefreshHold()
 	go m.holdLoop()
+	m.wk = newWakers(m.j, m.done)
+	go m.wk.run()
 	return m, nil
 }
 

@@ -660,7 +660,7 @@ func (m *Manager) fetchShared(ctx context.Context, name string, req FetchRequest
 	}
 	deadline := time.Now().Add(req.Wait)
 	for {
-		changed := m.j.Changed()
+		changed, seen := m.j.Changed(), m.j.LastOffset()
 		n, notify, next, err := m.fetchSharedStep(g, req.Max, emit)
 		if err != nil {
 			return err
@@ -674,18 +674,22 @@ func (m *Manager) fetchShared(ctx context.Context, name string, req FetchRequest
 			d = min(d, max(next.Sub(m.o.Now()), time.Millisecond), 50*time.Millisecond)
 		}
 		t := time.NewTimer(d)
+		wake, release := m.dataWake(g, changed, seen)
 		select {
-		case <-changed:
+		case <-wake:
 		case <-notify:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			release()
 			return ctx.Err()
 		case <-m.done:
 			t.Stop()
+			release()
 			return ErrClosed
 		}
 		t.Stop()
+		release()
 	}
 }
 

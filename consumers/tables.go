@@ -291,3 +291,25 @@ func parseIdentity(s string) []string {
 	}
 	return names
 }
+
+// literal returns the schema and table p matches when it matches only
+// those (no glob tokens).
+func (p *tablePattern) literal() (schema, table string, ok bool) {
+	if p.legacy != "" {
+		return "", "", false
+	}
+	s, ok1 := literalToks(p.schema)
+	t, ok2 := literalToks(p.table)
+	return s, t, ok1 && ok2
+}
+
+func literalToks(toks []patTok) (string, bool) {
+	var b strings.Builder
+	for i := range toks {
+		if toks[i].kind != 'l' {
+			return "", false
+		}
+		b.WriteRune(toks[i].r)
+	}
+	return b.String(), true
+}

@@ -96,6 +96,10 @@ func (s SubjectSet) Subjects() []Subject {
 	return out
 }
 
+// SubjectsOf returns the set of the distinct subjects of changes (""
+// when more than a set keeps: unknown).
+func SubjectsOf(changes []pgq.Change) SubjectSet { return subjectsOf(changes) }
+
 // subjectsOf returns the set of the distinct subjects of changes.
 func subjectsOf(changes []pgq.Change) SubjectSet {
 	var buf [4]Subject // most records touch one table with one or two ops

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pgq-dev/pgq/benchmarks"
 )
@@ -30,7 +31,7 @@ func run() error {
 	flag.BoolVar(&cfg.Full, "full", false, "bigger run (minutes); the default short run takes under 5 minutes on 2 cores")
 	flag.StringVar(&cfg.PGQBin, "pgq", "bin/pgq", "pgq binary (make build)")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "also drain the workload with an in-process pgq and write its CPU profile here")
-	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill", "footprint", "ingest" (the ingest rows and the big-transaction tail) "latency" (the commit → consumer latency rows) "hold" (the hold-slot row) or "peer" (the peer rows, see -peer)`)
+	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill", "footprint", "ingest" (the ingest rows and the big-transaction tail) "latency" (the commit → consumer latency rows) "hold" (the hold-slot row) "peer" (the peer rows, see -peer) or "readers" (1,000 long-polling readers, readers-* flags)`)
 	flag.StringVar(&cfg.ProfileRange, "cpuprofile-range", "mix", "WAL range of the profiled drain: mix, small or bulk")
 	flag.StringVar(&cfg.PGQBefore, "pgq-before", "", "another pgq binary (a build before a change) the split ingest rows also drain, for a same-run before/after")
 	flag.StringVar(&cfg.CompareRef, "compare-ref", "", "compare this pgq binary (REF, an older build) with -pgq (HEAD), alternately, on the same WAL (make bench-compare); only the comparison runs")
@@ -42,6 +43,11 @@ func run() error {
 	flag.BoolVar(&cfg.Peer, "peer", false, "add the peer rows: pgq + consumer into a file against Conduit's PostgreSQL source into a file and pg_recvlogical, same WAL, alternating rounds")
 	flag.StringVar(&cfg.ConduitBin, "conduit", "", "Conduit binary of the peer rows (default: build it from benchmarks/peers/conduit)")
 	flag.IntVar(&cfg.PeerRounds, "peer-rounds", 3, "rounds of the peer rows (each tool once per round)")
+	flag.IntVar(&cfg.Readers.Groups, "readers-groups", 1000, "readers rows: exclusive groups, each long-polling on a connection of its own")
+	flag.IntVar(&cfg.Readers.Shared, "readers-shared", 100, "readers rows: members of the one shared group")
+	flag.IntVar(&cfg.Readers.Rate, "readers-rate", 1000, "readers rows: transactions per second written meanwhile")
+	flag.IntVar(&cfg.Readers.Tables, "readers-tables", 0, "readers rows: tables the groups filter (group i filters table i mod this); 0: one per group")
+	flag.DurationVar(&cfg.Readers.For, "readers-for", 20*time.Second, "readers rows: length of each phase (without and with readers, alternating twice)")
 	out := flag.String("out", "benchmarks/results/latest.json", "JSON results file")
 	keep := flag.Bool("keep", false, "keep the work directory (pgq data dirs and logs)")
 	flag.Parse()
@@ -54,8 +60,8 @@ func run() error {
 		return fmt.Errorf("pgq binary: %w (run make build)", err)
 	}
 	cfg.PGQBin = bin
-	if !slices.Contains([]string{"", "backfill", "footprint", "ingest", "latency", "hold", "peer"}, cfg.Only) {
-		return fmt.Errorf("-only %q: want backfill, footprint, ingest, latency, hold or peer", cfg.Only)
+	if !slices.Contains([]string{"", "backfill", "footprint", "ingest", "latency", "hold", "peer", "readers"}, cfg.Only) {
+		return fmt.Errorf("-only %q: want backfill, footprint, ingest, latency, hold, peer or readers", cfg.Only)
 	}
 	if cfg.ConduitBin != "" {
 		if cfg.ConduitBin, err = filepath.Abs(cfg.ConduitBin); err != nil {
