@@ -100,7 +100,9 @@ func TestRedoLimitFails(t *testing.T) {
 	db := pgtest.Shared(t).NewDB(t)
 	db.Exec(t, `CREATE TABLE t (id int PRIMARY KEY, v text)`, `INSERT INTO t SELECT g, 'v' FROM generate_series(1, 50) g`)
 	r := startManager(t, db, t.TempDir(), nil, func(o *Options) { o.HighTimeout, o.MaxRedos = 20*time.Millisecond, 3 })
-	st, err := r.Start(t.Context(), Request{Tables: []string{"t"}, ChunkSize: 10})
+	// One range: the limit counts one range's reads of its chunk (with
+	// several, each range redoes its own until the first fails them all).
+	st, err := r.Start(t.Context(), Request{Tables: []string{"t"}, ChunkSize: 10, Parallelism: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,8 @@ func testMessages(n, pad int) []bridge.Message {
 	msgs := make([]bridge.Message, n)
 	for i := range msgs {
 		id := fmt.Sprintf("0/1A2B%04X.%d", i/3, i%3)
-		msgs[i] = bridge.Message{ID: id, Group: "g", Key: fmt.Appendf(nil, "k%d", i%7),
+		key := fmt.Appendf(nil, "k%d", i%7)
+		msgs[i] = bridge.Message{ID: id, Group: "g", Key: key, RowKey: key,
 			Payload: fmt.Appendf(nil, `{"id":%q,"pad":"%s"}`, id, strings.Repeat("x", pad))}
 	}
 	return msgs

@@ -55,7 +55,7 @@ func TestSpooledBody(t *testing.T) {
 	}
 	msgs := make([]bridge.Message, 200)
 	for i := range msgs {
-		msgs[i] = bridge.Message{ID: fmt.Sprintf("0/10.%d", i), Key: []byte("k"), Payload: fmt.Appendf(nil, `{"i":%d,"pad":"%s"}`, i, strings.Repeat("x", 100))}
+		msgs[i] = bridge.Message{ID: fmt.Sprintf("0/10.%d", i), Key: []byte("k"), RowKey: []byte("k"), Payload: fmt.Appendf(nil, `{"i":%d,"pad":"%s"}`, i, strings.Repeat("x", 100))}
 	}
 	acked := make([]bool, len(msgs))
 	ctx := context.Background()
