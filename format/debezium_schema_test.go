@@ -34,13 +34,15 @@ const schemaTypesInsert = "INSERT INTO schema_types (b, i2, i4, i8, o, f4, f8, n
 	"'{1,NULL,3}', '{1.5,-2.25}', '{a,\"b c\"}', '{\"2026-12-04 00:00:01\"}', '{true,false}')"
 
 // schemaModes are the value modes the schema test renders in: pgq's
-// defaults and Debezium's (precise, adaptive; intervals as strings).
+// defaults (transaction null) and Debezium's (precise, adaptive;
+// intervals as strings) with transaction metadata, so that the
+// transaction block's schema is held to its values too.
 var schemaModes = []struct {
 	name string
 	o    format.Options
 }{
 	{"default", format.Options{}},
-	{"debezium", format.Options{Decimal: format.DecimalPrecise, Time: format.TimeAdaptive, Interval: format.IntervalString}},
+	{"debezium", format.Options{Decimal: format.DecimalPrecise, Time: format.TimeAdaptive, Interval: format.IntervalString, TransactionMetadata: true}},
 }
 
 // schemaChanges are an insert, an update of the row's key (a delete and
