@@ -15,9 +15,11 @@ func (s Spec) SchemaChanges() bool { return s.schemaChange != nil }
 // topic in the renderer's format (AppendSchemaChange): a ddl or gap
 // change in Debezium's format, which has no data event for it. A bridge
 // publishes it there when one is configured and leaves it out otherwise,
-// never onto a table's data topic.
+// never onto a table's data topic. With Options.Schemas there is none
+// yet (pgq has no Connect schema of the schema change event): such a
+// change is left out.
 func (r *Renderer) SchemaChange(tx *pgq.Transaction, i int) bool {
-	if table[r.f].schemaChange == nil {
+	if table[r.f].schemaChange == nil || r.o.Schemas {
 		return false
 	}
 	op := tx.Changes[i].Op
