@@ -94,7 +94,7 @@ func KafkaMessages(t *testing.T, brokers []string, topic string) []Bridged {
 		cancel()
 		n := len(out)
 		fs.EachRecord(func(r *kgo.Record) {
-			m := Bridged{Key: string(r.Key), Body: r.Value, Hdr: map[string]string{}, Partition: r.Partition}
+			m := Bridged{Key: string(r.Key), Body: r.Value, Hdr: map[string]string{}, Partition: r.Partition, Subject: r.Topic}
 			for _, h := range r.Headers {
 				m.Hdr[h.Key] = string(h.Value)
 			}
