@@ -37,7 +37,7 @@ func TestDebeziumSchemaChange(t *testing.T) {
 	now := float64(fixedNow().UnixMilli())
 	want := []map[string]any{{
 		"source": src("0", "public", "Order"), "ts_ms": now, "databaseName": "shop", "schemaName": "public",
-		"ddl": `ALTER TABLE "Order" ADD note text`,
+		"ddl":          `ALTER TABLE "Order" ADD note text`,
 		"tableChanges": []any{map[string]any{"type": "ALTER", "id": `"public"."Order"`}},
 	}, {
 		"source": src("1", "public", ""), "ts_ms": now, "databaseName": "shop", "schemaName": "public",
