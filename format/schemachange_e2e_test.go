@@ -1,0 +1,138 @@
+package format_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgq-dev/pgq/internal/bridgetest"
+	"github.com/pgq-dev/pgq/internal/pgqbin"
+)
+
+// TestSchemaChangeTopicEndToEnd: DDL captured by `pgq ddl install`
+// through a real PostgreSQL and `pgq run`, bridged by `pgq bridge kafka
+// --format debezium --schema-change-topic` into Kafka (kfake): each DDL
+// statement is one schema change event on that topic (ALTER and DROP of
+// the table, in order), the data topic holds only the rows' events; a
+// bridge of another group without the flag publishes the rows alone.
+func TestSchemaChangeTopicEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	db, err := cluster.CreateDB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Exec(ctx, db, "CREATE TABLE sc_t (id int PRIMARY KEY, v text)"); err != nil {
+		t.Fatal(err)
+	}
+	addr := startRunTables(t, db, "public.sc_t")
+	cmd := exec.CommandContext(ctx, pgqbin.Path(t), "ddl", "install", "--pg-url", cluster.URL(db), "--publication", "p_"+db)
+	cmd.Env = pgqbin.Env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pgq ddl install: %v\n%s", err, out)
+	}
+	pgqOut(t, addr, "groups", "create", "g", "--from", "earliest")
+	pgqOut(t, addr, "groups", "create", "plain", "--from", "earliest")
+	if err := cluster.Exec(ctx, db,
+		"INSERT INTO sc_t VALUES (1, 'a')",
+		"ALTER TABLE sc_t ADD COLUMN note text",
+		"INSERT INTO sc_t VALUES (2, 'b', 'n')",
+		"CREATE TABLE sc_other (id int)",
+		"DROP TABLE sc_other",
+	); err != nil {
+		t.Fatal(err)
+	}
+	brokers := bridgetest.KafkaBrokers(t)
+	bridgeKafka(ctx, t, addr, brokers, "--group", "g", "--topic", "scdata", "--schema-change-topic", "scddl")
+	bridgeKafka(ctx, t, addr, brokers, "--group", "plain", "--topic", "scplain")
+	// Each topic is read until it holds what it should and nothing more
+	// came for a second.
+
+	for _, topic := range []string{"scdata", "scplain"} {
+		for _, r := range readAll(t, brokers, topic, 2) {
+			var ev struct {
+				Op    string
+				After map[string]any
+			}
+			if err := json.Unmarshal(r.Value, &ev); err != nil || ev.Op != "c" || ev.After["id"] == nil {
+				t.Errorf("%s: %s, want a row's create (%v)", topic, r.Value, err)
+			}
+		}
+	}
+	var got []string
+	for _, r := range readAll(t, brokers, "scddl", 3) {
+		var ev struct {
+			DatabaseName, SchemaName, DDL string
+			TableChanges                  []struct{ Type, ID string }
+		}
+		if err := json.Unmarshal(r.Value, &ev); err != nil || ev.DatabaseName != db || ev.SchemaName != "public" ||
+			string(r.Key) != `{"databaseName":"`+db+`"}` {
+			t.Errorf("schema change %s key %s: %v", r.Value, r.Key, err)
+		}
+		if len(ev.TableChanges) != 1 {
+			t.Errorf("schema change %s: want one table change", r.Value)
+			continue
+		}
+		got = append(got, ev.TableChanges[0].Type+" "+ev.TableChanges[0].ID+" "+ev.DDL)
+	}
+	want := []string{`ALTER "public"."sc_t" ALTER TABLE sc_t ADD COLUMN note text`, `CREATE "public"."sc_other" CREATE TABLE sc_other (id int)`,
+		`DROP "public"."sc_other" DROP TABLE sc_other`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("schema changes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// bridgeKafka starts `pgq bridge kafka --format debezium` with args; it
+// is stopped when the test ends.
+func bridgeKafka(ctx context.Context, t *testing.T, addr string, brokers []string, args ...string) {
+	t.Helper()
+	bctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(bctx, pgqbin.Path(t), append([]string{"bridge", "kafka", "--addr", addr, "--brokers", strings.Join(brokers, ","),
+		"--format", "debezium", "--create-topics", "--partitions", "1"}, args...)...)
+	cmd.Env = pgqbin.Env()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("pgq bridge kafka %v:\n%s", args, stderr.String())
+		}
+	})
+}
+
+// readAll reads topic's records from the start until want came and none
+// more for a second.
+func readAll(t *testing.T, brokers []string, topic string, want int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		n := len(out)
+		out = append(out, fs.Records()...)
+		if len(out) >= want && len(out) == n {
+			break
+		}
+	}
+	if len(out) != want {
+		t.Fatalf("%s: %d records, want %d", topic, len(out), want)
+	}
+	return out
+}
