@@ -18,9 +18,11 @@ import (
 // TestSchemaChangeTopicEndToEnd: DDL captured by `pgq ddl install`
 // through a real PostgreSQL and `pgq run`, bridged by `pgq bridge kafka
 // --format debezium --schema-change-topic` into Kafka (kfake): each DDL
-// statement is one schema change event on that topic (ALTER and DROP of
-// the table, in order), the data topic holds only the rows' events; a
-// bridge of another group without the flag publishes the rows alone.
+// statement is one schema change event on that topic (ALTER, CREATE and
+// DROP, in order), the data topic holds only the rows' events; a bridge
+// of another group without the flag publishes the rows alone. `pgq
+// bridge jetstream --schema-change-subject` into a real nats-server puts
+// the same three on that subject of the stream, the rows on theirs.
 func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -39,6 +41,7 @@ func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 	}
 	pgqOut(t, addr, "groups", "create", "g", "--from", "earliest")
 	pgqOut(t, addr, "groups", "create", "plain", "--from", "earliest")
+	pgqOut(t, addr, "groups", "create", "js", "--from", "earliest")
 	if err := cluster.Exec(ctx, db,
 		"INSERT INTO sc_t VALUES (1, 'a')",
 		"ALTER TABLE sc_t ADD COLUMN note text",
@@ -51,6 +54,10 @@ func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 	brokers := bridgetest.KafkaBrokers(t)
 	bridgeKafka(ctx, t, addr, brokers, "--group", "g", "--topic", "scdata", "--schema-change-topic", "scddl")
 	bridgeKafka(ctx, t, addr, brokers, "--group", "plain", "--topic", "scplain")
+	ns := bridgetest.StartNATS(t, t.TempDir(), 0)
+	defer ns.Shutdown()
+	startBridge(ctx, t, "jetstream", addr, "--nats-url", ns.ClientURL(), "--stream", "SCPG", "--subject", "SCPG.{table}", "--create-stream",
+		"--schema-change-subject", "SCPG.schema", "--group", "js")
 	// Each topic is read until it holds what it should and nothing more
 	// came for a second.
 
@@ -81,6 +88,21 @@ func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 		}
 		got = append(got, ev.TableChanges[0].Type+" "+ev.TableChanges[0].ID+" "+ev.DDL)
 	}
+	var msgs []bridgetest.Bridged
+	for deadline := time.Now().Add(30 * time.Second); len(msgs) < 5 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if st, err := bridgetest.JSClient(t, ns.ClientURL()).Stream(ctx, "SCPG"); err == nil {
+			if info, err := st.Info(ctx); err == nil && info.State.Msgs >= 5 {
+				msgs = bridgetest.JetStreamMessages(t, ns.ClientURL(), "SCPG")
+			}
+		}
+	}
+	var subjects []string
+	for _, m := range msgs {
+		subjects = append(subjects, m.Subject+" "+m.Hdr["pgq-op"])
+	}
+	if s := strings.Join(subjects, ","); s != "SCPG.sc_t insert,SCPG.schema ddl,SCPG.sc_t insert,SCPG.schema ddl,SCPG.schema ddl" {
+		t.Errorf("stream SCPG: %s, want the rows on SCPG.sc_t and the DDL on SCPG.schema", s)
+	}
 	want := []string{`ALTER "public"."sc_t" ALTER TABLE sc_t ADD COLUMN note text`, `CREATE "public"."sc_other" CREATE TABLE sc_other (id int)`,
 		`DROP "public"."sc_other" DROP TABLE sc_other`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -88,13 +110,18 @@ func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 	}
 }
 
-// bridgeKafka starts `pgq bridge kafka --format debezium` with args; it
-// is stopped when the test ends.
+// bridgeKafka starts `pgq bridge kafka --format debezium` with args.
 func bridgeKafka(ctx context.Context, t *testing.T, addr string, brokers []string, args ...string) {
 	t.Helper()
+	startBridge(ctx, t, "kafka", addr, append([]string{"--brokers", strings.Join(brokers, ","), "--create-topics", "--partitions", "1"}, args...)...)
+}
+
+// startBridge starts `pgq bridge <broker> --format debezium` with args;
+// it is stopped when the test ends.
+func startBridge(ctx context.Context, t *testing.T, broker, addr string, args ...string) {
+	t.Helper()
 	bctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(bctx, pgqbin.Path(t), append([]string{"bridge", "kafka", "--addr", addr, "--brokers", strings.Join(brokers, ","),
-		"--format", "debezium", "--create-topics", "--partitions", "1"}, args...)...)
+	cmd := exec.CommandContext(bctx, pgqbin.Path(t), append([]string{"bridge", broker, "--addr", addr, "--format", "debezium"}, args...)...)
 	cmd.Env = pgqbin.Env()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -106,7 +133,7 @@ func bridgeKafka(ctx context.Context, t *testing.T, addr string, brokers []strin
 		cancel()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("pgq bridge kafka %v:\n%s", args, stderr.String())
+			t.Logf("pgq bridge %s %v:\n%s", broker, args, stderr.String())
 		}
 	})
 }
