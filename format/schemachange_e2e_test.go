@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/pgq-dev/pgq/internal/bridgetest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 )
@@ -62,28 +60,32 @@ func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 	// came for a second.
 
 	for _, topic := range []string{"scdata", "scplain"} {
-		for _, r := range readAll(t, brokers, topic, 2) {
+		rs := bridgetest.KafkaMessagesN(t, brokers, topic, 2)
+		if len(rs) != 2 {
+			t.Errorf("%s: %d records, want the 2 rows' creates", topic, len(rs))
+		}
+		for _, r := range rs {
 			var ev struct {
 				Op    string
 				After map[string]any
 			}
-			if err := json.Unmarshal(r.Value, &ev); err != nil || ev.Op != "c" || ev.After["id"] == nil {
-				t.Errorf("%s: %s, want a row's create (%v)", topic, r.Value, err)
+			if err := json.Unmarshal(r.Body, &ev); err != nil || ev.Op != "c" || ev.After["id"] == nil {
+				t.Errorf("%s: %s, want a row's create (%v)", topic, r.Body, err)
 			}
 		}
 	}
 	var got []string
-	for _, r := range readAll(t, brokers, "scddl", 3) {
+	for _, r := range bridgetest.KafkaMessagesN(t, brokers, "scddl", 3) {
 		var ev struct {
 			DatabaseName, SchemaName, DDL string
 			TableChanges                  []struct{ Type, ID string }
 		}
-		if err := json.Unmarshal(r.Value, &ev); err != nil || ev.DatabaseName != db || ev.SchemaName != "public" ||
-			string(r.Key) != `{"databaseName":"`+db+`"}` {
-			t.Errorf("schema change %s key %s: %v", r.Value, r.Key, err)
+		if err := json.Unmarshal(r.Body, &ev); err != nil || ev.DatabaseName != db || ev.SchemaName != "public" ||
+			r.Key != `{"databaseName":"`+db+`"}` {
+			t.Errorf("schema change %s key %s: %v", r.Body, r.Key, err)
 		}
 		if len(ev.TableChanges) != 1 {
-			t.Errorf("schema change %s: want one table change", r.Value)
+			t.Errorf("schema change %s: want one table change", r.Body)
 			continue
 		}
 		got = append(got, ev.TableChanges[0].Type+" "+ev.TableChanges[0].ID+" "+ev.DDL)
@@ -136,30 +138,4 @@ func startBridge(ctx context.Context, t *testing.T, broker, addr string, args ..
 			t.Logf("pgq bridge %s %v:\n%s", broker, args, stderr.String())
 		}
 	})
-}
-
-// readAll reads topic's records from the start until want came and none
-// more for a second.
-func readAll(t *testing.T, brokers []string, topic string, want int) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		n := len(out)
-		out = append(out, fs.Records()...)
-		if len(out) >= want && len(out) == n {
-			break
-		}
-	}
-	if len(out) != want {
-		t.Fatalf("%s: %d records, want %d", topic, len(out), want)
-	}
-	return out
 }
