@@ -27,12 +27,25 @@ type Tombstoner interface {
 	Tombstones() bool
 }
 
+// SchemaChanger is implemented by a Publisher that has a place for
+// schema changes (the kafka one's SchemaChangeTopic, the jetstream
+// one's SchemaChangeSubject): SchemaChanges reports whether one is
+// configured. A ddl or gap change, which Debezium's format has no data
+// event for (format.Renderer.SchemaChange), then becomes one message
+// there (Message.SchemaChange, format.Renderer.AppendSchemaChange);
+// otherwise, and for a Publisher that is no SchemaChanger, it is left
+// out.
+type SchemaChanger interface {
+	SchemaChanges() bool
+}
+
 // formatter re-renders the messages of a transaction in a format other
 // than pgq's own (Options.Format). It is used by Run's loop only.
 type formatter struct {
 	r          *format.Renderer
 	bind       format.Binding
 	tombstones bool      // the publisher's (Tombstoner)
+	schema     bool      // the publisher's (SchemaChanger)
 	in         []Message // scratch: the messages apply reads
 }
 
@@ -54,6 +67,9 @@ func newFormatter(f format.Format, o format.Options, p Publisher) (*formatter, e
 	if t, ok := p.(Tombstoner); ok {
 		fm.tombstones = t.Tombstones()
 	}
+	if s, ok := p.(SchemaChanger); ok {
+		fm.schema = s.SchemaChanges()
+	}
 	return fm, nil
 }
 
@@ -67,7 +83,9 @@ func newFormatter(f format.Format, o format.Options, p Publisher) (*formatter, e
 // staying for the partition. A change the format has no event for
 // (format.Renderer.Events 0: a ddl or gap change in Debezium's) has no
 // message: its null would be a tombstone to a Kafka Connect sink and a
-// corrupt record to Flink. A change of several events (a Debezium
+// corrupt record to Flink; where the publisher has a place for schema
+// changes (SchemaChanger) it is one message there instead
+// (Message.SchemaChange), with the change's own id and position. A change of several events (a Debezium
 // key-changing update, a multi-table truncate) has one message per event
 // (AppendEventMessage), and a delete followed by a tombstone (tombstones,
 // format.Renderer.Tombstone) one more: each message of a change has its
@@ -79,6 +97,14 @@ func (f *formatter) apply(msgs []Message, n int, arena []byte, tx *pgq.Transacti
 	for i := range f.in {
 		c := f.in[i].Index
 		events := f.r.Events(tx, c)
+		if events == 0 && f.schema && f.r.SchemaChange(tx, c) {
+			msgs = append(msgs, f.in[i])
+			m := &msgs[len(msgs)-1]
+			var fm format.Message
+			arena, fm = f.r.AppendSchemaChange(arena, tx, c)
+			m.Payload, m.Key, m.SchemaChange = fm.Payload, fm.Key, true
+			continue
+		}
 		var e uint32 // the next message's number within the change
 		for k := range events {
 			msgs = append(msgs, f.in[i])

@@ -63,6 +63,10 @@ type Message struct {
 	Payload []byte
 	// CommitTime of the transaction, for end-to-end latency.
 	CommitTime time.Time
+	// SchemaChange: the message is a schema change event (a ddl or gap
+	// change in Debezium's format; SchemaChanger), published to the
+	// publisher's schema-change topic or subject, not the template's.
+	SchemaChange bool
 	// Extra are headers of the message's format (Options.Format): the
 	// CloudEvents binary mode's ce-* (or Kafka's ce_*) headers; nil in
 	// pgq's and Debezium's formats. Publishers send them after the pgq

@@ -129,6 +129,12 @@ func webhookEvents(t *testing.T, addr string, want int, args ...string) []json.R
 // ready.
 func startRun(t *testing.T, db string) string {
 	t.Helper()
+	return startRunTables(t, db, "public.schema_types")
+}
+
+// startRunTables is startRun publishing tables (--create-publication).
+func startRunTables(t *testing.T, db, tables string) string {
+	t.Helper()
 	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +142,7 @@ func startRun(t *testing.T, db string) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	slot := "s_" + db
 	run := exec.Command(pgqbin.Path(t), "run", "--pg-url", cluster.URL(db), "--slot", slot, "--publication", "p_"+db, "--data-dir", t.TempDir(),
-		"--create-slot", "--create-publication", "public.schema_types", "--listen", addr)
+		"--create-slot", "--create-publication", tables, "--listen", addr)
 	run.Env = pgqbin.Env()
 	var stderr bytes.Buffer
 	run.Stderr = &stderr

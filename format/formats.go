@@ -41,6 +41,10 @@ type Spec struct {
 	// compacts by key follows with a tombstone (Renderer.Tombstone); nil
 	// → none is.
 	deletes func(c *pgq.Change, k int) bool
+	// schemaChange appends change i of tx, one the format has no event
+	// for (a ddl or gap change), as a message of a schema-change topic
+	// (Renderer.AppendSchemaChange); nil → the format has none.
+	schemaChange func(r *Renderer, b []byte, tx *pgq.Transaction, i int) ([]byte, Message)
 }
 
 // eventFunc appends event k of change i of tx.
@@ -64,6 +68,7 @@ var table = [...]Spec{
 		message:      (*Renderer).appendDebeziumBrokerMessage,
 		eventMessage: (*Renderer).appendDebeziumEventMessage,
 		deletes:      debeziumDelete,
+		schemaChange: (*Renderer).appendDebeziumSchemaChange,
 	},
 	CloudEvents: {
 		Format: CloudEvents, Name: "cloudevents",

@@ -184,13 +184,7 @@ func appendPGQChange(b []byte, c *pgq.Change, ordinal int64, jv JSONValues) []by
 		b = strconv.AppendBool(b, c.Transactional)
 		return append(b, '}')
 	case pgq.OpDDL:
-		var d struct {
-			Command    string `json:"command"`
-			Object     string `json:"object"`
-			Schema     string `json:"schema"`
-			ObjectType string `json:"object_type"`
-			Statement  string `json:"statement"`
-		}
+		var d ddlContent
 		_ = json.Unmarshal(c.Content, &d) // a malformed payload renders empty fields
 		b = append(b, `,"command":`...)
 		b = appendString(b, d.Command)

@@ -34,7 +34,10 @@
 // Headers: Nats-Msg-Id, Nats-Expected-Stream, Nats-Expected-Last-Sequence,
 // pgq-offset, pgq-xid, pgq-lsn, pgq-op, pgq-table, pgq-group and pgq-key
 // (the bridge key). Subjects: the template with each
-// placeholder value made a valid subject token.
+// placeholder value made a valid subject token; a schema change event
+// (Debezium's format, Options.SchemaChangeSubject, bridge.SchemaChanger)
+// goes to that subject, in the same stream, so the stream's last message
+// still names the bridge's position.
 //
 // The connection reconnects forever, without a reconnect buffer: a
 // publish while disconnected fails at once, so nothing is sent after a

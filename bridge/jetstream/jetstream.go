@@ -53,6 +53,12 @@ type Options struct {
 	TLS *tls.Config
 	// Name of the connection as the server shows it; zero → "pgq-bridge".
 	Name string
+	// SchemaChangeSubject is the subject of schema change events: in a
+	// format that has them (Debezium's) a ddl or gap change becomes one
+	// message there (bridge.SchemaChanger), in Stream like the data
+	// (CreateStream adds it to the stream's subjects). Zero → none: such
+	// changes are left out, never put on a table's subject.
+	SchemaChangeSubject string
 }
 
 // Validate reports whether the options are usable.
@@ -69,6 +75,9 @@ func (o Options) Validate() error {
 		if _, err := bridge.ParseTemplate(o.Subject); err != nil {
 			return fmt.Errorf("jetstream: subject: %w", err)
 		}
+	}
+	if s := o.SchemaChangeSubject; s != "" && !validSubject(s) {
+		return opterr.New(nil, "jetstream: options: {} %q: want dot-separated tokens, no wildcards or white space", opterr.Of("jetstream.Options.SchemaChangeSubject"), s)
 	}
 	if o.Stream != "" && strings.ContainsAny(o.Stream, ". *>\t\r\n/\\") {
 		return fmt.Errorf("jetstream: options: invalid stream name %q", o.Stream)
@@ -210,8 +219,12 @@ func (p *Publisher) ensureStream(ctx context.Context, tmpl bridge.Template) erro
 	if !p.o.CreateStream {
 		return opterr.New(nil, "jetstream: stream %s does not exist (create it, or use {})", opterr.Of("jetstream.Options.CreateStream"), p.o.Stream)
 	}
+	subjects := []string{StreamSubjects(tmpl.String())}
+	if s := p.o.SchemaChangeSubject; s != "" && !subjectMatches(subjects[0], s) {
+		subjects = append(subjects, s)
+	}
 	_, err = p.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: p.o.Stream, Subjects: []string{StreamSubjects(tmpl.String())},
+		Name: p.o.Stream, Subjects: subjects,
 		Storage: jetstream.FileStorage, Replicas: p.o.Replicas, Duplicates: p.o.Duplicates,
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -219,6 +232,37 @@ func (p *Publisher) ensureStream(ctx context.Context, tmpl bridge.Template) erro
 	}
 	return nil
 }
+
+// validSubject reports whether s is a subject a message can go to:
+// non-empty tokens, no wildcards.
+func validSubject(s string) bool {
+	for tok := range strings.SplitSeq(s, ".") {
+		if tok == "" || strings.ContainsFunc(tok, badSubjectRune) {
+			return false
+		}
+	}
+	return true
+}
+
+// subjectMatches reports whether subject s is captured by filter f
+// ('*' one token, '>' the rest): a stream refuses a subject its others
+// already capture.
+func subjectMatches(f, s string) bool {
+	ft, st := strings.Split(f, "."), strings.Split(s, ".")
+	for i, t := range ft {
+		switch {
+		case t == ">":
+			return len(st) > i
+		case i >= len(st) || (t != "*" && t != st[i]):
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}
+
+// SchemaChanges implements bridge.SchemaChanger: true with a
+// SchemaChangeSubject.
+func (p *Publisher) SchemaChanges() bool { return p.o.SchemaChangeSubject != "" }
 
 // Token makes s a valid subject token.
 func Token(s string) string {
@@ -446,7 +490,11 @@ func (p *Publisher) natsMsg(m *bridge.Message) *nats.Msg {
 	for _, e := range m.Extra {
 		h[e[0]] = []string{e[1]}
 	}
-	return &nats.Msg{Subject: p.names.Name(m), Data: m.Payload, Header: h}
+	subject := p.o.SchemaChangeSubject
+	if !m.SchemaChange {
+		subject = p.names.Name(m)
+	}
+	return &nats.Msg{Subject: subject, Data: m.Payload, Header: h}
 }
 
 // Close drains and closes the connection.

@@ -14,7 +14,11 @@
 // id, "<commit LSN>.<ordinal>"). In a format with tombstones
 // (Debezium's) each delete is followed by a tombstone, a record of the
 // delete's key and a null value, unless Options.NoTombstones
-// (bridge.Tombstoner).
+// (bridge.Tombstoner). With Options.SchemaChangeTopic a ddl or gap
+// change in Debezium's format is a schema change event on that topic
+// (bridge.SchemaChanger), keyed by the database, so all of them go to
+// one partition in order; the resume reads that topic's partitions as
+// any other's (bridge.Message.SchemaChange).
 //
 // Exactly once across bridge crashes: the first time a topic is
 // published to, and again after any failed Publish, the publisher reads

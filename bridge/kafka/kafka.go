@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgq-dev/pgq/bridge"
 	"github.com/pgq-dev/pgq/format"
+	"github.com/pgq-dev/pgq/opterr"
 )
 
 // Options configure New. Zero values get the defaults noted.
@@ -54,6 +55,11 @@ type Options struct {
 	// tombstones.on.delete=true (its default) does, so a compacted topic
 	// can drop the row (bridge.Tombstoner).
 	NoTombstones bool
+	// SchemaChangeTopic is the topic of schema change events: in a
+	// format that has them (Debezium's) a ddl or gap change becomes one
+	// message there, keyed by the database (bridge.SchemaChanger). Zero
+	// → none: such changes are left out, never put on a table's topic.
+	SchemaChangeTopic string
 }
 
 // Validate reports whether the options are usable.
@@ -75,6 +81,9 @@ func (o Options) Validate() error {
 		}
 	default:
 		return fmt.Errorf("kafka: options: unknown SASL mechanism %q (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", o.Mechanism)
+	}
+	if o.SchemaChangeTopic != "" && TopicPart(o.SchemaChangeTopic) != o.SchemaChangeTopic {
+		return opterr.New(nil, "kafka: options: {} %q: only [A-Za-z0-9._-] are valid in a topic name", opterr.Of("kafka.Options.SchemaChangeTopic"), o.SchemaChangeTopic)
 	}
 	if o.Topic != "" {
 		if _, err := bridge.ParseTemplate(o.Topic); err != nil {
@@ -192,6 +201,19 @@ func (p *Publisher) Binding() format.Binding { return format.Kafka }
 // Tombstones implements bridge.Tombstoner: true unless NoTombstones.
 func (p *Publisher) Tombstones() bool { return !p.o.NoTombstones }
 
+// SchemaChanges implements bridge.SchemaChanger: true with a
+// SchemaChangeTopic.
+func (p *Publisher) SchemaChanges() bool { return p.o.SchemaChangeTopic != "" }
+
+// topicName is m's topic: the SchemaChangeTopic for a schema change
+// event, the template's otherwise.
+func (p *Publisher) topicName(m *bridge.Message) string {
+	if m.SchemaChange {
+		return p.o.SchemaChangeTopic
+	}
+	return p.names.Name(m)
+}
+
 // ensureTopics creates the topics of msgs not seen yet (CreateTopics).
 func (p *Publisher) ensureTopics(ctx context.Context, msgs []bridge.Message) error {
 	if !p.o.CreateTopics {
@@ -199,7 +221,7 @@ func (p *Publisher) ensureTopics(ctx context.Context, msgs []bridge.Message) err
 	}
 	var todo []string
 	for i := range msgs {
-		n := p.names.Name(&msgs[i])
+		n := p.topicName(&msgs[i])
 		if !p.known[n] {
 			p.known[n] = true
 			todo = append(todo, n)
@@ -287,7 +309,7 @@ func (p *Publisher) produce(ctx context.Context, msgs []bridge.Message, acked []
 			continue
 		}
 		m := &msgs[i]
-		rec := &kgo.Record{Topic: p.names.Name(m), Key: m.Key, Value: m.Payload}
+		rec := &kgo.Record{Topic: p.topicName(m), Key: m.Key, Value: m.Payload}
 		ts, err := p.topic(ctx, rec.Topic, m.Group)
 		if err != nil {
 			stopped = err // what was produced is waited for

@@ -18,6 +18,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge/kafka"
 	"github.com/pgq-dev/pgq/bridge/webhook"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/format"
 )
 
 // BridgeCmd is `pgq bridge`.
@@ -111,6 +112,7 @@ type BridgeJetStreamCmd struct {
 	User         string        `env:"NATS_USER" help:"NATS user."`
 	Password     string        `env:"NATS_PASSWORD" help:"NATS password."`
 	Token        string        `name:"nats-token" env:"NATS_TOKEN" help:"NATS token."`
+	SchemaChange string        `name:"schema-change-subject" env:"PGQ_BRIDGE_SCHEMA_CHANGE_SUBJECT" help:"With --format debezium, publish each ddl and gap change to this subject (in --stream) as a schema change event (default: none, they are left out)."`
 }
 
 // BridgeKafkaCmd is `pgq bridge kafka`.
@@ -127,6 +129,27 @@ type BridgeKafkaCmd struct {
 	SASLUser          string        `name:"sasl-user" env:"KAFKA_SASL_USER" help:"SASL user."`
 	SASLPassword      string        `name:"sasl-password" env:"KAFKA_SASL_PASSWORD" help:"SASL password."`
 	Tombstones        bool          `default:"true" negatable:"" env:"PGQ_BRIDGE_TOMBSTONES" help:"With --format debezium, follow each delete with a tombstone (same key, null value), as Debezium's tombstones.on.delete=true; --no-tombstones leaves them out."`
+	SchemaChangeTopic string        `name:"schema-change-topic" env:"PGQ_BRIDGE_SCHEMA_CHANGE_TOPIC" help:"With --format debezium, publish each ddl and gap change to this topic as a schema change event (default: none, they are left out)."`
+}
+
+// schemaChanges refuses a schema-change topic or subject (flag, v) with
+// a format that has no schema change events: there it would stay
+// empty, the ddl and gap changes being the format's own messages.
+func (f *BridgeFlags) schemaChanges(flag, v string) error {
+	if v == "" {
+		return nil
+	}
+	fm, err := format.Parse(f.Format)
+	if err != nil {
+		return err
+	}
+	if s := fm.Spec(); !s.SchemaChanges() {
+		return fmt.Errorf("%s: --format %s has no schema change events", flag, s.Name)
+	}
+	if f.Schemas {
+		return fmt.Errorf("%s: not with --schemas: pgq has no Connect schema of the schema change event yet", flag)
+	}
+	return nil
 }
 
 func (f *BridgeFlags) tlsConfig() (*tls.Config, error) {
@@ -180,7 +203,11 @@ func (c *BridgeJetStreamCmd) options() (jetstream.Options, error) {
 		return jetstream.Options{}, err
 	}
 	o := jetstream.Options{URL: c.NatsURL, Stream: c.Stream, Subject: c.Subject, CreateStream: c.CreateStream, Duplicates: c.Duplicates,
-		Replicas: c.Replicas, Window: c.Window, AckTimeout: c.AckTimeout, CredsFile: c.Creds, NKeyFile: c.NKey, User: c.User, Password: c.Password, Token: c.Token, TLS: tc}
+		Replicas: c.Replicas, Window: c.Window, AckTimeout: c.AckTimeout, CredsFile: c.Creds, NKeyFile: c.NKey, User: c.User, Password: c.Password, Token: c.Token, TLS: tc,
+		SchemaChangeSubject: c.SchemaChange}
+	if err := c.schemaChanges("--schema-change-subject", c.SchemaChange); err != nil {
+		return o, err
+	}
 	return o, o.Validate()
 }
 
@@ -214,7 +241,10 @@ func (c *BridgeKafkaCmd) options() (kafka.Options, error) {
 	}
 	o := kafka.Options{Brokers: brokers, Topic: c.Topic, CreateTopics: c.CreateTopics, Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
 		DeliveryTimeout: c.DeliveryTimeout, Linger: c.Linger, Mechanism: c.SASLMechanism, User: c.SASLUser, Password: c.SASLPassword, TLS: tc,
-		NoTombstones: !c.Tombstones}
+		NoTombstones: !c.Tombstones, SchemaChangeTopic: c.SchemaChangeTopic}
+	if err := c.schemaChanges("--schema-change-topic", c.SchemaChangeTopic); err != nil {
+		return o, err
+	}
 	return o, o.Validate()
 }
 

@@ -219,4 +219,39 @@ func TestBridgeFlags(t *testing.T) {
 	if err != nil || jo.AckTimeout != 45*time.Second || jo.Window != 64 {
 		t.Fatalf("jetstream options: %+v, %v", jo, err)
 	}
+	if jo.SchemaChangeSubject != "" || ko.SchemaChangeTopic != "" {
+		t.Fatalf("schema-change defaults: %q, %q", jo.SchemaChangeSubject, ko.SchemaChangeTopic)
+	}
+	// A schema-change topic or subject takes a format with schema change
+	// events, and a name the broker accepts.
+	if cli, err = parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092", "--format", "debezium", "--schema-change-topic", "dbz.schema"); err != nil {
+		t.Fatal(err)
+	}
+	if ko, err = cli.Bridge.Kafka.options(); err != nil || ko.SchemaChangeTopic != "dbz.schema" {
+		t.Fatalf("--schema-change-topic: %+v, %v", ko, err)
+	}
+	for _, args := range [][]string{
+		{"kafka", "--brokers", "k1:9092", "--schema-change-topic", "dbz.schema"},
+		{"kafka", "--brokers", "k1:9092", "--format", "debezium", "--schema-change-topic", "dbz schema"},
+		{"jetstream", "--nats-url", "nats://n", "--format", "cloudevents", "--schema-change-subject", "dbz.schema"},
+		{"jetstream", "--nats-url", "nats://n", "--format", "debezium", "--schema-change-subject", "dbz.*"},
+	} {
+		if cli, err = parse(append([]string{"bridge", args[0], "--group", "g"}, args[1:]...)...); err != nil {
+			t.Fatal(err)
+		}
+		if args[0] == "kafka" {
+			_, err = cli.Bridge.Kafka.options()
+		} else {
+			_, err = cli.Bridge.Jetstream.options()
+		}
+		if err == nil || !strings.Contains(errorLine(err), "--schema-change-") {
+			t.Errorf("%v: %v, want an error naming the flag", args, err)
+		}
+	}
+	if cli, err = parse("bridge", "jetstream", "--group", "g", "--nats-url", "nats://n", "--format", "debezium", "--schema-change-subject", "dbz.schema"); err != nil {
+		t.Fatal(err)
+	}
+	if jo, err = cli.Bridge.Jetstream.options(); err != nil || jo.SchemaChangeSubject != "dbz.schema" {
+		t.Fatalf("--schema-change-subject: %+v, %v", jo, err)
+	}
 }

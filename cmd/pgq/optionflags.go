@@ -54,6 +54,8 @@ var optionFlags = map[opterr.Option]optionFlag{
 	"consumers.ManagerOptions.HoldSlotMaxLag": {"--hold-slot-max-lag", ""},
 	"jetstream.Options.CreateStream":          {"--create-stream", ""},
 	"kafka.Options.CreateTopics":              {"--create-topics", ""},
+	"kafka.Options.SchemaChangeTopic":         {"--schema-change-topic", "PGQ_BRIDGE_SCHEMA_CHANGE_TOPIC"},
+	"jetstream.Options.SchemaChangeSubject":   {"--schema-change-subject", "PGQ_BRIDGE_SCHEMA_CHANGE_SUBJECT"},
 	"httpapi.Limits.MaxConns":                 {"--http-max-conns", ""},
 	"client.TLSOptions.CAFile":                {"--ca-cert", "PGQ_CA_CERT"},
 	"client.TLSOptions.CertFile":              {"--client-cert", "PGQ_CLIENT_CERT"},

@@ -17,6 +17,8 @@ type Bridged struct {
 	Hdr  map[string]string
 	// Partition is a Kafka record's partition.
 	Partition int32
+	// Subject is a JetStream message's subject, a Kafka record's topic.
+	Subject string
 }
 
 // BridgeFormat journals 3 transactions, bridges them in format f into

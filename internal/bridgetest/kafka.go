@@ -78,6 +78,13 @@ func ReadTopic(t *testing.T, brokers []string, topic string, want int) (ids []st
 // KafkaMessages reads the topic's records until none came for a second.
 func KafkaMessages(t *testing.T, brokers []string, topic string) []Bridged {
 	t.Helper()
+	return KafkaMessagesN(t, brokers, topic, 1)
+}
+
+// KafkaMessagesN reads the topic's records until at least want came
+// (within 20s) and then none for a second.
+func KafkaMessagesN(t *testing.T, brokers []string, topic string, want int) []Bridged {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +93,7 @@ func KafkaMessages(t *testing.T, brokers []string, topic string) []Bridged {
 	var out []Bridged
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		wait := time.Second
-		if len(out) == 0 {
+		if len(out) < want {
 			wait = time.Until(deadline)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -94,18 +101,18 @@ func KafkaMessages(t *testing.T, brokers []string, topic string) []Bridged {
 		cancel()
 		n := len(out)
 		fs.EachRecord(func(r *kgo.Record) {
-			m := Bridged{Key: string(r.Key), Body: r.Value, Hdr: map[string]string{}, Partition: r.Partition}
+			m := Bridged{Key: string(r.Key), Body: r.Value, Hdr: map[string]string{}, Partition: r.Partition, Subject: r.Topic}
 			for _, h := range r.Headers {
 				m.Hdr[h.Key] = string(h.Value)
 			}
 			out = append(out, m)
 		})
-		if len(out) > 0 && len(out) == n {
+		if len(out) >= want && len(out) == n {
 			break
 		}
 	}
-	if len(out) == 0 {
-		t.Fatal("no record")
+	if len(out) < want {
+		t.Fatalf("%s: %d records, want %d", topic, len(out), want)
 	}
 	return out
 }

@@ -135,7 +135,7 @@ func JetStreamMessages(t *testing.T, url, stream string) []Bridged {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := Bridged{Key: raw.Header.Get(jetstream.HeaderKey), Body: raw.Data, Hdr: map[string]string{}}
+		m := Bridged{Key: raw.Header.Get(jetstream.HeaderKey), Body: raw.Data, Hdr: map[string]string{}, Subject: raw.Subject}
 		for h, v := range raw.Header {
 			m.Hdr[h] = v[0]
 		}
