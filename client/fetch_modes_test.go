@@ -11,23 +11,31 @@ import (
 	"github.com/pgq-dev/pgq/client"
 )
 
-// TestFetchMessagesFormat: FetchMessages sends FetchRequest's Format and
-// Debezium's value modes and ProvideTransactionMetadata: the change comes
-// rendered as a Debezium event with its transaction block;
-// a name that is no mode is api.ErrBadRequest naming its key.
-func TestFetchMessagesFormat(t *testing.T) {
+// oneChangeJobs is a client of a pgq whose journal holds one change and
+// whose shared group "jobs" starts before it.
+func oneChangeJobs(t *testing.T) *client.Client {
+	t.Helper()
 	s := startServer(t, t.TempDir(), "127.0.0.1:0", nil)
-	defer s.stop()
+	t.Cleanup(s.stop)
 	s.append(1)
 	c, err := client.New(s.addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := c.CreateGroup(ctx, api.CreateRequest{Name: "jobs", Mode: "shared", From: "earliest"}); err != nil {
+	if _, err := c.CreateGroup(context.Background(), api.CreateRequest{Name: "jobs", Mode: "shared", From: "earliest"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "m", Format: "debezium", TimePrecisionMode: "nanoseconds"})
+	return c
+}
+
+// TestFetchMessagesFormat: FetchMessages sends FetchRequest's Format and
+// Debezium's value modes and ProvideTransactionMetadata: the change comes
+// rendered as a Debezium event with its transaction block;
+// a name that is no mode is api.ErrBadRequest naming its key.
+func TestFetchMessagesFormat(t *testing.T) {
+	c := oneChangeJobs(t)
+	ctx := context.Background()
+	_, err := c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "m", Format: "debezium", TimePrecisionMode: "nanoseconds"})
 	if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "time_precision_mode") {
 		t.Fatalf("bad mode: %v", err)
 	}
