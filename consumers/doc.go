@@ -88,6 +88,10 @@
 // pmu: the holder of pmu writes everything queued in one fsynced batch
 // (taking mu only to take the queue and publish the result). Lock order:
 // Manager.ddl before group.pmu before Manager.mu before group.mu. Waiting
-// fetches wake on journal.Changed (no polling), on lease release, on Close
-// and on their context.
+// fetches of groups without a filter wake on journal.Changed (no polling);
+// those of filtered groups wait in the wakers registry (wake.go), whose
+// one goroutine, running while anyone waits, reads each appended record
+// once and wakes only the waiters whose filter the finished transaction
+// passes (its state under wakers.mu). Every waiting fetch also wakes on
+// lease release, on Close and on its context.
 package consumers
