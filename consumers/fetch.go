@@ -392,6 +392,7 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 		unitNF   []pgq.Offset
 		unitSize int64
 	)
+	rejected := m.rejected(g, filter, from, last)
 	for off := from; off <= last; off++ {
 		if !inTx && (len(res.recs) >= req.Max || (len(res.recs) > 0 && bytes >= req.MaxBytes)) {
 			break
@@ -400,7 +401,14 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 			more = true
 			break
 		}
-		p, pass, size, err := m.planRecord(g, off, &filter)
+		var p planned
+		var pass bool
+		var size int
+		if i := int(off - from); i < len(rejected) && rejected[i] {
+			p, size, err = m.passOver(g, off)
+		} else {
+			p, pass, size, err = m.planRecord(g, off, &filter)
+		}
 		if err != nil {
 			return nil, 0, nil, false, err
 		}
@@ -423,16 +431,51 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 	return res, consumed, nonFinal, more, nil
 }
 
+// rejected is, for a filtered group, which records of [from, last] its
+// filter does not pass as far as the index knows (index.Selector's
+// Rejected; at most scanLimit of them): collect passes over those by
+// their header alone instead of decoding them. A group filtering one
+// table of many would else decode every record of every other table on
+// each fetch: with a thousand such groups, a thousand decodes of each
+// journaled record. Nil without a filter, or when the index cannot say.
+func (m *Manager) rejected(g *group, filter Filter, from, last pgq.Offset) []bool {
+	if filter.IsZero() || last < from {
+		return nil
+	}
+	r := make([]bool, min(uint64(last-from)+1, scanLimit))
+	if err := m.selector(g, filter).Rejected(from, r); err != nil {
+		return nil // decode them all, as without the index
+	}
+	return r
+}
+
+// passOver reads only the header of the record at off, which the
+// group's filter does not pass (rejected): whether it ends its
+// transaction, and its stored size.
+func (m *Manager) passOver(g *group, off pgq.Offset) (planned, int, error) {
+	ri, size, err := m.j.ReadInfo(off)
+	if err != nil {
+		return planned{}, 0, m.fetchReadErr(g, off, err)
+	}
+	return planned{off: off, final: ri.Final, commit: ri.CommitTime}, size, nil
+}
+
 // readJournaled reads the record at off as journaled (a fresh copy).
 func (m *Manager) readJournaled(g *group, off pgq.Offset) ([]byte, error) {
 	raw, err := m.j.ReadRaw(off)
-	if errors.Is(err, journal.ErrNotFound) && off < m.j.FirstOffset() {
-		return nil, errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
-	}
 	if err != nil {
-		return nil, m.readErr(g, off, fmt.Errorf("consumers: fetch %q: %w", g.name, err))
+		return nil, m.fetchReadErr(g, off, err)
 	}
 	return raw, nil
+}
+
+// fetchReadErr is the error of a fetch's read of off: out of range when
+// retention removed it meanwhile.
+func (m *Manager) fetchReadErr(g *group, off pgq.Offset, err error) error {
+	if errors.Is(err, journal.ErrNotFound) && off < m.j.FirstOffset() {
+		return errf(ErrOutOfRange, "group %q: offset %d was removed by retention; reset the group", g.name, off)
+	}
+	return m.readErr(g, off, fmt.Errorf("consumers: fetch %q: %w", g.name, err))
 }
 
 // decodeRecord checks and decodes raw, the record at off, in place.

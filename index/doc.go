@@ -120,7 +120,9 @@
 // set; unknown always passes, an over-count, never an under-count) by
 // scanning the entries, and remembers its last answer so that a count
 // moving forward reads only the offsets it did not read before: a group's
-// lag then costs what its cursor and the journal moved. Subjects come from
+// lag then costs what its cursor and the journal moved. Its Rejected
+// marks the records of a range it knows fail the predicate, so a filtered
+// fetch reads only their headers. Subjects come from
 // the record's changes (EntryOf) or, for a record journaled from its
 // encoded form, from those bytes without decoding values (EntryOfStored,
 // resolving the compact form's relation ids in the journal's catalog).

@@ -116,6 +116,46 @@ func (s *Selector) Count(from, to pgq.Offset) (Count, error) {
 	return c, nil
 }
 
+// Rejected sets rejected[i] when the index knows that the record at
+// offset from+i does not pass: it is indexed with a known subject set the
+// predicate fails. Every other entry is false: a record with unknown
+// subjects, or not indexed (yet), must be read to be known. So a filtered
+// fetch passes over what its group does not want without decoding it
+// (package consumers), at the cost of one walk of the index for a range.
+func (s *Selector) Rejected(from pgq.Offset, rejected []bool) error {
+	clear(rejected)
+	if len(rejected) == 0 {
+		return nil
+	}
+	ix := s.ix
+	if err := ix.enter(); err != nil {
+		return err
+	}
+	defer ix.exit()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen := ix.gen.Load(); gen != s.vgen {
+		s.verdict, s.vgen = nil, gen
+	}
+	to := from + pgq.Offset(len(rejected)) - 1
+	want := from
+	err := ix.walk(from, func(e *stored) bool {
+		if e.Offset < want {
+			return true
+		}
+		if e.Offset != want {
+			return false // a hole: the rest stays unknown
+		}
+		rejected[want-from] = !s.passes(e.set) // set 0 (unknown) passes
+		want++
+		return want <= to
+	})
+	if err != nil {
+		return fmt.Errorf("index: rejected from %d: %w", from, err)
+	}
+	return nil
+}
+
 // extend derives the count of [from, to] from the memo's (see Count).
 func (s *Selector) extend(from, to pgq.Offset) (Count, error) {
 	m := &s.memo

@@ -499,6 +499,22 @@ func (j *Journal) readStored(off pgq.Offset) ([]byte, error) {
 	return data, nil
 }
 
+// ReadInfo returns the header of the record at off (record.PeekStored)
+// and its stored size, checked but neither expanded nor decoded: for a
+// reader that passes over a record and needs only whether it ends its
+// transaction.
+func (j *Journal) ReadInfo(off pgq.Offset) (record.Info, int, error) {
+	data, err := j.readStored(off)
+	if err != nil {
+		return record.Info{}, 0, err
+	}
+	ri, err := record.PeekStored(data)
+	if err != nil {
+		return record.Info{}, 0, fmt.Errorf("journal: read %d: %w", off, j.corruptRead(off, err))
+	}
+	return ri, len(data), nil
+}
+
 // Read decodes the record at off and sets its Offset.
 func (j *Journal) Read(off pgq.Offset) (*pgq.Transaction, error) {
 	tx, _, err := j.ReadSized(off)

@@ -546,7 +546,29 @@ func Peek(data []byte) (Info, error) {
 	if err := Check(data); err != nil {
 		return Info{}, err
 	}
-	d := newReader(data[HeaderSize:])
+	return peekBody(data[HeaderSize:])
+}
+
+// PeekStored is Peek for what the journal stores (CheckStored): a
+// Version 1 or a compact record (VersionCompact), whose header fields are
+// Version 1's but for the end LSN, stored as its distance from the commit
+// LSN. It lets a reader that needs only a record's header (a filtered
+// fetch passing over a record the index says it does not want) skip
+// expanding and decoding it.
+func PeekStored(data []byte) (Info, error) {
+	if err := CheckStored(data); err != nil {
+		return Info{}, err
+	}
+	ri, err := peekBody(data[HeaderSize:])
+	if err == nil && data[0] == VersionCompact {
+		ri.EndLSN += ri.CommitLSN
+	}
+	return ri, err
+}
+
+// peekBody decodes the header fields of a checked body.
+func peekBody(body []byte) (Info, error) {
+	d := newReader(body)
 	var ri Info
 	d.bodyArray()
 	ri.Xid = uint32(d.Uint(math.MaxUint32, "xid"))
