@@ -1,11 +1,9 @@
 package format_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -35,14 +33,10 @@ func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 	if err := cluster.Exec(ctx, db, "CREATE TABLE sc_t (id int PRIMARY KEY, v text)"); err != nil {
 		t.Fatal(err)
 	}
-	addr := startRunTables(t, db, "public.sc_t")
-	cmd := exec.CommandContext(ctx, pgqbin.Path(t), "ddl", "install", "--pg-url", cluster.URL(db), "--publication", "p_"+db)
-	cmd.Env = pgqbin.Env()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("pgq ddl install: %v\n%s", err, out)
-	}
+	run := startRunTables(t, db, "public.sc_t")
+	pgqbin.Output(t, "ddl", "install", "--pg-url", cluster.URL(db), "--publication", "p_"+db)
 	for _, g := range []string{"g", "plain", "js", "gs", "jss"} {
-		pgqOut(t, addr, "groups", "create", g, "--from", "earliest")
+		run.Out(t, "groups", "create", g, "--from", "earliest")
 	}
 	if err := cluster.Exec(ctx, db,
 		"INSERT INTO sc_t VALUES (1, 'a')",
@@ -54,9 +48,9 @@ func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	brokers := bridgetest.KafkaBrokers(t)
-	bridgeKafka(ctx, t, addr, brokers, "--group", "g", "--topic", "scdata", "--schema-change-topic", "scddl")
-	bridgeKafka(ctx, t, addr, brokers, "--group", "plain", "--topic", "scplain")
-	bridgeKafka(ctx, t, addr, brokers, "--group", "gs", "--topic", "scsdata", "--schema-change-topic", "scsddl", "--schemas")
+	bridgeKafka(t, run, brokers, "--group", "g", "--topic", "scdata", "--schema-change-topic", "scddl")
+	bridgeKafka(t, run, brokers, "--group", "plain", "--topic", "scplain")
+	bridgeKafka(t, run, brokers, "--group", "gs", "--topic", "scsdata", "--schema-change-topic", "scsddl", "--schemas")
 	ns := bridgetest.StartNATS(t, t.TempDir(), 0)
 	defer ns.Shutdown()
 	for _, js := range []struct{ group, stream, schemas string }{{"js", "SCPG", ""}, {"jss", "SCPGS", "--schemas"}} {
@@ -65,7 +59,7 @@ func TestSchemaChangeTopicEndToEnd(t *testing.T) {
 		if js.schemas != "" {
 			args = append(args, js.schemas)
 		}
-		startBridge(ctx, t, "jetstream", addr, args...)
+		startBridge(t, "jetstream", run, args...)
 	}
 	// Each topic is read until it holds what it should.
 	want := []string{`ALTER "public"."sc_t" ALTER TABLE sc_t ADD COLUMN note text`, `CREATE "public"."sc_other" CREATE TABLE sc_other (id int)`,
@@ -182,29 +176,14 @@ func schemaChangeEvents(t *testing.T, db string, rs []bridgetest.Bridged, schema
 }
 
 // bridgeKafka starts `pgq bridge kafka --format debezium` with args.
-func bridgeKafka(ctx context.Context, t *testing.T, addr string, brokers []string, args ...string) {
+func bridgeKafka(t *testing.T, run *pgqbin.Run, brokers []string, args ...string) {
 	t.Helper()
-	startBridge(ctx, t, "kafka", addr, append([]string{"--brokers", strings.Join(brokers, ","), "--create-topics", "--partitions", "1"}, args...)...)
+	startBridge(t, "kafka", run, append([]string{"--brokers", strings.Join(brokers, ","), "--create-topics", "--partitions", "1"}, args...)...)
 }
 
-// startBridge starts `pgq bridge <broker> --format debezium` with args;
-// it is stopped when the test ends.
-func startBridge(ctx context.Context, t *testing.T, broker, addr string, args ...string) {
+// startBridge starts `pgq bridge <broker> --format debezium` with args
+// on run; it is stopped when the test ends.
+func startBridge(t *testing.T, broker string, run *pgqbin.Run, args ...string) {
 	t.Helper()
-	bctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(bctx, pgqbin.Path(t), append([]string{"bridge", broker, "--addr", addr, "--format", "debezium"}, args...)...)
-	cmd.Env = pgqbin.Env()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("pgq bridge %s %v:\n%s", broker, args, stderr.String())
-		}
-	})
+	pgqbin.Start(t, append([]string{"bridge", broker, "--addr", run.Addr, "--format", "debezium"}, args...)...)
 }
