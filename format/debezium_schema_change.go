@@ -130,7 +130,9 @@ var schemaChangeValuePrefix, schemaChangeKeyPrefix = schemaChangeSchemas()
 // key) is in the schema, optional, though pgq never fills it, so that a
 // consumer that knows Debezium's schema reads pgq's unchanged. The value
 // has one field more, pgq's: gap, an optional struct pgq.Gap (fromLsn,
-// toLsn), set in a gap change's event and null in a ddl change's.
+// toLsn), set in a gap change's event; a ddl change's has none, which
+// the JSON converter reads as null, as it reads the table pgq leaves
+// out of each tableChanges entry.
 func schemaChangeSchemas() (value, key []byte) {
 	optStrings := connectSchema{typ: "array", optional: true, items: &connectSchema{typ: "string"}}
 	column := connectSchema{typ: "struct", name: "io.debezium.connector.schema.Column", version: 1, fields: []connectField{
