@@ -18,7 +18,7 @@ import (
 // sits beside server, and internal/servertest, a server on a fresh
 // database for the consumers and CLI tests, beside the CLI.
 var floors = [][]string{
-	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf", "internal/srclit", "deploy", "e2e"},
+	{"internal/msgp", "internal/backoff", "internal/vfsutil", "internal/pebblefs", "internal/pgtest", "internal/testcert", "internal/pgqbin", "internal/syncbuf", "internal/srclit", "internal/connectcheck", "deploy", "e2e"},
 	{"", "internal/wal", "internal/pgtest/pgtestd"},
 	{"api", "record", "pgoutput", "feedback", "index", "format", "console", "opterr"},
 	{"journal", "client"},

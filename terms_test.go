@@ -21,6 +21,8 @@ var cliTermsAllowed = map[string]string{
 	// reads its test environment.
 	"internal/bridgetest/child.go": "test harness: the child pgq bridge's environment",
 	"internal/bridgetest/kafka.go": "test harness: an outside Kafka for the tests",
+	// The end-to-end tests' harness runs the pgq binary with its flags.
+	"internal/pgqbin/proc.go": "test harness: pgq run and pgq bridge webhook as processes",
 	// Metric help texts are bytes that /metrics serves (a contract); they
 	// name the flag whose effect they count.
 	"ingest/metrics.go":     "metric help text (/metrics contract)",

@@ -10,6 +10,7 @@ import (
 	"github.com/pgq-dev/pgq/bridge/kafka"
 	"github.com/pgq-dev/pgq/format"
 	"github.com/pgq-dev/pgq/internal/bridgetest"
+	"github.com/pgq-dev/pgq/internal/connectcheck"
 )
 
 // schemaChangeEvent is what the test reads of a schema change event.
@@ -28,13 +29,17 @@ type schemaChangeEvent struct {
 // group's first record (its cursor reset) publishes only what is new:
 // the schema-change topic takes part in the resume, every message is
 // there once. (Without the option they are left out:
-// TestDebeziumLeavesOutNonEvents.)
+// TestDebeziumLeavesOutNonEvents.) Each broker runs twice, the second
+// time with format.Options.Schemas: every message, on the data topics
+// and on the schema-change one, value and key, is then what Kafka
+// Connect's JSON converter with schemas reads (connectcheck), and the
+// payloads say the same.
 func TestDebeziumSchemaChangeTopic(t *testing.T) {
 	type publisher interface {
 		bridge.Publisher
 		Close() error
 	}
-	run := func(t *testing.T, newPub func() publisher, read func() []bridgetest.Bridged, schemaPlace string) {
+	run := func(t *testing.T, schemas bool, newPub func() publisher, read func() []bridgetest.Bridged, schemaPlace string) {
 		src := bridgetest.StartSource(t, 50)
 		for round := range 2 {
 			src.AppendNonEvents()
@@ -44,7 +49,7 @@ func TestDebeziumSchemaChangeTopic(t *testing.T) {
 				}
 			}
 			p := newPub()
-			bridgetest.BridgeFormat(t, p, src, format.Debezium)
+			bridgetest.BridgeFormatOptions(t, p, src, format.Debezium, format.Options{Database: "db", Slot: "s", Schemas: schemas})
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -57,6 +62,11 @@ func TestDebeziumSchemaChangeTopic(t *testing.T) {
 				t.Errorf("message %s twice", id)
 			}
 			seen[id] = true
+			if schemas {
+				connectcheck.Assert(t, m.Body)
+				connectcheck.Assert(t, []byte(m.Key))
+				m.Body, m.Key = payloadOf(t, m.Body), string(payloadOf(t, []byte(m.Key)))
+			}
 			if m.Subject == schemaPlace {
 				schema = append(schema, m)
 			} else {
@@ -99,39 +109,57 @@ func TestDebeziumSchemaChangeTopic(t *testing.T) {
 			t.Errorf("schema changes %q, want the two ddl and gap changes once each, in order", ops)
 		}
 	}
-	t.Run("kafka", func(t *testing.T) {
-		brokers := bridgetest.KafkaBrokers(t)
-		var skipped uint64
-		var last *kafka.Publisher
-		run(t, func() publisher {
-			if last != nil {
+	for _, schemas := range []bool{false, true} {
+		sfx := ""
+		if schemas {
+			sfx = "-schemas"
+		}
+		t.Run("kafka"+sfx, func(t *testing.T) {
+			brokers := bridgetest.KafkaBrokers(t)
+			data, ddl := "scdata"+sfx, "scddl"+sfx
+			var skipped uint64
+			var last *kafka.Publisher
+			run(t, schemas, func() publisher {
+				if last != nil {
+					skipped += last.Skipped()
+				}
+				p, err := kafka.New(context.Background(), kafka.Options{Brokers: brokers, Topic: data + ".{table}", CreateTopics: true, Partitions: 3,
+					SchemaChangeTopic: ddl})
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = p
+				return p
+			}, func() []bridgetest.Bridged {
 				skipped += last.Skipped()
-			}
-			p, err := kafka.New(context.Background(), kafka.Options{Brokers: brokers, Topic: "scdata.{table}", CreateTopics: true, Partitions: 3,
-				SchemaChangeTopic: "scddl"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = p
-			return p
-		}, func() []bridgetest.Bridged {
-			skipped += last.Skipped()
-			if skipped == 0 {
-				t.Error("the second bridge skipped nothing: the resume did not read what the topics held")
-			}
-			return append(bridgetest.KafkaMessages(t, brokers, "scdata.t"), bridgetest.KafkaMessages(t, brokers, "scddl")...)
-		}, "scddl")
-	})
-	t.Run("jetstream", func(t *testing.T) {
-		ns := bridgetest.StartNATS(t, t.TempDir(), 0)
-		defer ns.Shutdown()
-		run(t, func() publisher {
-			p, err := jetstream.New(context.Background(), jetstream.Options{URL: ns.ClientURL(), Stream: "SC", Subject: "SC.data.{table}", CreateStream: true,
-				SchemaChangeSubject: "SC.schema"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		}, func() []bridgetest.Bridged { return bridgetest.JetStreamMessages(t, ns.ClientURL(), "SC") }, "SC.schema")
-	})
+				if skipped == 0 {
+					t.Error("the second bridge skipped nothing: the resume did not read what the topics held")
+				}
+				return append(bridgetest.KafkaMessages(t, brokers, data+".t"), bridgetest.KafkaMessages(t, brokers, ddl)...)
+			}, ddl)
+		})
+		t.Run("jetstream"+sfx, func(t *testing.T) {
+			ns := bridgetest.StartNATS(t, t.TempDir(), 0)
+			defer ns.Shutdown()
+			run(t, schemas, func() publisher {
+				p, err := jetstream.New(context.Background(), jetstream.Options{URL: ns.ClientURL(), Stream: "SC", Subject: "SC.data.{table}", CreateStream: true,
+					SchemaChangeSubject: "SC.schema"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}, func() []bridgetest.Bridged { return bridgetest.JetStreamMessages(t, ns.ClientURL(), "SC") }, "SC.schema")
+		})
+	}
+}
+
+// payloadOf is the payload of msg, a message of the schema form
+// ({"schema":…,"payload":…}).
+func payloadOf(t *testing.T, msg []byte) []byte {
+	t.Helper()
+	var w struct{ Payload json.RawMessage }
+	if err := json.Unmarshal(msg, &w); err != nil {
+		t.Fatalf("%s: %v", msg, err)
+	}
+	return w.Payload
 }

@@ -15,11 +15,9 @@ func (s Spec) SchemaChanges() bool { return s.schemaChange != nil }
 // topic in the renderer's format (AppendSchemaChange): a ddl or gap
 // change in Debezium's format, which has no data event for it. A bridge
 // publishes it there when one is configured and leaves it out otherwise,
-// never onto a table's data topic. With Options.Schemas there is none
-// yet (pgq has no Connect schema of the schema change event): such a
-// change is left out.
+// never onto a table's data topic.
 func (r *Renderer) SchemaChange(tx *pgq.Transaction, i int) bool {
-	if table[r.f].schemaChange == nil || r.o.Schemas {
+	if table[r.f].schemaChange == nil {
 		return false
 	}
 	op := tx.Changes[i].Op
@@ -39,7 +37,9 @@ func (r *Renderer) SchemaChange(tx *pgq.Transaction, i int) bool {
 // tableChanges and a "gap" object: fromLsn and toLsn, changes committed
 // after fromLsn up to toLsn are missing from the journal. The key is
 // {"databaseName":…}, as Debezium keys its schema change events, so
-// all of a database's go to one partition, in order.
+// all of a database's go to one partition, in order. With
+// Options.Schemas value and key are {"schema":…,"payload":…} with
+// Debezium's schemas of its schema change topic (schemaChangeSchemas).
 func (r *Renderer) AppendSchemaChange(b []byte, tx *pgq.Transaction, i int) ([]byte, Message) {
 	if !r.SchemaChange(tx, i) {
 		return b, Message{}
@@ -66,6 +66,9 @@ func (r *Renderer) appendDebeziumSchemaChange(b []byte, tx *pgq.Transaction, i i
 	tbl := ddlTable(d)
 	var m Message
 	start := len(b)
+	if r.o.Schemas {
+		b = append(b, schemaChangeValuePrefix...)
+	}
 	b = append(b, `{"source":`...)
 	b = r.appendSource(b, tx, i, d.Schema, tbl, false, true)
 	b = append(b, `,"ts_ms":`...)
@@ -93,13 +96,92 @@ func (r *Renderer) appendDebeziumSchemaChange(b []byte, tx *pgq.Transaction, i i
 		b = append(b, '}')
 	}
 	b = append(b, '}')
+	if r.o.Schemas {
+		b = append(b, '}')
+	}
 	m.Payload = b[start:len(b):len(b)]
 	start = len(b)
+	if r.o.Schemas {
+		b = append(b, schemaChangeKeyPrefix...)
+	}
 	b = append(b, `{"databaseName":`...)
 	b = appendString(b, r.o.Database)
 	b = append(b, '}')
+	if r.o.Schemas {
+		b = append(b, '}')
+	}
 	m.Key = b[start:len(b):len(b)]
 	return b, m
+}
+
+// schemaChangeValuePrefix and schemaChangeKeyPrefix are a schema change
+// event's value and key up to the payload with Options.Schemas:
+// `{"schema":<schema>,"payload":`. They depend on no option (the
+// connector is postgresql whatever Options.Name), so they are built once.
+var schemaChangeValuePrefix, schemaChangeKeyPrefix = schemaChangeSchemas()
+
+// schemaChangeSchemas are the Connect schemas Debezium gives the events
+// of its schema change topic (SchemaFactory's
+// schemaHistoryConnectorValueSchema and ...KeySchema, its
+// ConnectTableChangeSerializer's Change, Table and Column), named for
+// the postgresql connector as Debezium names them after the connector
+// (io.debezium.connector.<connector>.SchemaChangeValue): value and key
+// as `{"schema":<schema>,"payload":`. Debezium's table (columns, primary
+// key) is in the schema, optional, though pgq never fills it, so that a
+// consumer that knows Debezium's schema reads pgq's unchanged. The value
+// has one field more, pgq's: gap, an optional struct pgq.Gap (fromLsn,
+// toLsn), set in a gap change's event; a ddl change's has none, which
+// the JSON converter reads as null, as it reads the table pgq leaves
+// out of each tableChanges entry.
+func schemaChangeSchemas() (value, key []byte) {
+	optStrings := connectSchema{typ: "array", optional: true, items: &connectSchema{typ: "string"}}
+	column := connectSchema{typ: "struct", name: "io.debezium.connector.schema.Column", version: 1, fields: []connectField{
+		{"name", prim("string", false)},
+		{"jdbcType", prim("int32", false)},
+		{"nativeType", prim("int32", true)},
+		{"typeName", prim("string", false)},
+		{"typeExpression", prim("string", true)},
+		{"charsetName", prim("string", true)},
+		{"length", prim("int32", true)},
+		{"scale", prim("int32", true)},
+		{"position", prim("int32", false)},
+		{"optional", prim("boolean", true)},
+		{"autoIncremented", prim("boolean", true)},
+		{"generated", prim("boolean", true)},
+		{"comment", prim("string", true)},
+		{"defaultValueExpression", prim("string", true)},
+		{"enumValues", optStrings},
+	}}
+	tbl := connectSchema{typ: "struct", optional: true, name: "io.debezium.connector.schema.Table", version: 1, fields: []connectField{
+		{"defaultCharsetName", prim("string", true)},
+		{"primaryKeyColumnNames", optStrings},
+		{"columns", connectSchema{typ: "array", items: &column}},
+		{"comment", prim("string", true)},
+	}}
+	change := connectSchema{typ: "struct", name: "io.debezium.connector.schema.Change", version: 1, fields: []connectField{
+		{"type", prim("string", false)},
+		{"id", prim("string", false)},
+		{"table", tbl},
+	}}
+	gap := connectSchema{typ: "struct", optional: true, name: "pgq.Gap", version: 1, fields: []connectField{
+		{"fromLsn", prim("int64", false)},
+		{"toLsn", prim("int64", false)},
+	}}
+	v := connectSchema{typ: "struct", name: "io.debezium.connector.postgresql.SchemaChangeValue", version: 1, fields: []connectField{
+		{"source", sourceSchema()},
+		{"ts_ms", prim("int64", false)},
+		{"databaseName", prim("string", true)},
+		{"schemaName", prim("string", true)},
+		{"ddl", prim("string", true)},
+		{"tableChanges", connectSchema{typ: "array", items: &change}},
+		{"gap", gap},
+	}}
+	k := connectSchema{typ: "struct", name: "io.debezium.connector.postgresql.SchemaChangeKey", version: 1, fields: []connectField{
+		{"databaseName", prim("string", false)},
+	}}
+	value = append(v.appendJSON([]byte(`{"schema":`), ""), `,"payload":`...)
+	key = append(k.appendJSON([]byte(`{"schema":`), ""), `,"payload":`...)
+	return value, key
 }
 
 // ddlTable is the table a ddl change names: its object without the

@@ -2,6 +2,8 @@ package format_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -13,7 +15,7 @@ import (
 // TestDebeziumSchemaChange renders a ddl change and a gap change as
 // Debezium's schema change events (the shape of its MySQL connector's
 // schema change topic) and checks every field pgq fills, the key, that
-// a data change is none, and that pgq's format and --schemas have none.
+// a data change is none, and that pgq's format has none.
 func TestDebeziumSchemaChange(t *testing.T) {
 	r, err := format.New(format.Debezium, format.Options{Database: "shop", Name: "srv", Now: fixedNow})
 	if err != nil {
@@ -74,11 +76,50 @@ func TestDebeziumSchemaChange(t *testing.T) {
 	if !format.Debezium.Spec().SchemaChanges() || format.PGQ.Spec().SchemaChanges() || format.CloudEvents.Spec().SchemaChanges() {
 		t.Error("only Debezium's format has schema change events")
 	}
-	rs, err := format.New(format.Debezium, format.Options{Database: "shop", Schemas: true, Now: fixedNow})
+}
+
+// TestDebeziumSchemaChangeSchemas renders a table's ddl change, another
+// object's and a gap change as schema change events in the schema form
+// (Options.Schemas): value and key pass checkConnect, their payloads are
+// the payload-only form's byte for byte, and both forms are held to a
+// golden file (go test -update rewrites it): Debezium's schema names of
+// the postgresql connector, its Change, Table and Column, pgq's gap.
+func TestDebeziumSchemaChangeSchemas(t *testing.T) {
+	o := format.Options{Database: "postgres", Name: "PostgreSQL_server", Now: fixedNow}
+	rp, err := format.New(format.Debezium, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rs.SchemaChange(tx, 0) {
-		t.Error("a schema change event with --schemas, which has no Connect schema for it")
+	o.Schemas = true
+	rs, err := format.New(format.Debezium, o)
+	if err != nil {
+		t.Fatal(err)
 	}
+	tx := testTx(
+		pgq.Change{Op: pgq.OpDDL, Prefix: "pgq.ddl", Transactional: true, Content: []byte(
+			`{"command":"CREATE TABLE","object":"public.orders","schema":"public","object_type":"table","statement":"CREATE TABLE orders (id int PRIMARY KEY)"}`)},
+		pgq.Change{Op: pgq.OpDDL, Prefix: "pgq.ddl", Transactional: true, Content: []byte(
+			`{"command":"CREATE VIEW","object":"public.v","schema":"public","object_type":"view","statement":"CREATE VIEW v AS SELECT 1"}`)},
+		pgq.Change{Op: pgq.OpGap, FromLSN: 0x16_B3000000, ToLSN: 0x16_B374D848},
+	)
+	plain, schemas := []byte{'['}, []byte{'['}
+	for i := range tx.Changes {
+		if !rs.SchemaChange(tx, i) {
+			t.Fatalf("change %d: no schema change event with schemas", i)
+		}
+		_, mp := rp.AppendSchemaChange(nil, tx, i)
+		_, ms := rs.AppendSchemaChange(nil, tx, i)
+		for _, b := range [][]byte{ms.Payload, ms.Key} {
+			checkConnect(t, b)
+		}
+		samePayload(t, ms.Payload, mp.Payload)
+		samePayload(t, ms.Key, mp.Key)
+		if i > 0 {
+			plain, schemas = append(plain, ','), append(schemas, ',')
+		}
+		plain = fmt.Appendf(plain, `{"key":%s,"value":%s}`, mp.Key, mp.Payload)
+		schemas = fmt.Appendf(schemas, `{"key":%s,"value":%s}`, ms.Key, ms.Payload)
+	}
+	golden(t, filepath.Join("testdata", "debezium_schema", "schema-change-payload.json"), append(plain, ']'))
+	golden(t, filepath.Join("testdata", "debezium_schema", "schema-change-schemas.json"), append(schemas, ']'))
 }

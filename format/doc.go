@@ -193,7 +193,11 @@
 // io.debezium.connector.postgresql.Source, transaction event.block, op,
 // ts_ms, ts_us, ts_ns; the key's <Name>.<schema>.<table>.Key of the key
 // columns; a message's io.debezium.connector.postgresql.MessageValue and
-// MessageKey. Each column has the Connect type and semantic name
+// MessageKey; a schema change event's (AppendSchemaChange)
+// io.debezium.connector.postgresql.SchemaChangeValue and SchemaChangeKey,
+// Debezium's schemas of a schema change topic named for the postgresql
+// connector, with pgq's optional gap struct pgq.Gap
+// (debezium_schema_change.go). Each column has the Connect type and semantic name
 // Debezium's PostgresValueConverter gives its type in the value modes
 // (columnSchema); key columns are required, the others optional (the
 // journal does not carry NOT NULL). A renderer caches each table's

@@ -146,9 +146,6 @@ func (f *BridgeFlags) schemaChanges(flag, v string) error {
 	if s := fm.Spec(); !s.SchemaChanges() {
 		return fmt.Errorf("%s: --format %s has no schema change events", flag, s.Name)
 	}
-	if f.Schemas {
-		return fmt.Errorf("%s: not with --schemas: pgq has no Connect schema of the schema change event yet", flag)
-	}
 	return nil
 }
 

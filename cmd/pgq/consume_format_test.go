@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,8 +28,8 @@ type consumeTx struct {
 // formatRun is a `pgq run` over a fresh database of a real PostgreSQL
 // whose publication holds table (id int PRIMARY KEY, v text).
 type formatRun struct {
+	*pgqbin.Run
 	db   *pgtest.DB
-	addr string
 	slot string
 }
 
@@ -47,51 +43,10 @@ func startFormatRun(t *testing.T, table string) *formatRun {
 	t.Cleanup(c.Stop)
 	db := c.NewDB(t)
 	db.Exec(t, `CREATE TABLE `+table+` (id int PRIMARY KEY, v text)`)
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	slot := table + "_" + db.Name
-	run := exec.Command(pgqbin.Path(t), "run", "--pg-url", db.URL, "--slot", slot, "--publication", table+"_pub", "--data-dir", t.TempDir(),
-		"--create-slot", "--create-publication", "public."+table, "--listen", addr)
-	run.Env = cliEnv()
-	var runErr bytes.Buffer
-	run.Stderr = &runErr
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = run.Process.Kill()
-		_ = run.Wait()
-		db.Exec(t, `SELECT pg_drop_replication_slot('`+slot+`')`)
-	})
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgq run not ready:\n%s", runErr.String())
-		}
-	}
-	return &formatRun{db: db, addr: addr, slot: slot}
-}
-
-// out runs pgq with args against the run and returns its standard output.
-func (r *formatRun) out(t *testing.T, args ...string) []byte {
-	t.Helper()
-	cmd := exec.Command(pgqbin.Path(t), append(args, "--addr", r.addr)...)
-	cmd.Env = cliEnv()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("pgq %v: %v\n%s", args, err, stderr.String())
-	}
-	return out
+	run := pgqbin.StartRun(t, pgqbin.RunOptions{PGURL: db.URL, Slot: slot, Publication: table + "_pub", Tables: "public." + table,
+		Stopped: func() { db.Exec(t, `SELECT pg_drop_replication_slot('`+slot+`')`) }})
+	return &formatRun{Run: run, db: db, slot: slot}
 }
 
 // TestConsumeFormat: `pgq consume --format debezium|cloudevents` against
@@ -105,7 +60,7 @@ func TestConsumeFormat(t *testing.T) {
 	db, slot := r.db, r.slot
 	pgqOut := func(args ...string) []byte {
 		t.Helper()
-		return r.out(t, args...)
+		return r.Out(t, args...)
 	}
 	pgqOut("groups", "create", "g", "--from", "earliest")
 	db.Exec(t,

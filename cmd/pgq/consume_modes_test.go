@@ -22,12 +22,12 @@ func TestConsumeValueModes(t *testing.T) {
 	r := startFormatRun(t, "cm")
 	r.db.Exec(t, `ALTER TABLE cm ADD COLUMN n numeric(5,2)`, `INSERT INTO cm VALUES (1, 'a', 1.1)`)
 	for _, g := range []string{"g", "hook", "hook-default"} {
-		r.out(t, "groups", "create", g, "--from", "earliest")
+		r.Out(t, "groups", "create", g, "--from", "earliest")
 	}
 	after := func(args ...string) string {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			out := strings.TrimSpace(string(r.out(t, append([]string{"consume", "--group", "g", "--no-commit", "--format", "debezium"}, args...)...)))
+			out := strings.TrimSpace(string(r.Out(t, append([]string{"consume", "--group", "g", "--no-commit", "--format", "debezium"}, args...)...)))
 			if out != "" {
 				var ev struct{ After map[string]json.RawMessage }
 				if err := json.Unmarshal([]byte(out), &ev); err != nil {
@@ -58,7 +58,7 @@ func TestConsumeValueModes(t *testing.T) {
 		args []string
 		want string
 	}{"hook": {[]string{"--decimal-handling-mode", "precise"}, `"bg=="`}, "hook-default": {nil, `"1.10"`}} {
-		evs := webhookFormat(t, r, g, "debezium", 1, tc.args...)
+		evs := r.WebhookEvents(t, 1, append([]string{"--group", g, "--format", "debezium"}, tc.args...)...)
 		var ev struct{ After map[string]json.RawMessage }
 		if len(evs) != 1 || json.Unmarshal(evs[0], &ev) != nil || string(ev.After["n"]) != tc.want {
 			t.Errorf("webhook %v: events %s, want after.n %s", tc.args, evs, tc.want)

@@ -254,4 +254,17 @@ func TestBridgeFlags(t *testing.T) {
 	if jo, err = cli.Bridge.Jetstream.options(); err != nil || jo.SchemaChangeSubject != "dbz.schema" {
 		t.Fatalf("--schema-change-subject: %+v, %v", jo, err)
 	}
+	// With --schemas too: schema change events have their Connect schema.
+	if cli, err = parse("bridge", "kafka", "--group", "g", "--brokers", "k1:9092", "--format", "debezium", "--schemas", "--schema-change-topic", "dbz.schema"); err != nil {
+		t.Fatal(err)
+	}
+	if ko, err = cli.Bridge.Kafka.options(); err != nil || ko.SchemaChangeTopic != "dbz.schema" || !cli.Bridge.Kafka.Schemas {
+		t.Fatalf("--schemas --schema-change-topic: %+v, %v", ko, err)
+	}
+	if cli, err = parse("bridge", "jetstream", "--group", "g", "--nats-url", "nats://n", "--format", "debezium", "--schemas", "--schema-change-subject", "dbz.schema"); err != nil {
+		t.Fatal(err)
+	}
+	if jo, err = cli.Bridge.Jetstream.options(); err != nil || jo.SchemaChangeSubject != "dbz.schema" || !cli.Bridge.Jetstream.Schemas {
+		t.Fatalf("--schemas --schema-change-subject: %+v, %v", jo, err)
+	}
 }

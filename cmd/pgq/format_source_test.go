@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,16 +24,14 @@ import (
 func TestFormatSourceAgrees(t *testing.T) {
 	r := startFormatRun(t, "fs")
 	for _, g := range []string{"consume", "fetch-debezium", "fetch-cloudevents", "webhook-debezium", "webhook-cloudevents"} {
-		r.out(t, "groups", "create", g, "--from", "earliest")
+		r.Out(t, "groups", "create", g, "--from", "earliest")
 	}
 	r.db.Exec(t, `INSERT INTO fs VALUES (1, 'a')`)
 	// A ddl change: Debezium has no event for it, CloudEvents has.
-	if out, err := exec.Command(pgqbin.Path(t), "ddl", "install", "--pg-url", r.db.URL, "--publication", "fs_pub").CombinedOutput(); err != nil {
-		t.Fatalf("pgq ddl install: %v\n%s", err, out)
-	}
+	pgqbin.Output(t, "ddl", "install", "--pg-url", r.db.URL, "--publication", "fs_pub")
 	r.db.Exec(t, `ALTER TABLE fs ADD note text`)
 
-	st, _ := getJSON(t, "http://"+r.addr+"/v1/status").(map[string]any)
+	st, _ := getJSON(t, "http://"+r.Addr+"/v1/status").(map[string]any)
 	if st["database"] != r.db.Name || st["slot"] != r.slot {
 		t.Fatalf("status: database %v slot %v, want %q %q", st["database"], st["slot"], r.db.Name, r.slot)
 	}
@@ -49,14 +42,14 @@ func TestFormatSourceAgrees(t *testing.T) {
 	for f, want := range map[string]int{"cloudevents": 2, "debezium": 1} {
 		var consumed []string
 		for deadline := time.Now().Add(30 * time.Second); len(consumed) < 2; time.Sleep(100 * time.Millisecond) {
-			consumed = strings.Split(strings.TrimSuffix(string(r.out(t, "consume", "--group", "consume", "--no-commit")), "\n"), "\n")
+			consumed = strings.Split(strings.TrimSuffix(string(r.Out(t, "consume", "--group", "consume", "--no-commit")), "\n"), "\n")
 			if time.Now().After(deadline) {
 				t.Fatalf("consume printed %q, want the insert's and the ddl's transactions", consumed)
 			}
 		}
-		consumed = strings.Split(strings.TrimSuffix(string(r.out(t, "consume", "--group", "consume", "--no-commit", "--format", f)), "\n"), "\n")
-		fetched := fetchFormat(t, r.addr, "fetch-"+f, f)
-		posted := webhookFormat(t, r, "webhook-"+f, f, want)
+		consumed = strings.Split(strings.TrimSuffix(string(r.Out(t, "consume", "--group", "consume", "--no-commit", "--format", f)), "\n"), "\n")
+		fetched := fetchFormat(t, r.Addr, "fetch-"+f, f)
+		posted := r.WebhookEvents(t, want, "--group", "webhook-"+f, "--format", f)
 		if len(consumed) != want || len(fetched) != want || len(posted) != want {
 			t.Fatalf("%s: consume %d, fetch %d, webhook %d events, want %d each:\n%q\n%q\n%q", f, len(consumed), len(fetched), len(posted), want, consumed, fetched, posted)
 		}
@@ -141,59 +134,6 @@ func fetchFormat(t *testing.T, addr, g, f string) []json.RawMessage {
 	var evs []json.RawMessage
 	for _, tx := range ans.Transactions {
 		evs = append(evs, tx.Changes...)
-	}
-	return evs
-}
-
-// webhookFormat runs `pgq bridge webhook --format f` on group g into a
-// receiver until want events arrived (and a little more), and returns the events of the
-// requests' bodies (JSON arrays of events). extra are more flags of the
-// bridge.
-func webhookFormat(t *testing.T, r *formatRun, g, f string, want int, extra ...string) []json.RawMessage {
-	t.Helper()
-	var (
-		mu   sync.Mutex
-		evs  []json.RawMessage
-		errs []string
-	)
-	got := make(chan struct{}, 1) // want events arrived
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		var batch []json.RawMessage
-		mu.Lock()
-		if err := json.Unmarshal(b, &batch); err != nil {
-			errs = append(errs, err.Error()+": "+string(b))
-		}
-		evs = append(evs, batch...)
-		if len(evs) >= want {
-			select {
-			case got <- struct{}{}:
-			default:
-			}
-		}
-		mu.Unlock()
-	}))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, pgqbin.Path(t), append([]string{"bridge", "webhook", "--group", g, "--url", srv.URL, "--format", f, "--addr", r.addr}, extra...)...)
-	cmd.Env = cliEnv()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-got:
-	case <-ctx.Done():
-	}
-	time.Sleep(300 * time.Millisecond) // a second request would be a bug: let it show
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(evs) == 0 || len(errs) > 0 {
-		t.Fatalf("webhook %s: %d events, errors %q; bridge:\n%s", f, len(evs), errs, stderr.String())
 	}
 	return evs
 }

@@ -25,11 +25,17 @@ type Bridged struct {
 // publisher p until the group caught up.
 func BridgeFormat(t *testing.T, p bridge.Publisher, src *Source, f format.Format) {
 	t.Helper()
+	BridgeFormatOptions(t, p, src, f, format.Options{Database: "db", Slot: "s"})
+}
+
+// BridgeFormatOptions is BridgeFormat with format options fo.
+func BridgeFormatOptions(t *testing.T, p bridge.Publisher, src *Source, f format.Format, fo format.Options) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	src.Append(3)
 	_, done := StartBridgeWith(t, ctx, p, src.Addr, func(o *bridge.Options) {
 		o.Format = f
-		o.FormatOptions = format.Options{Database: "db", Slot: "s"}
+		o.FormatOptions = fo
 	})
 	src.WaitCaughtUp(t, 30*time.Second)
 	cancel()
