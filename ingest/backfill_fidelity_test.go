@@ -69,9 +69,34 @@ var fidelityCorpus = struct {
 // bytes, as its insert. A second table, keyed by text values holding
 // backslashes, tabs, quotes and unicode, checks the same of its keys,
 // which also go back to the server as the next chunk's start.
+//
+// It runs twice: with the server's defaults, and with a database whose
+// settings change how values are rendered (a time zone with a half-hour
+// offset, SQL DateStyle, verbose intervals, bytea in escape format, floats
+// with fewer digits), which the walsender and the backfill's connection
+// both take: the bytes still match, since both render through the same
+// output functions.
 func TestBackfillValuesEqualStreamed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		settings []string
+	}{
+		{"defaults", nil},
+		{"database settings", []string{`TimeZone = 'America/St_Johns'`, `DateStyle = 'SQL, DMY'`,
+			`IntervalStyle = 'postgres_verbose'`, `bytea_output = 'escape'`, `extra_float_digits = 0`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { backfillEqualsStream(t, tc.settings) })
+	}
+}
+
+// backfillEqualsStream is TestBackfillValuesEqualStreamed on a database
+// with the given settings (ALTER DATABASE … SET).
+func backfillEqualsStream(t *testing.T, settings []string) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
+	for _, set := range settings {
+		db.Exec(t, "ALTER DATABASE "+db.Name+" SET "+set)
+	}
 	db.Exec(t, fidelityCorpus.types...)
 	db.Exec(t, fidelityCorpus.ddl, `ALTER TABLE corpus ALTER COLUMN big SET STORAGE EXTERNAL`,
 		`CREATE TABLE corpus_keys (k text PRIMARY KEY, v text)`)
@@ -89,6 +114,10 @@ func TestBackfillValuesEqualStreamed(t *testing.T) {
 		streamed = changesByKey(records(t, dir), pgq.OpInsert)
 		return len(streamed) == want
 	})
+	first := streamed[keyOf("corpus", "1")]
+	if raw, _, _ := first.Get("raw", false); len(settings) > 0 && bytes.HasPrefix(raw.Data, []byte(`\x`)) {
+		t.Fatalf("bytea streamed as %q: the database's bytea_output = 'escape' did not apply", raw.Data)
+	}
 	for _, tbl := range []string{"public.corpus", "public.corpus_keys"} {
 		st := startBackfill(t, r, map[string]any{"tables": []string{tbl}, "chunk_size": 2, "parallelism": 2})
 		waitBackfill(t, r, st.ID, "done", 60*time.Second)
