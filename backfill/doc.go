@@ -30,11 +30,11 @@
 // row, so a backfilled row journals exactly what a streamed one does
 // (TestBackfillValuesEqualStreamed in package ingest compares a corpus of
 // every type, byte for byte). COPY (SELECT …) TO STDOUT of a chunk is no
-// cheaper: the server runs the same output functions and spent the same
-// CPU time on it (BenchmarkChunkRead: 0.86 s against 0.87 s for 1.5M
-// rows), it cannot join the chunk's pipeline (one more round trip per
-// chunk), and it takes no parameters (the last key would be pasted as a
-// literal). Binary transfer saved about 30 % of the server's CPU time on
+// cheaper: the server runs the same output functions and spent as much
+// CPU time on it (BenchmarkChunkRead, two runs: 0.99–1.07× the SELECT's),
+// it cannot join the chunk's pipeline (one more round trip per chunk),
+// and it takes no parameters (the last key would be pasted as a
+// literal). Binary transfer saved 13–30 % of the server's CPU time on
 // the benchmark's table, mostly in timestamptz and numeric output, but
 // the journal holds text forms: pgq would have to render timestamptz in
 // the session's time zone and DateStyle with PostgreSQL's zone rules to
