@@ -38,6 +38,11 @@ import (
 //     which the stream sends), the bound of what binary transfer could
 //     save the server.
 //
+// Beside the wall-time ratios it reports the server's CPU time as a ratio
+// to COPY's (xcpu-…, the backend's /proc/PID/stat summed over the rounds:
+// a loaded machine disturbs it less than wall time), and -v logs each
+// way's best wall time and the server's and the client's CPU time.
+//
 // It is also what -cpuprofile/-memprofile of the read path profile:
 //
 //	go test -run '^$' -bench ChunkRead -benchtime=1x ./backfill

@@ -17,7 +17,7 @@ import (
 // and carriage returns, quotes, unicode, special numbers, infinities,
 // arrays with NULL and quoted elements, domains, enums and a TOASTed
 // value. The first columns and the first row are those of
-// TestFidelityAgainstTestDecoding's table (fidelityDDL, fidelityRow).
+// TestFidelityAgainstTestDecoding's table (fidelityColumns, fidelityRow).
 var fidelityCorpus = struct {
 	types []string // CREATE TYPE/DOMAIN statements
 	ddl   string
