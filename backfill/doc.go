@@ -25,6 +25,21 @@
 //     watermark {"kind":"high", "xmin","xmax","xip":[...]} in its own
 //     transaction.
 //
+// A chunk is read by a SELECT in text result format: each value is its
+// type's output function's text, the bytes pgoutput sends for the same
+// row, so a backfilled row journals exactly what a streamed one does
+// (TestBackfillValuesEqualStreamed in package ingest compares a corpus of
+// every type, byte for byte). COPY (SELECT …) TO STDOUT of a chunk is no
+// cheaper: the server runs the same output functions and spent as much
+// CPU time on it (BenchmarkChunkRead, two runs: 0.99–1.07× the SELECT's),
+// it cannot join the chunk's pipeline (one more round trip per chunk),
+// and it takes no parameters (the last key would be pasted as a
+// literal). Binary transfer saved 13–30 % of the server's CPU time on
+// the benchmark's table, mostly in timestamptz and numeric output, but
+// the journal holds text forms: pgq would have to render timestamptz in
+// the session's time zone and DateStyle with PostgreSQL's zone rules to
+// keep the bytes equal, which it does not attempt.
+//
 // Chunks are pipelined two deep, in one round trip each: one pipeline
 // (pgconn) sends the transaction that emits chunk N's high watermark and
 // chunk N+1's low watermark, then N+1's read transaction; while the

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +20,8 @@ import (
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/server"
 )
 
 // backfillTable is the table of rows that predate the backfill.
@@ -84,6 +89,9 @@ func (e *env) backfillRows(ctx context.Context, p *pgqProc) []Row {
 	for _, par := range []int{1, 2, 4} {
 		out = append(out, e.backfillRow(ctx, cl, p, rows, par))
 	}
+	if e.cfg.CPUProfile != "" {
+		out = append(out, e.profiledBackfill(ctx, rows))
+	}
 	copyRate := 0.0
 	if out[0].Reference != nil {
 		copyRate = *out[0].Reference
@@ -109,10 +117,13 @@ func (e *env) backfillRow(ctx context.Context, cl *client.Client, p *pgqProc, ro
 		}
 		return time.Since(start), nil
 	}
+	cpu0, cpuErr := e.cpuNow(ctx, p)
 	copyBefore, err := copyOnce()
 	if err != nil {
 		return notMeasured(metric, target, trimErr(err))
 	}
+	cpu1, err := e.cpuNow(ctx, p)
+	cpuErr = errors.Join(cpuErr, err)
 
 	sctx, stopStream := context.WithCancel(ctx)
 	streamDone := make(chan error, 1)
@@ -126,6 +137,8 @@ func (e *env) backfillRow(ctx context.Context, cl *client.Client, p *pgqProc, ro
 	if err != nil {
 		return notMeasured(metric, target, trimErr(err))
 	}
+	cpu2, err := e.cpuNow(ctx, p)
+	cpuErr = errors.Join(cpuErr, err)
 	// The backfill's own run, from its start to its last chunk's progress
 	// stored, as pgq stamped them: not the status polling's granularity.
 	if bf.FinishedAt == nil {
@@ -144,9 +157,100 @@ func (e *env) backfillRow(ctx context.Context, cl *client.Client, p *pgqProc, ro
 	if par == 0 {
 		r.check(v/ref >= 0.5)
 	}
-	r.Note = fmt.Sprintf("%d rows, parallelism %d: backfill %.2fs (%d chunks, %d redone, %d dropped by the window) vs COPY %.2fs (mean of %.2fs before and %.2fs after); 100 tx/s streamed meanwhile; pgq's peak RSS so far %s",
-		rows, bf.Parallelism, took.Seconds(), bf.Chunks, bf.Redone, bf.Dropped, copyTook.Seconds(), copyBefore.Seconds(), copyAfter.Seconds(), peakRSS(p))
+	r.Note = fmt.Sprintf("%d rows, parallelism %d: backfill %.2fs (%d chunks, %d redone, %d dropped by the window) vs COPY %.2fs (mean of %.2fs before and %.2fs after); 100 tx/s streamed meanwhile; pgq's peak RSS so far %s; %s",
+		rows, bf.Parallelism, took.Seconds(), bf.Chunks, bf.Redone, bf.Dropped, copyTook.Seconds(), copyBefore.Seconds(), copyAfter.Seconds(), peakRSS(p),
+		cpuNote(rows, cpu1.sub(cpu0), cpu2.sub(cpu1), cpuErr))
 	return r
+}
+
+// cpuSample is the CPU time (user and system) pgq's process and
+// PostgreSQL (the postmaster and every process it started, those that
+// ended included) spent up to a point.
+type cpuSample struct{ pgq, pg time.Duration }
+
+func (a cpuSample) sub(b cpuSample) cpuSample { return cpuSample{a.pgq - b.pgq, a.pg - b.pg} }
+
+// cpuNow samples the CPU time of p and of the cluster (/proc, clock
+// ticks of 10 ms): on a machine others share, CPU time says where a
+// row's work goes when wall time mostly says how busy the machine was.
+func (e *env) cpuNow(ctx context.Context, p *pgqProc) (cpuSample, error) {
+	var backend int
+	if err := e.conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return cpuSample{}, fmt.Errorf("backend pid: %w", err)
+	}
+	f, err := procStat(backend)
+	if err != nil {
+		return cpuSample{}, err
+	}
+	postmaster := f[1]
+	var s cpuSample
+	pm, err := procStat(atoiOr0(postmaster))
+	if err != nil {
+		return cpuSample{}, err
+	}
+	// The postmaster's own time and its ended children's (cutime,
+	// cstime), then the running children's.
+	s.pg = ticks(pm, 11, 12, 13, 14)
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return cpuSample{}, err
+	}
+	for _, d := range dirs {
+		pid := atoiOr0(d.Name())
+		if pid == 0 {
+			continue
+		}
+		if f, err := procStat(pid); err == nil && f[1] == postmaster {
+			s.pg += ticks(f, 11, 12)
+		}
+	}
+	pf, err := procStat(p.cmd.Process.Pid)
+	if err != nil {
+		return cpuSample{}, err
+	}
+	s.pgq = ticks(pf, 11, 12)
+	return s, nil
+}
+
+// procStat is the fields of /proc/PID/stat after the command name (state
+// first, then ppid, …, utime at 11, stime 12, cutime 13, cstime 14).
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 15 {
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	return f, nil
+}
+
+// ticks sums the given fields of a procStat, in clock ticks (USER_HZ,
+// 100 on Linux).
+func ticks(f []string, idx ...int) time.Duration {
+	var n int
+	for _, i := range idx {
+		n += atoiOr0(f[i])
+	}
+	return time.Duration(n) * 10 * time.Millisecond
+}
+
+func atoiOr0(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// cpuNote renders the CPU time of a COPY of the table (copied) and of
+// the backfill of it (filled) per million rows: where the backfill's
+// time went, PostgreSQL's part against COPY's.
+func cpuNote(rows int, copied, filled cpuSample, err error) string {
+	if err != nil {
+		return "CPU time unknown (" + trimErr(err) + ")"
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(rows) }
+	return fmt.Sprintf("CPU s per million rows: backfill pgq %.2f + PostgreSQL %.2f (%.2f× COPY's), COPY PostgreSQL %.2f (the backfill's figures include the 100 tx/s stream)",
+		per(filled.pgq), per(filled.pg), per(filled.pg)/max(per(copied.pg), 1e-9), per(copied.pg))
 }
 
 // peakRSS is p's peak resident set so far (VmHWM of /proc/PID/status),
@@ -573,4 +677,55 @@ func (e *env) endMarker(ctx context.Context) (pgq.LSN, error) {
 		return 0, fmt.Errorf("end marker: %w", err)
 	}
 	return lsn, nil
+}
+
+// profiledBackfill backfills the table once more with an in-process
+// sidecar (a slot of its own, pgq's default parallelism) while
+// runtime/pprof records a CPU profile to Config.CPUProfile; the
+// allocations of the whole run so far go to the same name with
+// ".allocs" appended. The figure is informational: the profiler and the
+// benchmark share the process.
+func (e *env) profiledBackfill(ctx context.Context, rows int) Row {
+	const metric = "backfill, in-process sidecar under pprof"
+	dir := filepath.Join(e.cfg.WorkDir, "pgq-backfill-profile")
+	s, err := server.Open(ctx, server.Options{DataDir: dir, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
+		Ingest: ingest.Options{PGURL: e.url, Slot: "pgqbench_bfprof", Publication: publication, CreateSlot: true}})
+	if err != nil {
+		return notMeasured(metric, "-", "in-process sidecar: "+trimErr(err))
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	defer func() {
+		cancel()
+		<-done
+		e.dropSlot(ctx, "pgqbench_bfprof")
+	}()
+	cl, err := client.New(s.Addr(), client.Options{Retry: client.RetryOptions{GiveUp: -1}})
+	if err != nil {
+		return notMeasured(metric, "-", "client: "+trimErr(err))
+	}
+	f, err := os.Create(e.cfg.CPUProfile)
+	if err != nil {
+		return notMeasured(metric, "-", "cpu profile: "+trimErr(err))
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return notMeasured(metric, "-", "cpu profile: "+trimErr(err))
+	}
+	bf, err := runBackfill(ctx, cl, 0, 0, 30*time.Minute)
+	pprof.StopCPUProfile()
+	if err != nil {
+		return notMeasured(metric, "-", trimErr(err))
+	}
+	af, err := os.Create(e.cfg.CPUProfile + ".allocs")
+	if err == nil {
+		err = errors.Join(pprof.Lookup("allocs").WriteTo(af, 0), af.Close())
+	}
+	if err != nil {
+		return notMeasured(metric, "-", "allocation profile: "+trimErr(err))
+	}
+	took := bf.FinishedAt.Sub(bf.CreatedAt)
+	return Row{Metric: metric, Unit: "rows/s", PGQ: f64(float64(rows) / took.Seconds()), Target: "-", Status: Info,
+		Note: fmt.Sprintf("%d rows, parallelism %d, %.2fs; CPU profile and allocations written (go tool pprof)", rows, bf.Parallelism, took.Seconds())}
 }

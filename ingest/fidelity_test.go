@@ -23,7 +23,7 @@ func TestFidelityAgainstTestDecoding(t *testing.T) {
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
 	db.Exec(t,
-		`CREATE TABLE fa (id int PRIMARY KEY, i8 bigint, num numeric, txt text, ok bool, ts timestamptz, js jsonb, arr int[], raw bytea, f8 float8)`,
+		`CREATE TABLE fa (`+fidelityColumns+`)`,
 		`CREATE TABLE fb (k text PRIMARY KEY, v varchar(20))`,
 	)
 	r := startSidecar(t, db, t.TempDir(), nil)
@@ -33,8 +33,7 @@ func TestFidelityAgainstTestDecoding(t *testing.T) {
 	t.Cleanup(func() { _ = c.Exec(context.Background(), db.Name, `SELECT pg_drop_replication_slot('`+ref+`')`) })
 
 	db.Exec(t,
-		`INSERT INTO fa VALUES (1, 9007199254740993, 12345.678900, 'it''s "quoted"
-with a newline and ü', true, '2026-01-02 03:04:05.123456+00', '{"a": [1, {"b": null}]}', '{1,NULL,3}', '\x00ff', -1.5e-300)`,
+		`INSERT INTO fa `+fidelityRow,
 		`INSERT INTO fa (id) VALUES (2)`,
 		`BEGIN; INSERT INTO fb VALUES ('x y', 'one'); UPDATE fa SET txt = 'two' WHERE id = 2; DELETE FROM fa WHERE id = 1; COMMIT`,
 		`BEGIN; INSERT INTO fb VALUES ('gone', 'never'); ROLLBACK`,
@@ -69,6 +68,16 @@ with a newline and ü', true, '2026-01-02 03:04:05.123456+00', '{"a": [1, {"b": 
 		}
 	}
 }
+
+// fidelityColumns are the columns of the test's first table, and
+// fidelityRow (VALUES of them) its first row; TestBackfillValuesEqualStreamed's
+// corpus starts with both.
+const (
+	fidelityColumns     = `id int PRIMARY KEY, i8 bigint, num numeric, txt text, ok bool, ts timestamptz, js jsonb, arr int[], raw bytea, f8 float8`
+	fidelityColumnNames = `id, i8, num, txt, ok, ts, js, arr, raw, f8`
+	fidelityRow         = `VALUES (1, 9007199254740993, 12345.678900, 'it''s "quoted"
+with a newline and ü', true, '2026-01-02 03:04:05.123456+00', '{"a": [1, {"b": null}]}', '{1,NULL,3}', '\x00ff', -1.5e-300)`
+)
 
 // journalTxs renders each journaled row change as test_decoding's lines are
 // rendered by tdChange, so the two can be compared as strings. The parts of
