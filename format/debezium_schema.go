@@ -225,7 +225,7 @@ func (r *Renderer) buildTableSchema(schema, table string, cols []pgq.Column) *ta
 	key := connectSchema{typ: "struct", name: prefix + ".Key"}
 	for i := range cols {
 		c := &cols[i]
-		s := r.columnSchema(c.ValueType(), c.Typmod())
+		s := r.columnSchemaOf(c)
 		// A key column is the primary key's (or the replica identity
 		// index's): NOT NULL in PostgreSQL. The journal does not record
 		// the other columns' NOT NULL: they are optional, as Debezium
@@ -274,11 +274,27 @@ func (r *Renderer) messageSchemas() (value, key []byte) {
 	return r.msgSchema, r.msgKeySchema
 }
 
+// columnSchemaOf is the Connect schema of column c, required (the caller
+// sets optional): an hstore's (pgq.Column.TypeName) as Debezium's
+// hstore.handling.mode=json gives it, io.debezium.data.Json, an
+// hstore[] an array of optional Json; any other by its value type.
+func (r *Renderer) columnSchemaOf(c *pgq.Column) connectSchema {
+	switch c.TypeName {
+	case hstoreName:
+		return named("string", "io.debezium.data.Json")
+	case hstoreArrayName:
+		items := named("string", "io.debezium.data.Json")
+		items.optional = true
+		return connectSchema{typ: "array", items: &items}
+	}
+	return r.columnSchema(c.ValueType(), c.Typmod())
+}
+
 // columnSchema is the Connect schema of a column of value type typ and
 // type modifier typmod (-1 for none or unknown) as Debezium's
 // PostgresValueConverter gives it in the renderer's value modes,
 // required (the caller sets optional). Types it has no semantic type for
-// (text, varchar, inet, hstore, an enum, …) are strings, as pgq renders
+// (text, varchar, inet, an enum, …) are strings, as pgq renders
 // them. Records journaled before pgq kept type modifiers have none: a
 // numeric is then a VariableScaleDecimal in precise mode and a time or
 // timestamp micro in adaptive mode, as their values render.
