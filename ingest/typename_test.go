@@ -59,12 +59,23 @@ func TestTypeNameJournaled(t *testing.T) {
 		t.Errorf("hstore column %+v: want its own value type", hs)
 	}
 
-	st := startBackfill(t, r, map[string]any{"tables": []string{"public.tn"}})
+	checkBackfillColumns(t, r, dir, "tn", ch.Columns)
+}
+
+// checkBackfillColumns backfills public.table and checks that its read
+// changes carry the columns streamed, as journaled by the streamed
+// change (base types, type modifiers and type names too).
+func checkBackfillColumns(t *testing.T, r *running, dir, table string, streamed []pgq.Column) {
+	t.Helper()
+	st := startBackfill(t, r, map[string]any{"tables": []string{"public." + table}})
 	waitBackfill(t, r, st.ID, "done", 30*time.Second)
-	read := firstChange(t, dir, "tn", pgq.OpRead)
+	read := firstChange(t, dir, table, pgq.OpRead)
+	if len(read.Columns) != len(streamed) {
+		t.Errorf("backfill columns %+v, streamed %+v", read.Columns, streamed)
+	}
 	for i, col := range read.Columns {
-		if i >= len(ch.Columns) || col != ch.Columns[i] {
-			t.Errorf("backfill column %d %+v, streamed %+v", i, col, ch.Columns)
+		if i >= len(streamed) || col != streamed[i] {
+			t.Errorf("backfill column %d %+v, streamed %+v", i, col, streamed)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pgtest"
@@ -48,14 +47,7 @@ func TestTypmodJournaled(t *testing.T) {
 		}
 	}
 	// A backfill's read changes carry the same columns, modifiers too.
-	st := startBackfill(t, r, map[string]any{"tables": []string{"public.tm"}})
-	waitBackfill(t, r, st.ID, "done", 30*time.Second)
-	read := firstChange(t, dir, "tm", pgq.OpRead)
-	for i, col := range read.Columns {
-		if i >= len(ch.Columns) || col != ch.Columns[i] {
-			t.Errorf("backfill column %d %+v, streamed %+v", i, col, ch.Columns)
-		}
-	}
+	checkBackfillColumns(t, r, dir, "tm", ch.Columns)
 	// PostgreSQL applied the modifiers to the values: the journal holds
 	// them as sent.
 	if got := string(ch.New[1].Data) + " " + string(ch.New[2].Data); got != "1.500 2024-01-01 00:00:00.123" {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/pgq-dev/pgq"
 )
 
@@ -47,12 +45,8 @@ func TestRecordTypeNames(t *testing.T) {
 		t.Errorf("hstore[] and numeric columns %+v", c)
 	}
 
-	var generic []any
 	rec := Append(nil, tx)
-	if err := msgpack.Unmarshal(rec[HeaderSize:], &generic); err != nil {
-		t.Fatal(err)
-	}
-	rels := generic[7].([]any)
+	rels := relationTable(t, rec)
 	for i, want := range []int{6, 6, 5, 3} {
 		if n := len(rels[i].([]any)); n != want {
 			t.Errorf("relation %d has %d elements, want %d", i, n, want)
