@@ -38,6 +38,8 @@ type connectSchema struct {
 	def    string
 	fields []connectField
 	items  *connectSchema
+	// keys and values are a map's schemas.
+	keys, values *connectSchema
 }
 
 type connectField struct {
@@ -64,6 +66,12 @@ func (s *connectSchema) appendJSON(b []byte, field string) []byte {
 	if s.items != nil {
 		b = append(b, `,"items":`...)
 		b = s.items.appendJSON(b, "")
+	}
+	if s.keys != nil {
+		b = append(b, `,"keys":`...)
+		b = s.keys.appendJSON(b, "")
+		b = append(b, `,"values":`...)
+		b = s.values.appendJSON(b, "")
 	}
 	b = append(b, `,"optional":`...)
 	b = strconv.AppendBool(b, s.optional)
@@ -275,19 +283,30 @@ func (r *Renderer) messageSchemas() (value, key []byte) {
 }
 
 // columnSchemaOf is the Connect schema of column c, required (the caller
-// sets optional): an hstore's (pgq.Column.TypeName) as Debezium's
-// hstore.handling.mode=json gives it, io.debezium.data.Json, an
-// hstore[] an array of optional Json; any other by its value type.
+// sets optional): an hstore's (pgq.Column.TypeName) as Debezium gives it
+// in the hstore mode (hstoreSchema), an hstore[] an array of optional
+// such; any other by its value type.
 func (r *Renderer) columnSchemaOf(c *pgq.Column) connectSchema {
 	switch c.TypeName {
 	case hstoreName:
-		return named("string", "io.debezium.data.Json")
+		return r.hstoreSchema()
 	case hstoreArrayName:
-		items := named("string", "io.debezium.data.Json")
+		items := r.hstoreSchema()
 		items.optional = true
 		return connectSchema{typ: "array", items: &items}
 	}
 	return r.columnSchema(c.ValueType(), c.Typmod())
+}
+
+// hstoreSchema is an hstore's schema in the hstore mode
+// (PostgresValueConverter.hstoreSchema): io.debezium.data.Json, or a map
+// of required string keys to optional string values.
+func (r *Renderer) hstoreSchema() connectSchema {
+	if r.o.Hstore == HstoreMap {
+		k, v := prim("string", false), prim("string", true)
+		return connectSchema{typ: "map", keys: &k, values: &v}
+	}
+	return named("string", "io.debezium.data.Json")
 }
 
 // columnSchema is the Connect schema of a column of value type typ and

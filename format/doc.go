@@ -167,6 +167,10 @@
 // TOASTed hstore as the JSON of Debezium's placeholder map
 // {"__debezium_unavailable_value":"__debezium_unavailable_value"}
 // (records journaled before pgq recorded type names: hstore's text);
+// with Options.Hstore HstoreMap (hstore.handling.mode=map) the JSON
+// object itself, Kafka Connect's map as its JSON converter writes it
+// (an unchanged TOASTed hstore[] an array of the placeholder map: Debezium
+// has none for an array of maps);
 // an unchanged TOAST value (unless a FULL old image holds it,
 // above) as Debezium's placeholder "__debezium_unavailable_value" in the
 // column's type (UnchangedToastedPlaceholder): bytea its bytes, an array
@@ -202,8 +206,9 @@
 // columns; a message's io.debezium.connector.postgresql.MessageValue and
 // MessageKey. Each column has the Connect type and semantic name
 // Debezium's PostgresValueConverter gives its type in the value modes
-// (columnSchema; an hstore io.debezium.data.Json, as in
-// hstore.handling.mode=json, by its pgq.Column.TypeName); key columns are required, the others optional (the
+// (columnSchema; an hstore by its pgq.Column.TypeName:
+// io.debezium.data.Json, with HstoreMap a map of string to optional
+// string); key columns are required, the others optional (the
 // journal does not carry NOT NULL). A renderer caches each table's
 // schemas and computes them again when the change's columns differ from
 // the ones it computed them from (a DDL and its new Relation); a

@@ -33,6 +33,9 @@ func (r *Renderer) appendColumn(b []byte, c *pgq.Column, v pgq.Value) []byte {
 			if v.Kind == pgq.ValueText {
 				return r.appendHstoreArray(b, string(v.Data))
 			}
+			if r.o.Hstore == HstoreMap {
+				return append(append(append(b, '['), unavailableHstore...), ']')
+			}
 		}
 	}
 	return r.appendValue(b, c.ValueType(), c.Typmod(), v)
@@ -44,25 +47,36 @@ func (r *Renderer) appendColumn(b []byte, c *pgq.Column, v pgq.Value) []byte {
 const unavailableHstore = `{"` + unavailable + `":"` + unavailable + `"}`
 
 // appendHstore appends an hstore value (text, or an unchanged TOAST
-// value) as Debezium's default hstore.handling.mode=json writes it:
-// a string of the map as a JSON object (io.debezium.data.Json), its
-// keys in the order Debezium's map iterates them (hstoreJSON). A text
-// that is not hstore's output stays the string it is.
+// value) as Debezium's hstore.handling.mode writes it: in json mode
+// (its default) a string of the map as a JSON object
+// (io.debezium.data.Json), in map mode the JSON object itself (Kafka
+// Connect's map, as the JSON converter writes it), its keys in the
+// order Debezium's map iterates them (hstoreJSON). A text that is not
+// hstore's output stays the string it is.
 func (r *Renderer) appendHstore(b []byte, v pgq.Value) []byte {
 	if v.Kind == pgq.ValueUnchangedTOAST {
+		if r.o.Hstore == HstoreMap {
+			return append(b, unavailableHstore...)
+		}
 		return appendString(b, unavailableHstore)
 	}
 	pairs, ok := parseHstore(string(v.Data))
 	if !ok {
 		return appendString(b, string(v.Data))
 	}
-	return appendString(b, string(hstoreJSON(nil, pairs)))
+	if r.o.Hstore == HstoreMap {
+		return hstoreJSON(b, pairs, appendString)
+	}
+	return appendString(b, string(hstoreJSON(nil, pairs, appendJacksonString)))
 }
 
 // appendHstoreArray appends an hstore[] as Debezium does: an array of
 // its elements, each as appendHstore writes an hstore (null for NULL).
 // A text that is no array literal stays the string it is, as does an
-// element that is not hstore's output.
+// element that is not hstore's output. (An unchanged TOASTed hstore[]
+// is the placeholder of an array of strings in json mode, as Debezium
+// writes it; in map mode, where Debezium has no placeholder of an array
+// of maps, an array of the hstore placeholder: appendColumn.)
 func (r *Renderer) appendHstoreArray(b []byte, s string) []byte {
 	var elems []*string
 	if err := r.m.Scan(pgtype.TextArrayOID, pgtype.TextFormatCode, []byte(s), &elems); err != nil {
@@ -137,20 +151,21 @@ func hstoreQuoted(s string) (string, string, bool) {
 }
 
 // hstoreJSON appends pairs as the JSON object Debezium writes for an
-// hstore in json mode: Jackson's JsonGenerator over the java.util.HashMap
-// pgjdbc's HStoreConverter.fromString fills in the text's order, so the
-// keys come in that map's iteration order (javaHashMapOrder), each
-// string escaped as Jackson escapes it (appendJacksonString).
-func hstoreJSON(b []byte, pairs []hstorePair) []byte {
+// hstore: Jackson's JsonGenerator (json mode) or the JSON converter
+// (map mode) over the java.util.HashMap pgjdbc's
+// HStoreConverter.fromString fills in the text's order, so the keys
+// come in that map's iteration order (javaHashMapOrder), each string
+// written by str (appendJacksonString for the text of json mode).
+func hstoreJSON(b []byte, pairs []hstorePair, str func([]byte, string) []byte) []byte {
 	b = append(b, '{')
 	for i, k := range javaHashMapOrder(pairs) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJacksonString(b, pairs[k].key)
+		b = str(b, pairs[k].key)
 		b = append(b, ':')
 		if v := pairs[k].value; v != nil {
-			b = appendJacksonString(b, *v)
+			b = str(b, *v)
 		} else {
 			b = append(b, "null"...)
 		}

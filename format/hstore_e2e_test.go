@@ -12,11 +12,11 @@ import (
 )
 
 // hstoreEvent renders change c (alone in a transaction) as a Debezium
-// event with schemas, checks it with checkConnect, and returns its
-// "after" and the schemas of columns cols.
-func hstoreEvent(t *testing.T, c pgq.Change, cols ...string) (after map[string]json.RawMessage, schemas []map[string]any) {
+// event with schemas in hstore mode m, checks it with checkConnect, and
+// returns its "after" and the schemas of columns cols.
+func hstoreEvent(t *testing.T, m format.HstoreMode, c pgq.Change, cols ...string) (after map[string]json.RawMessage, schemas []map[string]any) {
 	t.Helper()
-	r, err := format.New(format.Debezium, format.Options{Schemas: true})
+	r, err := format.New(format.Debezium, format.Options{Schemas: true, Hstore: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestDebeziumHstore(t *testing.T) {
 	if row.Columns[1].TypeName != "hstore" || row.Columns[2].TypeName != "hstore[]" {
 		t.Fatalf("columns %+v: want the type names hstore, hstore[]", row.Columns)
 	}
-	after, schemas := hstoreEvent(t, row, "hs", "hsa")
+	after, schemas := hstoreEvent(t, format.HstoreJSON, row, "hs", "hsa")
 	want := map[string]string{
 		"hs":  `"{\"key1\":\"val1\",\"key2\":null}"`,
 		"hsa": `["{\"key5\":null,\"key4\":\"val4\"}",null]`,
@@ -73,7 +73,7 @@ func TestDebeziumHstore(t *testing.T) {
 	upd := row
 	upd.Op = pgq.OpUpdate
 	upd.New = []pgq.Value{row.New[0], {Kind: pgq.ValueUnchangedTOAST}, {Kind: pgq.ValueUnchangedTOAST}}
-	after, _ = hstoreEvent(t, upd)
+	after, _ = hstoreEvent(t, format.HstoreJSON, upd)
 	want = map[string]string{
 		"hs":  `"{\"__debezium_unavailable_value\":\"__debezium_unavailable_value\"}"`,
 		"hsa": `["__debezium_unavailable_value"]`,
@@ -82,6 +82,47 @@ func TestDebeziumHstore(t *testing.T) {
 		if got := string(after[col]); got != w {
 			t.Errorf("unchanged TOAST: %s = %s, want %s", col, got, w)
 		}
+	}
+
+	// hstore.handling.mode=map: Connect's map (Debezium's
+	// schemaAndValueFieldForMapEncodedHStoreType...: map of required
+	// string keys to optional strings), which the JSON converter writes
+	// as an object; the unchanged TOASTed hstore is the placeholder map
+	// itself, an hstore[] an array of it (Debezium has no placeholder of
+	// an array of maps).
+	after, schemas = hstoreEvent(t, format.HstoreMap, row, "hs", "hsa")
+	want = map[string]string{
+		"hs":  `{"key1":"val1","key2":null}`,
+		"hsa": `[{"key5":null,"key4":"val4"},null]`,
+	}
+	for col, w := range want {
+		if got := string(after[col]); got != w {
+			t.Errorf("map mode: %s = %s, want %s", col, got, w)
+		}
+	}
+	keys, _ := schemas[0]["keys"].(map[string]any)
+	values, _ := schemas[0]["values"].(map[string]any)
+	if schemas[0]["type"] != "map" || keys["type"] != "string" || keys["optional"] != false || values["type"] != "string" || values["optional"] != true {
+		t.Errorf("map mode: hs schema %v, want a map of string to optional string", schemas[0])
+	}
+	if items, _ := schemas[1]["items"].(map[string]any); items["type"] != "map" || items["optional"] != true {
+		t.Errorf("map mode: hsa schema %v, want an array of optional maps", schemas[1])
+	}
+	after, _ = hstoreEvent(t, format.HstoreMap, upd)
+	want = map[string]string{
+		"hs":  `{"__debezium_unavailable_value":"__debezium_unavailable_value"}`,
+		"hsa": `[{"__debezium_unavailable_value":"__debezium_unavailable_value"}]`,
+	}
+	for col, w := range want {
+		if got := string(after[col]); got != w {
+			t.Errorf("map mode, unchanged TOAST: %s = %s, want %s", col, got, w)
+		}
+	}
+	if _, err := format.ParseHstoreMode("hash"); err == nil {
+		t.Error("ParseHstoreMode accepts hash")
+	}
+	if m, err := format.ParseHstoreMode(""); err != nil || m != format.HstoreJSON || format.HstoreMap.String() != "map" {
+		t.Errorf("ParseHstoreMode(\"\") = %v, %v", m, err)
 	}
 }
 
@@ -116,7 +157,7 @@ func TestHstoreJournaledBefore(t *testing.T) {
 	if h == nil || h.Columns[1].TypeName != "hstore" {
 		t.Fatalf("no hstore change in the golden journal v4: %+v", h)
 	}
-	after, schemas := hstoreEvent(t, *h, "hs")
+	after, schemas := hstoreEvent(t, format.HstoreJSON, *h, "hs")
 	if got := string(after["hs"]); got != `"{\"a\":\"b\"}"` || schemas[0]["name"] != "io.debezium.data.Json" {
 		t.Errorf("v4: hs = %s, schema %v", got, schemas[0])
 	}
@@ -130,7 +171,7 @@ func TestHstoreJournaledBefore(t *testing.T) {
 	if err := record.Decode(record.Append(nil, testTx(old)), &tx); err != nil {
 		t.Fatal(err)
 	}
-	after, schemas = hstoreEvent(t, tx.Changes[0], "hs")
+	after, schemas = hstoreEvent(t, format.HstoreJSON, tx.Changes[0], "hs")
 	if got := string(after["hs"]); got != `"\"a\"=>\"b\""` || schemas[0]["name"] != nil || schemas[0]["type"] != "string" {
 		t.Errorf("journaled before: hs = %s, schema %v; want hstore's text, a plain string", got, schemas[0])
 	}

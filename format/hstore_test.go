@@ -52,7 +52,7 @@ func TestParseHstore(t *testing.T) {
 	}
 	// The order is java.util.HashMap's of these keys (printed by Java as
 	// in TestJavaHashMapOrder: b"q, "", a, c\d).
-	if got := string(hstoreJSON(nil, pairs)); got != `{"b\"q":null,"":"","a":"1","c\\d":"x\"y"}` {
+	if got := string(hstoreJSON(nil, pairs, appendJacksonString)); got != `{"b\"q":null,"":"","a":"1","c\\d":"x\"y"}` {
 		t.Errorf("json %s", got)
 	}
 	for _, bad := range []string{`a=>b`, `"a"=>"b",`, `"a"=>"b"`[:6], `"a"=>`, `"a"=>"b" "c"=>"d"`, `"a\`} {

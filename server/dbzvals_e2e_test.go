@@ -90,6 +90,16 @@ func TestDebeziumArraysOfDynamicTypes(t *testing.T) {
 		t.Errorf("update: bighs = %.200s, want the placeholder of an hstore", got)
 	}
 
+	// hstore_handling_mode map: Connect's map, a JSON object.
+	post(t, base+"/v1/groups", "", `{"name":"dbzmap","from":"earliest"}`)
+	body = post(t, base+"/v1/groups/dbzmap/fetch", "", `{"member":"m","format":"debezium","hstore_handling_mode":"map"}`)
+	if err := json.Unmarshal(body, &f); err != nil || len(f.Transactions) != 2 {
+		t.Fatalf("debezium fetch, map mode: %v\n%s", err, body)
+	}
+	if got := string(f.Transactions[0].Changes[0].After["hs"]); got != `{"key1":"val1","key2":"val2","key3":"val3"}` {
+		t.Errorf("map mode: hs = %s, want a JSON object", got)
+	}
+
 	// A backfill's read reads the column types as ingest does.
 	post(t, base+"/v1/backfills", "", `{"tables":["public.dyn"]}`)
 	var read map[string]json.RawMessage
