@@ -121,6 +121,9 @@ func TestDebeziumHstore(t *testing.T) {
 	if _, err := format.ParseHstoreMode("hash"); err == nil {
 		t.Error("ParseHstoreMode accepts hash")
 	}
+	if _, err := format.New(format.Debezium, format.Options{Hstore: format.HstoreMap + 1}); err == nil {
+		t.Error("Options.Validate accepts an unknown hstore mode")
+	}
 	if m, err := format.ParseHstoreMode(""); err != nil || m != format.HstoreJSON || format.HstoreMap.String() != "map" {
 		t.Errorf("ParseHstoreMode(\"\") = %v, %v", m, err)
 	}
