@@ -99,6 +99,15 @@ type Column struct {
 	// none, or pgq did not know it (records journaled before pgq recorded
 	// it; see package record).
 	TypmodPlus1 int32
+	// TypeName names the column's value type when it is an extension's
+	// base type, whose OID is not fixed (pg_type.typname, without its
+	// schema: "hstore", "citext", "ltree", "geometry"), or an array of
+	// one (the element's name and "[]": "hstore[]"), through domains; ""
+	// for every other type, and when pgq did not know it (records
+	// journaled before pgq recorded it, or a failed catalog lookup).
+	// Renderers tell such types apart by it, as Debezium does by name
+	// (the Debezium format's hstore, package format).
+	TypeName string
 }
 
 // Typmod is the column's type modifier as PostgreSQL states it

@@ -197,6 +197,10 @@ type (
 		DecimalHandlingMode  string `json:"decimal_handling_mode,omitempty"`
 		TimePrecisionMode    string `json:"time_precision_mode,omitempty"`
 		IntervalHandlingMode string `json:"interval_handling_mode,omitempty"`
+		// HstoreHandlingMode is Debezium's hstore.handling.mode
+		// (format.ParseHstoreMode: json, map); empty is json, Debezium's
+		// default. The other formats ignore it.
+		HstoreHandlingMode string `json:"hstore_handling_mode,omitempty"`
 		// ProvideTransactionMetadata fills the debezium format's
 		// transaction block, as Debezium's provide.transaction.metadata;
 		// false (the default, Debezium's) renders transaction as null.

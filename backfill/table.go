@@ -48,6 +48,11 @@ func (t *table) qualified() string { return qualifiedName(t.schema, t.name) }
 // pgq.Column.TypmodPlus1).
 var baseTypeOf = ingest.ValueTypeOf("a.atttypid")
 
+// typeNameOf is the name of column a's type when it is an extension's
+// (pgq.Column.TypeName: "hstore", "hstore[]"), as ingest journals it
+// for streamed changes, so that a read renders as a streamed row.
+var typeNameOf = ingest.TypeNameOf("a.atttypid")
+
 // describe loads the columns of the table named qualified (parseTable)
 // as pgoutput sends them (not dropped, not generated, in attnum order),
 // its key and its row estimate. A table of a system schema is refused
@@ -82,7 +87,7 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 		return nil, fmt.Errorf("backfill: describe %s: %w", t.qualified(), err)
 	}
 	t.estimate = max(int64(est), 0) // -1: never analyzed
-	rows, err := conn.Query(ctx, `SELECT attname, atttypid, format_type(atttypid, atttypmod), `+baseTypeOf+`, atttypmod + 1 FROM pg_attribute a
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid, format_type(atttypid, atttypmod), `+baseTypeOf+`, atttypmod + 1, `+typeNameOf+` FROM pg_attribute a
 		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum`, oid)
 	if err != nil {
 		return nil, fmt.Errorf("backfill: columns of %s: %w", t.qualified(), err)
@@ -90,7 +95,7 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 	for rows.Next() {
 		var c pgq.Column
 		var typ string
-		if err := rows.Scan(&c.Name, &c.TypeOID, &typ, &c.BaseTypeOID, &c.TypmodPlus1); err != nil {
+		if err := rows.Scan(&c.Name, &c.TypeOID, &typ, &c.BaseTypeOID, &c.TypmodPlus1, &c.TypeName); err != nil {
 			return nil, fmt.Errorf("backfill: columns of %s: %w", t.qualified(), err)
 		}
 		t.columns = append(t.columns, c)

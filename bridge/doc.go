@@ -178,9 +178,9 @@
 // source) is pgq's own database and slot, read from its status when Run
 // starts, unless Options.FormatOptions name them: the same as pgq's HTTP
 // fetch names for the same change. Options.FormatOptions also carry
-// Debezium's value modes (format.Options Decimal, Time, Interval; pgq
-// bridge's --decimal-handling-mode, --time-precision-mode,
-// --interval-handling-mode), kept as given.
+// Debezium's value modes (format.Options Decimal, Time, Interval,
+// Hstore; pgq bridge's --decimal-handling-mode, --time-precision-mode,
+// --interval-handling-mode, --hstore-handling-mode), kept as given.
 //
 // # Concurrency
 //

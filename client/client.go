@@ -336,16 +336,17 @@ type FetchRequest struct {
 	From    pgq.Offset
 	// Format and Debezium's value modes (DecimalHandlingMode: string,
 	// precise, double; TimePrecisionMode: microseconds, adaptive;
-	// IntervalHandlingMode: numeric, string) render the changes of
-	// FetchMessages' JSON answer on the server (see api.FetchBody; empty:
-	// pgq's format and defaults). The typed fetches (Fetch, FetchStream,
-	// FetchShared) read pgq's records and leave them out: render their
-	// changes with package format (format.Options Decimal, Time,
-	// Interval).
+	// IntervalHandlingMode: numeric, string; HstoreHandlingMode: json,
+	// map) render the changes of FetchMessages' JSON answer on the server
+	// (see api.FetchBody; empty: pgq's format and defaults). The typed
+	// fetches (Fetch, FetchStream, FetchShared) read pgq's records and
+	// leave them out: render their changes with package format
+	// (format.Options Decimal, Time, Interval, Hstore).
 	Format               string
 	DecimalHandlingMode  string
 	TimePrecisionMode    string
 	IntervalHandlingMode string
+	HstoreHandlingMode   string
 	// ProvideTransactionMetadata fills the debezium format's transaction
 	// block (api.FetchBody; false: transaction is null, Debezium's
 	// default).

@@ -39,8 +39,13 @@ func TestFetchMessagesFormat(t *testing.T) {
 	if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "time_precision_mode") {
 		t.Fatalf("bad mode: %v", err)
 	}
+	_, err = c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "m", Format: "debezium", HstoreHandlingMode: "hash"})
+	if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "hstore_handling_mode") {
+		t.Fatalf("bad hstore mode: %v", err)
+	}
 	msgs, err := c.FetchMessages(ctx, "jobs", client.FetchRequest{Member: "m", Format: "debezium",
-		DecimalHandlingMode: "precise", TimePrecisionMode: "adaptive", IntervalHandlingMode: "string", ProvideTransactionMetadata: true})
+		DecimalHandlingMode: "precise", TimePrecisionMode: "adaptive", IntervalHandlingMode: "string", HstoreHandlingMode: "map",
+		ProvideTransactionMetadata: true})
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("fetch: %+v, %v", msgs, err)
 	}

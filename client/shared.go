@@ -40,7 +40,7 @@ func (c *Client) doJSON(ctx context.Context, method, path string, body, out any)
 func (c *Client) FetchMessages(ctx context.Context, group string, req FetchRequest) ([]api.Message, error) {
 	body := api.FetchBody{Member: req.Member, Max: req.Max, Wait: api.Duration(req.Wait), Format: req.Format,
 		DecimalHandlingMode: req.DecimalHandlingMode, TimePrecisionMode: req.TimePrecisionMode, IntervalHandlingMode: req.IntervalHandlingMode,
-		ProvideTransactionMetadata: req.ProvideTransactionMetadata, Schemas: req.Schemas}
+		HstoreHandlingMode: req.HstoreHandlingMode, ProvideTransactionMetadata: req.ProvideTransactionMetadata, Schemas: req.Schemas}
 	data, _, err := c.roundTrip(ctx, http.MethodPost, groupPath(group)+"/fetch", "application/json", body)
 	if err != nil {
 		return nil, err

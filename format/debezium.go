@@ -336,7 +336,7 @@ func (r *Renderer) appendRow(b []byte, cols []pgq.Column, vals []pgq.Value, keyO
 		if v.Kind == pgq.ValueUnchangedTOAST && i < len(toast) && toast[i].Kind != pgq.ValueUnchangedTOAST {
 			v = toast[i]
 		}
-		b = r.appendValue(b, cols[i].ValueType(), cols[i].Typmod(), v)
+		b = r.appendColumn(b, &cols[i], v)
 	}
 	return append(b, '}')
 }
@@ -362,7 +362,8 @@ func (r *Renderer) AppendDebeziumKey(b []byte, tx *pgq.Transaction, i, k int) []
 		vals = c.Old
 	}
 	first := true
-	for i, col := range c.Columns {
+	for i := range c.Columns {
+		col := &c.Columns[i]
 		if !col.Key {
 			continue
 		}
@@ -375,7 +376,7 @@ func (r *Renderer) AppendDebeziumKey(b []byte, tx *pgq.Transaction, i, k int) []
 		b = appendString(b, col.Name)
 		b = append(b, ':')
 		if i < len(vals) {
-			b = r.appendValue(b, col.ValueType(), col.Typmod(), vals[i])
+			b = r.appendColumn(b, col, vals[i])
 		} else {
 			b = append(b, "null"...)
 		}

@@ -38,6 +38,8 @@ type connectSchema struct {
 	def    string
 	fields []connectField
 	items  *connectSchema
+	// keys and values are a map's schemas.
+	keys, values *connectSchema
 }
 
 type connectField struct {
@@ -64,6 +66,12 @@ func (s *connectSchema) appendJSON(b []byte, field string) []byte {
 	if s.items != nil {
 		b = append(b, `,"items":`...)
 		b = s.items.appendJSON(b, "")
+	}
+	if s.keys != nil {
+		b = append(b, `,"keys":`...)
+		b = s.keys.appendJSON(b, "")
+		b = append(b, `,"values":`...)
+		b = s.values.appendJSON(b, "")
 	}
 	b = append(b, `,"optional":`...)
 	b = strconv.AppendBool(b, s.optional)
@@ -225,7 +233,7 @@ func (r *Renderer) buildTableSchema(schema, table string, cols []pgq.Column) *ta
 	key := connectSchema{typ: "struct", name: prefix + ".Key"}
 	for i := range cols {
 		c := &cols[i]
-		s := r.columnSchema(c.ValueType(), c.Typmod())
+		s := r.columnSchemaOf(c)
 		// A key column is the primary key's (or the replica identity
 		// index's): NOT NULL in PostgreSQL. The journal does not record
 		// the other columns' NOT NULL: they are optional, as Debezium
@@ -274,11 +282,38 @@ func (r *Renderer) messageSchemas() (value, key []byte) {
 	return r.msgSchema, r.msgKeySchema
 }
 
+// columnSchemaOf is the Connect schema of column c, required (the caller
+// sets optional): an hstore's (pgq.Column.TypeName) as Debezium gives it
+// in the hstore mode (hstoreSchema), an hstore[] an array of optional
+// such; any other by its value type.
+func (r *Renderer) columnSchemaOf(c *pgq.Column) connectSchema {
+	switch c.TypeName {
+	case hstoreName:
+		return r.hstoreSchema()
+	case hstoreArrayName:
+		items := r.hstoreSchema()
+		items.optional = true
+		return connectSchema{typ: "array", items: &items}
+	}
+	return r.columnSchema(c.ValueType(), c.Typmod())
+}
+
+// hstoreSchema is an hstore's schema in the hstore mode
+// (PostgresValueConverter.hstoreSchema): io.debezium.data.Json, or a map
+// of required string keys to optional string values.
+func (r *Renderer) hstoreSchema() connectSchema {
+	if r.o.Hstore == HstoreMap {
+		k, v := prim("string", false), prim("string", true)
+		return connectSchema{typ: "map", keys: &k, values: &v}
+	}
+	return named("string", "io.debezium.data.Json")
+}
+
 // columnSchema is the Connect schema of a column of value type typ and
 // type modifier typmod (-1 for none or unknown) as Debezium's
 // PostgresValueConverter gives it in the renderer's value modes,
 // required (the caller sets optional). Types it has no semantic type for
-// (text, varchar, inet, hstore, an enum, …) are strings, as pgq renders
+// (text, varchar, inet, an enum, …) are strings, as pgq renders
 // them. Records journaled before pgq kept type modifiers have none: a
 // numeric is then a VariableScaleDecimal in precise mode and a time or
 // timestamp micro in adaptive mode, as their values render.

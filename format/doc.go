@@ -157,10 +157,21 @@
 // dimension: several are flattened; timetz[] too, which pgtype does not
 // know; an array of an enum or of an extension type such as citext or
 // ltree as strings, by the text[] ingest journals as its value type,
-// pgq.Column.BaseTypeOID: records journaled before render it as text, and
-// an hstore[]'s elements are their hstore text, where Debezium's default
-// hstore.handling.mode=json writes JSON objects: the journal does not say
-// which dynamic OID is hstore); an unchanged TOAST value (unless a FULL old image holds it,
+// pgq.Column.BaseTypeOID: records journaled before render it as text);
+// an hstore (pgq.Column.TypeName, which ingest journals for columns of
+// an extension's type) as Debezium's default hstore.handling.mode=json
+// writes it: a string of a JSON object, {"key1":"val1","key2":null},
+// its keys in the order java.util.HashMap iterates the map pgjdbc's
+// HStoreConverter fills (hstore.go), strings escaped as Jackson escapes
+// them, an hstore[] as a JSON array of such strings, an unchanged
+// TOASTed hstore as the JSON of Debezium's placeholder map
+// {"__debezium_unavailable_value":"__debezium_unavailable_value"}
+// (records journaled before pgq recorded type names: hstore's text);
+// with Options.Hstore HstoreMap (hstore.handling.mode=map) the JSON
+// object itself, Kafka Connect's map as its JSON converter writes it
+// (an unchanged TOASTed hstore[] an array of the placeholder map: Debezium
+// has none for an array of maps);
+// an unchanged TOAST value (unless a FULL old image holds it,
 // above) as Debezium's placeholder "__debezium_unavailable_value" in the
 // column's type (UnchangedToastedPlaceholder): bytea its bytes, an array
 // of strings ["__debezium_unavailable_value"], an array of numbers or
@@ -179,8 +190,8 @@
 // before pgq kept type modifiers have none (-1) and render as columns
 // declared without one: a numeric of variable scale, microseconds. A
 // timestamptz always has six fraction digits, and a bit varying value of
-// one bit is a boolean.
-// hstore and PostGIS types, whose OIDs are not fixed, are their text.
+// one bit is a boolean. PostGIS types, whose OIDs are not fixed, are
+// their text.
 //
 // # Debezium with Kafka Connect schemas
 //
@@ -199,7 +210,9 @@
 // connector, with pgq's optional gap struct pgq.Gap
 // (debezium_schema_change.go). Each column has the Connect type and semantic name
 // Debezium's PostgresValueConverter gives its type in the value modes
-// (columnSchema); key columns are required, the others optional (the
+// (columnSchema; an hstore by its pgq.Column.TypeName:
+// io.debezium.data.Json, with HstoreMap a map of string to optional
+// string); key columns are required, the others optional (the
 // journal does not carry NOT NULL). A renderer caches each table's
 // schemas and computes them again when the change's columns differ from
 // the ones it computed them from (a DDL and its new Relation); a

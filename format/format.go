@@ -180,6 +180,34 @@ func ParseIntervalMode(s string) (IntervalMode, error) {
 	return 0, fmt.Errorf("format: unknown interval mode %q (want numeric or string)", s)
 }
 
+// HstoreMode says how Debezium events render hstore values, as
+// Debezium's hstore.handling.mode does.
+type HstoreMode uint8
+
+// The hstore modes. The zero value is HstoreJSON, Debezium's default.
+const (
+	// HstoreJSON renders an hstore as a string of a JSON object
+	// (io.debezium.data.Json): "{\"key\":\"val\"}".
+	HstoreJSON HstoreMode = iota
+	// HstoreMap renders an hstore as Kafka Connect's map of strings to
+	// optional strings, which the JSON converter writes as a JSON object:
+	// {"key":"val"}.
+	HstoreMap
+)
+
+var hstoreNames = [...]string{HstoreJSON: "json", HstoreMap: "map"}
+
+// ParseHstoreMode parses "json" or "map"; "" is HstoreJSON.
+func ParseHstoreMode(s string) (HstoreMode, error) {
+	if i, ok := modeIndex(hstoreNames[:], s); ok {
+		return HstoreMode(i), nil
+	}
+	return 0, fmt.Errorf("format: unknown hstore mode %q (want json or map)", s)
+}
+
+// String returns the mode's name.
+func (h HstoreMode) String() string { return modeName(hstoreNames[:], int(h), "hstore") }
+
 // Options configure a Renderer.
 type Options struct {
 	// Database is the name of the database pgq reads (Debezium's
@@ -205,6 +233,10 @@ type Options struct {
 	Interval IntervalMode
 	// Time is how Debezium events render time and timestamp values.
 	Time TimePrecisionMode
+	// Hstore is how Debezium events render hstore values (columns whose
+	// pgq.Column.TypeName is hstore or hstore[]); zero is HstoreJSON,
+	// Debezium's default.
+	Hstore HstoreMode
 	// TransactionMetadata fills Debezium's transaction block (id,
 	// total_order, data_collection_order), as Debezium's
 	// provide.transaction.metadata=true does; zero → false, Debezium's
@@ -256,6 +288,9 @@ func (o *Options) Validate() error {
 	}
 	if int(o.Time) >= len(timeNames) {
 		return fmt.Errorf("format: invalid time precision mode %d", o.Time)
+	}
+	if int(o.Hstore) >= len(hstoreNames) {
+		return fmt.Errorf("format: invalid hstore mode %d", o.Hstore)
 	}
 	if o.JSONValues != JSONEmbedded && o.JSONValues != JSONAsText {
 		return fmt.Errorf("format: invalid JSONValues %d", o.JSONValues)

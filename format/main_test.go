@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/internal/pgtest"
 )
@@ -40,8 +41,11 @@ func run(m *testing.M) int {
 // (pk serial first, the replica-identity key), runs insert, and returns
 // the row as pgoutput would carry it: every column's text form and type
 // OID, read with the simple protocol (text results), under a session
-// time zone east of UTC so that time zone offsets are exercised.
-func pgRow(t *testing.T, name, ddl, insert string) pgq.Change {
+// time zone east of UTC so that time zone offsets are exercised; each
+// column's value type and type name as ingest journals them
+// (ingest.ValueTypeOf, ingest.TypeNameOf). setup runs before the table
+// is created (CREATE EXTENSION hstore).
+func pgRow(t *testing.T, name, ddl, insert string, setup ...string) pgq.Change {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -49,7 +53,7 @@ func pgRow(t *testing.T, name, ddl, insert string) pgq.Change {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Exec(ctx, db, "CREATE TABLE "+name+" (pk serial PRIMARY KEY, "+ddl+")", insert); err != nil {
+	if err := cluster.Exec(ctx, db, append(setup, "CREATE TABLE "+name+" (pk serial PRIMARY KEY, "+ddl+")", insert)...); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := cluster.Connect(ctx, db)
@@ -69,7 +73,13 @@ func pgRow(t *testing.T, name, ddl, insert string) pgq.Change {
 	for i, fd := range sel.FieldDescriptions {
 		// The result's type modifier is the column's atttypmod, which
 		// pgoutput's Relation message carries.
-		c.Columns = append(c.Columns, pgq.Column{Name: fd.Name, TypeOID: fd.DataTypeOID, Key: fd.Name == "pk"}.WithTypmod(fd.TypeModifier))
+		col := pgq.Column{Name: fd.Name, TypeOID: fd.DataTypeOID, Key: fd.Name == "pk"}.WithTypmod(fd.TypeModifier)
+		err := conn.QueryRow(ctx, `SELECT `+ingest.ValueTypeOf("$1::oid")+`, `+ingest.TypeNameOf("$1::oid"), fd.DataTypeOID).
+			Scan(&col.BaseTypeOID, &col.TypeName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Columns = append(c.Columns, col)
 		v := pgq.Value{Kind: pgq.ValueNull}
 		if d := sel.Rows[0][i]; d != nil {
 			v = pgq.Value{Kind: pgq.ValueText, Data: append([]byte(nil), d...)}

@@ -48,8 +48,9 @@
 // dump` (format.AppendJSON), a shared group's fetch and parked list each
 // message's change (consumers hands out changes: httpapi renders them,
 // through package format, in the body's "format" with its Debezium value
-// modes, decimal_handling_mode, time_precision_mode and
-// interval_handling_mode, and provide_transaction_metadata, which the
+// modes, decimal_handling_mode, time_precision_mode,
+// interval_handling_mode and hstore_handling_mode, and
+// provide_transaction_metadata, which the
 // other formats ignore); with "Accept: application/vnd.pgq.records+msgpack"
 // (the Go client) each is [offset, record body] with the journaled record
 // body spliced verbatim. That answer is written as

@@ -12,6 +12,7 @@ type rendering struct {
 	decimal  format.DecimalMode
 	time     format.TimePrecisionMode
 	interval format.IntervalMode
+	hstore   format.HstoreMode
 	txMeta   bool
 	schemas  bool
 }
@@ -33,6 +34,9 @@ func parseRendering(req api.FetchBody) (rendering, error) {
 	if rn.interval, err = format.ParseIntervalMode(req.IntervalHandlingMode); err != nil {
 		return rn, api.Errorf(api.ErrBadRequest, "interval_handling_mode: %v", err)
 	}
+	if rn.hstore, err = format.ParseHstoreMode(req.HstoreHandlingMode); err != nil {
+		return rn, api.Errorf(api.ErrBadRequest, "hstore_handling_mode: %v", err)
+	}
 	rn.txMeta = req.ProvideTransactionMetadata
 	rn.schemas = req.Schemas
 	return rn, nil
@@ -45,6 +49,7 @@ func parseRendering(req api.FetchBody) (rendering, error) {
 func (g *groups) renderer(rn rendering, jv format.JSONValues) (*format.Renderer, error) {
 	o := g.formats
 	o.JSONValues, o.Now = jv, nil
-	o.Decimal, o.Time, o.Interval, o.TransactionMetadata, o.Schemas = rn.decimal, rn.time, rn.interval, rn.txMeta, rn.schemas
+	o.Decimal, o.Time, o.Interval, o.Hstore = rn.decimal, rn.time, rn.interval, rn.hstore
+	o.TransactionMetadata, o.Schemas = rn.txMeta, rn.schemas
 	return format.New(rn.f, o)
 }

@@ -94,6 +94,7 @@ func TestFetchValueModes(t *testing.T) {
 		{`{"member":"m","format":"debezium","decimal_handling_mode":"precise"}`, `{"n":"bg=="}`},
 		{`{"member":"m","format":"debezium","decimal_handling_mode":"string","time_precision_mode":"adaptive","interval_handling_mode":"string"}`, `{"n":"1.10"}`},
 		{`{"member":"m","format":"debezium","decimal_handling_mode":"double"}`, `{"n":1.1}`},
+		{`{"member":"m","format":"debezium","hstore_handling_mode":"map"}`, `{"n":"1.10"}`},
 		{`{"member":"m","format":"debezium"}`, `{"n":"1.10"}`},
 		{`{"member":"m","decimal_handling_mode":"precise"}`, `{"n":"1.10"}`}, // pgq's format: ignored
 	} {
@@ -117,7 +118,7 @@ func TestFetchValueModes(t *testing.T) {
 		}
 	}
 	x := group("exclusive")
-	for _, key := range []string{"decimal_handling_mode", "time_precision_mode", "interval_handling_mode"} {
+	for _, key := range []string{"decimal_handling_mode", "time_precision_mode", "interval_handling_mode", "hstore_handling_mode"} {
 		resp, _, apiErr := e.do("POST", "/v1/groups/"+x+"/fetch", `{"member":"m","format":"debezium","`+key+`":"bogus"}`)
 		if resp.StatusCode != 400 || apiErr.Code != api.CodeBadRequest || !strings.Contains(apiErr.Message, key) {
 			t.Errorf("%s bogus: %d %+v", key, resp.StatusCode, apiErr)

@@ -19,12 +19,19 @@ import (
 // type by text[]. It asks pg_type over a normal connection
 // of its own, opened at the first relation with a type pgx does not know
 // and kept for the session, and caches every answer by type OID (a type's
-// base type never changes). The same connection reads the primary keys
+// base type and name never change). The same connection reads the primary keys
 // of REPLICA IDENTITY FULL and NOTHING tables (rowkey.go). Only the
 // session's goroutine uses it.
 type baseTypes struct {
 	conn  *pgx.Conn
-	bases map[uint32]uint32 // type OID → value type OID, 0: the type itself
+	bases map[uint32]typeInfo // by type OID
+}
+
+// typeInfo is what the lookup learns of one type: pgq.Column's
+// BaseTypeOID and TypeName.
+type typeInfo struct {
+	base uint32 // value type OID, 0: the type itself
+	name string // an extension's type name (TypeNameOf), "" for none
 }
 
 // baseTypesTimeout bounds one lookup: it runs in the receive loop.
@@ -59,6 +66,30 @@ func ValueTypeOf(oid string) string {
 	END FROM base LEFT JOIN elem ON true), 0)`, "OID", oid)
 }
 
+// TypeNameOf is a SQL expression of the type OID expression oid: the
+// name pgq journals for a column of that type (pgq.Column.TypeName),
+// "" for none. A type whose values read as an extension's base type
+// (typtype 'b' with an OID that is not fixed: hstore, citext, ltree,
+// PostGIS's geometry; through domains) is named by its pg_type.typname,
+// an array of one by the element's name and "[]" ("hstore[]"). Only
+// extensions create such base types, so the name says which type it is
+// as Debezium's type registry tells hstore, ltree or geometry apart by
+// name; an enum's, a range's or a composite's name, chosen by the
+// database's users, says nothing more than the OID and is not
+// journaled.
+func TypeNameOf(oid string) string {
+	return strings.ReplaceAll(`COALESCE((WITH RECURSIVE
+	b(t) AS (SELECT OID UNION ALL SELECT y.typbasetype FROM b JOIN pg_type y ON y.oid = b.t AND y.typtype = 'd'),
+	base AS (SELECT y.oid, y.typname, y.typtype, y.typelem, y.typlen FROM b JOIN pg_type y ON y.oid = b.t WHERE y.typtype <> 'd'),
+	e(t) AS (SELECT typelem FROM base WHERE typelem <> 0 AND typlen = -1
+		UNION ALL SELECT y.typbasetype FROM e JOIN pg_type y ON y.oid = e.t AND y.typtype = 'd'),
+	elem AS (SELECT y.oid, y.typname, y.typtype FROM e JOIN pg_type y ON y.oid = e.t WHERE y.typtype <> 'd')
+	SELECT CASE
+		WHEN elem.oid IS NULL THEN CASE WHEN base.oid >= 16384 AND base.typtype = 'b' THEN base.typname::text END
+		WHEN elem.oid >= 16384 AND elem.typtype = 'b' THEN elem.typname || '[]'
+	END FROM base LEFT JOIN elem ON true), '')`, "OID", oid)
+}
+
 // resolve sets Column.BaseTypeOID on rel's domain columns (the decoder's
 // cached relation, which the following rows share). A failed lookup is
 // logged and leaves them 0: their values are then journaled without a
@@ -84,7 +115,8 @@ func (s *session) resolveBaseTypes(ctx context.Context, rel *pgoutput.Relation) 
 		}
 	}
 	for i := range rel.Columns {
-		rel.Columns[i].BaseTypeOID = bt.bases[rel.Columns[i].TypeOID]
+		ti := bt.bases[rel.Columns[i].TypeOID]
+		rel.Columns[i].BaseTypeOID, rel.Columns[i].TypeName = ti.base, ti.name
 	}
 }
 
@@ -95,21 +127,22 @@ func (bt *baseTypes) lookup(ctx context.Context, url string, oids []uint32) erro
 	if err := bt.connect(ctx, url); err != nil {
 		return fmt.Errorf("ingest: base types: %w", err)
 	}
-	rows, err := bt.conn.Query(ctx, `SELECT t, `+ValueTypeOf("t")+` FROM unnest($1::oid[]) t`, oids)
+	rows, err := bt.conn.Query(ctx, `SELECT t, `+ValueTypeOf("t")+`, `+TypeNameOf("t")+` FROM unnest($1::oid[]) t`, oids)
 	if err != nil {
 		return fmt.Errorf("ingest: base types: %w", err)
 	}
-	found := map[uint32]uint32{}
-	var oid, vt uint32
-	_, err = pgx.ForEachRow(rows, []any{&oid, &vt}, func() error {
-		found[oid] = vt
+	found := map[uint32]typeInfo{}
+	var oid uint32
+	var ti typeInfo
+	_, err = pgx.ForEachRow(rows, []any{&oid, &ti.base, &ti.name}, func() error {
+		found[oid] = ti
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("ingest: base types: %w", err)
 	}
 	if bt.bases == nil {
-		bt.bases = map[uint32]uint32{}
+		bt.bases = map[uint32]typeInfo{}
 	}
 	for _, o := range oids {
 		bt.bases[o] = found[o]

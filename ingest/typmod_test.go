@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pgtest"
@@ -38,18 +37,7 @@ func TestTypmodJournaled(t *testing.T) {
 	r.waitStreaming(t)
 	db.Exec(t, `INSERT INTO tm VALUES (1, 1.5, '2024-01-01 00:00:00.123456', '2024-01-01 00:00:00.6', '10:00:00.1234',
 		1.25, '2024-01-01 00:00:00+00', 'abc', 'x')`)
-	var ch *pgq.Change
-	waitFor(t, 20*time.Second, "the insert", func() bool {
-		for _, tx := range records(t, dir) {
-			for i := range tx.Changes {
-				if tx.Changes[i].Table == "tm" {
-					ch = &tx.Changes[i]
-					return true
-				}
-			}
-		}
-		return false
-	})
+	ch := firstChange(t, dir, "tm", pgq.OpInsert)
 	if len(ch.Columns) != len(want) {
 		t.Fatalf("%d columns journaled, want %d", len(ch.Columns), len(want))
 	}
@@ -59,25 +47,7 @@ func TestTypmodJournaled(t *testing.T) {
 		}
 	}
 	// A backfill's read changes carry the same columns, modifiers too.
-	st := startBackfill(t, r, map[string]any{"tables": []string{"public.tm"}})
-	waitBackfill(t, r, st.ID, "done", 30*time.Second)
-	var read *pgq.Change
-	waitFor(t, 20*time.Second, "the read change", func() bool {
-		for _, tx := range records(t, dir) {
-			for i := range tx.Changes {
-				if tx.Changes[i].Op == pgq.OpRead && tx.Changes[i].Table == "tm" {
-					read = &tx.Changes[i]
-					return true
-				}
-			}
-		}
-		return false
-	})
-	for i, col := range read.Columns {
-		if i >= len(ch.Columns) || col != ch.Columns[i] {
-			t.Errorf("backfill column %d %+v, streamed %+v", i, col, ch.Columns)
-		}
-	}
+	checkBackfillColumns(t, r, dir, "tm", ch.Columns)
 	// PostgreSQL applied the modifiers to the values: the journal holds
 	// them as sent.
 	if got := string(ch.New[1].Data) + " " + string(ch.New[2].Data); got != "1.500 2024-01-01 00:00:00.123" {

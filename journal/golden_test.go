@@ -11,17 +11,31 @@ import (
 	"github.com/pgq-dev/pgq/record"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden journal of the current format in testdata/journal/v3")
+var update = flag.Bool("update", false, "rewrite the golden journal of the current format in testdata/journal/v4")
 
 // goldenDirs hold small journals of goldenTxs written by each format: v1
 // stores Version 1 records, v2 compact records with a relation catalog,
-// v3 also relations with type modifiers (pgq.Column.Typmod). Every one
+// v3 also relations with type modifiers (pgq.Column.Typmod), v4 also
+// relations with type names (pgq.Column.TypeName). Every one
 // must stay readable by every later version; only the current one is
 // rewritten by -update.
 var goldenDirs = map[string]string{
 	"v1": filepath.Join("..", "testdata", "journal", "v1"),
 	"v2": filepath.Join("..", "testdata", "journal", "v2"),
 	"v3": filepath.Join("..", "testdata", "journal", "v3"),
+	"v4": filepath.Join("..", "testdata", "journal", "v4"),
+}
+
+// currentGolden is the version -update rewrites.
+const currentGolden = "v4"
+
+// typeNameCols is a table journaled with its type names since v4: an
+// hstore, an hstore[] (read as text[]) and a numeric(10,3).
+var typeNameCols = []pgq.Column{
+	{Name: "id", TypeOID: 23, Key: true},
+	{Name: "hs", TypeOID: 16390, TypeName: "hstore"},
+	{Name: "hsarr", TypeOID: 16395, BaseTypeOID: 1009, TypeName: "hstore[]"},
+	pgq.Column{Name: "amount", TypeOID: 1700}.WithTypmod(10<<16 | 3 + 4),
 }
 
 // typmodCols is a table journaled with its type modifiers since v3:
@@ -37,7 +51,7 @@ var typmodCols = []pgq.Column{
 
 // goldenTxs are the transactions of the golden journal of version
 // (goldenDirs); from v3 on, transaction 3 also changes a table with
-// type modifiers.
+// type modifiers, from v4 on transaction 4 one with type names.
 func goldenTxs(version string) []*pgq.Transaction {
 	var txs []*pgq.Transaction
 	for i := 1; i <= 12; i++ {
@@ -57,6 +71,12 @@ func goldenTxs(version string) []*pgq.Transaction {
 					New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("1")}, {Kind: pgq.ValueText, Data: []byte("1.500")},
 						{Kind: pgq.ValueText, Data: []byte("2024-01-01 00:00:00.123")}, {Kind: pgq.ValueText, Data: []byte("2024-01-01 00:00:00")}, {Kind: pgq.ValueNull}}})
 			}
+		case 4:
+			if version >= "v4" {
+				tx.Changes = append(tx.Changes, pgq.Change{Op: pgq.OpInsert, Schema: "public", Table: "h", Columns: typeNameCols,
+					New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("1")}, {Kind: pgq.ValueText, Data: []byte(`"a"=>"b"`)},
+						{Kind: pgq.ValueText, Data: []byte(`{"\"c\"=>\"d\""}`)}, {Kind: pgq.ValueText, Data: []byte("1.500")}}})
+			}
 		case 7:
 			tx.Changes = append(tx.Changes, pgq.Change{Op: pgq.OpTruncate, Tables: []string{"public.t"}, Cascade: true, RestartIdentity: true})
 		case 9:
@@ -71,7 +91,7 @@ func goldenTxs(version string) []*pgq.Transaction {
 
 func TestGoldenJournal(t *testing.T) {
 	if *update {
-		dir := goldenDirs["v3"]
+		dir := goldenDirs[currentGolden]
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +99,7 @@ func TestGoldenJournal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := j.Append(goldenTxs("v3")); err != nil {
+		if err := j.Append(goldenTxs(currentGolden)); err != nil {
 			t.Fatal(err)
 		}
 		if err := j.Close(); err != nil {
@@ -128,6 +148,25 @@ func checkGolden(t *testing.T, goldenDir, version string) {
 			t.Fatalf("record %d\n got %+v\nwant %+v", i+1, got, w)
 		}
 		checkGoldenTypmods(t, got, version)
+		checkGoldenTypeNames(t, got, version)
+	}
+}
+
+// checkGoldenTypeNames: in journals written before type names every
+// column reads with none; from v4 on, table h's columns read with
+// theirs.
+func checkGoldenTypeNames(t *testing.T, tx *pgq.Transaction, version string) {
+	t.Helper()
+	for _, c := range tx.Changes {
+		for k, col := range c.Columns {
+			want := ""
+			if version >= "v4" && c.Table == "h" {
+				want = typeNameCols[k].TypeName
+			}
+			if col.TypeName != want {
+				t.Fatalf("%s: record %d, %s.%s: type name %q, want %q", version, tx.Offset, c.Table, col.Name, col.TypeName, want)
+			}
+		}
 	}
 }
 
@@ -141,6 +180,9 @@ func checkGoldenTypmods(t *testing.T, tx *pgq.Transaction, version string) {
 			want := int32(-1)
 			if version >= "v3" && c.Table == "m" {
 				want = typmodCols[k].Typmod()
+			}
+			if c.Table == "h" {
+				want = typeNameCols[k].Typmod()
 			}
 			if col.Typmod() != want {
 				t.Fatalf("%s: record %d, %s.%s: typmod %d, want %d", version, tx.Offset, c.Table, col.Name, col.Typmod(), want)

@@ -54,7 +54,8 @@ type Origin struct {
 // Relation describes a table. The Decoder caches it by ID, and rows share
 // its Columns. A domain column's TypeOID is the domain's: the protocol
 // does not say what it is over, so Column.BaseTypeOID is left 0 for the
-// caller to fill in (ingest looks it up in pg_type). Each column's
+// caller to fill in (ingest looks it up in pg_type), as is
+// Column.TypeName (an extension type's name). Each column's
 // atttypmod is kept (Column.TypmodPlus1).
 type Relation struct {
 	Xid             uint32 // inside a stream only

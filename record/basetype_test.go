@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/pgq-dev/pgq"
 )
 
@@ -35,12 +33,8 @@ func TestRecordBaseTypes(t *testing.T) {
 		t.Fatalf("base type of big = %d, want 20", b)
 	}
 
-	var generic []any
 	rec := Append(nil, tx)
-	if err := msgpack.Unmarshal(rec[HeaderSize:], &generic); err != nil {
-		t.Fatal(err)
-	}
-	rels := generic[7].([]any)
+	rels := relationTable(t, rec)
 	if n := len(rels[0].([]any)); n != 4 {
 		t.Errorf("relation with domains has %d elements, want 4", n)
 	}

@@ -208,18 +208,11 @@ func appendRowChange(b []byte, op pgq.Op, rel int, oldKind pgq.OldKind, newRow, 
 }
 
 // appendRelation appends one entry of a record's relation table: 3
-// elements, 4 with base types, 5 with type modifiers (the fourth then nil
-// when there are no base types).
+// elements, 4 with base types, 5 with type modifiers, 6 with type names
+// (an element before the last one present is nil when it has nothing).
 func appendRelation(b []byte, r *relRef) []byte {
-	domains, typmods := hasBaseTypes(r.cols), hasTypmods(r.cols)
-	switch {
-	case typmods:
-		b = appendArrayHdr(b, 5)
-	case domains:
-		b = appendArrayHdr(b, 4)
-	default:
-		b = appendArrayHdr(b, 3)
-	}
+	n := relationElems(r.cols)
+	b = appendArrayHdr(b, n)
 	b = appendStr(b, r.schema)
 	b = appendStr(b, r.table)
 	b = appendArrayHdr(b, 3*len(r.cols))
@@ -228,22 +221,58 @@ func appendRelation(b []byte, r *relRef) []byte {
 		b = appendUint(b, uint64(col.TypeOID))
 		b = appendBool(b, col.Key)
 	}
-	switch {
-	case domains:
-		b = appendArrayHdr(b, len(r.cols))
-		for _, col := range r.cols {
-			b = appendUint(b, uint64(col.BaseTypeOID))
+	if n >= 4 {
+		if hasBaseTypes(r.cols) {
+			b = appendArrayHdr(b, len(r.cols))
+			for _, col := range r.cols {
+				b = appendUint(b, uint64(col.BaseTypeOID))
+			}
+		} else {
+			b = append(b, 0xc0)
 		}
-	case typmods:
-		b = append(b, 0xc0)
 	}
-	if typmods {
+	if n >= 5 {
+		if hasTypmods(r.cols) {
+			b = appendArrayHdr(b, len(r.cols))
+			for i := range r.cols {
+				b = appendInt(b, int64(r.cols[i].Typmod()))
+			}
+		} else {
+			b = append(b, 0xc0)
+		}
+	}
+	if n == 6 {
 		b = appendArrayHdr(b, len(r.cols))
 		for i := range r.cols {
-			b = appendInt(b, int64(r.cols[i].Typmod()))
+			b = appendStr(b, r.cols[i].TypeName)
 		}
 	}
 	return b
+}
+
+// relationElems is the number of elements of a relation of cols: the
+// last one it needs (3: names, types and keys only).
+func relationElems(cols []pgq.Column) int {
+	switch {
+	case hasTypeNames(cols):
+		return 6
+	case hasTypmods(cols):
+		return 5
+	case hasBaseTypes(cols):
+		return 4
+	}
+	return 3
+}
+
+// hasTypeNames reports whether a relation needs its sixth element: a
+// column's type is an extension's (pgq.Column.TypeName).
+func hasTypeNames(cols []pgq.Column) bool {
+	for i := range cols {
+		if cols[i].TypeName != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // hasBaseTypes reports whether a relation needs its fourth element.
@@ -268,19 +297,19 @@ func hasTypmods(cols []pgq.Column) bool {
 }
 
 // relationLen reads a relation's array header: 3 elements, 4 with base
-// types, 5 with type modifiers.
+// types, 5 with type modifiers, 6 with type names.
 func (d *reader) relationLen() int {
 	n := d.ArrayLen()
-	if d.Err == nil && (n < 3 || n > 5) {
-		d.Fail("relation: want 3 to 5 elements, got %d", n)
+	if d.Err == nil && (n < 3 || n > 6) {
+		d.Fail("relation: want 3 to 6 elements, got %d", n)
 	}
 	return n
 }
 
 // decodeBaseTypes reads a relation's fourth element into cols: an array
-// of base type OIDs, or nil (none) in a relation of 5 elements.
+// of base type OIDs, or nil (none) in a relation of 5 or 6 elements.
 func (d *reader) decodeBaseTypes(cols []pgq.Column, nrel int) {
-	if nrel == 5 && d.IsNil() {
+	if nrel > 4 && d.IsNil() {
 		return
 	}
 	if n := d.ArrayLen(); d.Err == nil && n != len(cols) {
@@ -293,8 +322,12 @@ func (d *reader) decodeBaseTypes(cols []pgq.Column, nrel int) {
 }
 
 // decodeTypmods reads a relation's fifth element into cols: one type
-// modifier per column, PostgreSQL's value (-1 for none).
-func (d *reader) decodeTypmods(cols []pgq.Column) {
+// modifier per column, PostgreSQL's value (-1 for none), or nil (none)
+// in a relation of 6 elements.
+func (d *reader) decodeTypmods(cols []pgq.Column, nrel int) {
+	if nrel > 5 && d.IsNil() {
+		return
+	}
 	if n := d.ArrayLen(); d.Err == nil && n != len(cols) {
 		d.Fail("relation type modifiers: %d for %d columns", n, len(cols))
 		return
@@ -306,6 +339,18 @@ func (d *reader) decodeTypmods(cols []pgq.Column) {
 			return
 		}
 		cols[i] = cols[i].WithTypmod(int32(m))
+	}
+}
+
+// decodeTypeNames reads a relation's sixth element into cols: one type
+// name per column ("" for none).
+func (d *reader) decodeTypeNames(cols []pgq.Column) {
+	if n := d.ArrayLen(); d.Err == nil && n != len(cols) {
+		d.Fail("relation type names: %d for %d columns", n, len(cols))
+		return
+	}
+	for i := 0; i < len(cols) && d.Err == nil; i++ {
+		cols[i].TypeName = d.Str()
 	}
 }
 
@@ -692,8 +737,11 @@ func (d *reader) decodeRelation(r *relRef) {
 	if nrel >= 4 {
 		d.decodeBaseTypes(r.cols, nrel)
 	}
-	if nrel == 5 {
-		d.decodeTypmods(r.cols)
+	if nrel >= 5 {
+		d.decodeTypmods(r.cols, nrel)
+	}
+	if nrel == 6 {
+		d.decodeTypeNames(r.cols)
 	}
 	if d.rels != nil && d.Err == nil {
 		if d.rels.rels == nil || len(d.rels.rels) >= maxCachedRelations {
@@ -817,15 +865,20 @@ func (d *reader) skipRelation() {
 	if nrel < 4 || d.Err != nil {
 		return
 	}
+	// An element before the last one present is nil when it holds
+	// nothing.
 	if nrel == 4 || !d.IsNil() {
 		d.skipColumnArray(n/3, "base types", func() { d.Uint(math.MaxUint32, "base type OID") })
 	}
-	if nrel == 5 {
+	if nrel >= 5 && d.Err == nil && (nrel == 5 || !d.IsNil()) {
 		d.skipColumnArray(n/3, "type modifiers", func() {
 			if m := d.Int64(); d.Err == nil && (m < math.MinInt32 || m > math.MaxInt32) {
 				d.Fail("relation type modifier %d out of range", m)
 			}
 		})
+	}
+	if nrel == 6 && d.Err == nil {
+		d.skipColumnArray(n/3, "type names", func() { d.Bytes() })
 	}
 }
 

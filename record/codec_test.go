@@ -335,6 +335,7 @@ func FuzzRecord(f *testing.F) {
 	f.Add(Append(nil, &pgq.Transaction{}))
 	f.Add(Append(nil, benchTx(3)))
 	f.Add(Append(nil, typmodTx()))
+	f.Add(Append(nil, typeNameTx()))
 	f.Add([]byte{})
 	// Every record of the golden journal (tidwall/wal entries: uvarint
 	// length + payload).

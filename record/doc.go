@@ -37,6 +37,12 @@
 //	                  for none); its fourth element is then the base types,
 //	                  or nil when no column is a domain. A relation of 3 or
 //	                  4 elements decodes with every Column.Typmod -1.
+//	                  A relation with a column of an extension's type
+//	                  (Column.TypeName: hstore, citext, "hstore[]") has a
+//	                  sixth element: type names, an array of one str per
+//	                  column ("" for none); its fourth and fifth elements
+//	                  are then nil when they hold nothing. A relation of 3
+//	                  to 5 elements decodes with every Column.TypeName "".
 //	[8] changes       array of changes, each an array whose first element is the op:
 //	    insert/update/delete (and any unknown op):
 //	        [op, relation index uint, old kind uint, new values|nil, old values|nil]
@@ -94,6 +100,18 @@
 // bodies without the version byte, so a new one would protect no reader
 // and would make records without any type modifier, which every older
 // reader reads correctly, unreadable to them.
+//
+// Type names (Column.TypeName, by which the Debezium format renders an
+// hstore as Debezium does): records journaled before they were recorded
+// decode with TypeName "", so their hstore values render as hstore's
+// text, as they did. A relation without a column of an extension's type
+// keeps its bytes; a table with one becomes a new relation (a new
+// catalog entry), which records journaled before do not refer to. A
+// pgq older than type names refuses a relation with six elements (as
+// corrupt: do not go back to one once a table with an hstore, citext,
+// ltree or other extension type column was journaled; testdata/journal/
+// v4 is a journal written with them). The version byte stays, for the
+// reasons given for type modifiers.
 //
 // The journal's stored form (VersionCompact) is
 //

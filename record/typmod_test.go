@@ -49,12 +49,8 @@ func TestRecordTypmods(t *testing.T) {
 		t.Errorf("domain column %+v", c)
 	}
 
-	var generic []any
 	rec := Append(nil, tx)
-	if err := msgpack.Unmarshal(rec[HeaderSize:], &generic); err != nil {
-		t.Fatal(err)
-	}
-	rels := generic[7].([]any)
+	rels := relationTable(t, rec)
 	for i, want := range []int{5, 5, 3} {
 		if n := len(rels[i].([]any)); n != want {
 			t.Errorf("relation %d has %d elements, want %d", i, n, want)
@@ -65,6 +61,17 @@ func TestRecordTypmods(t *testing.T) {
 	}
 
 	checkCachedAndCompact(t, tx, rec)
+}
+
+// relationTable is record rec's relation table as msgpack decodes it:
+// one array of elements per relation.
+func relationTable(t *testing.T, rec []byte) []any {
+	t.Helper()
+	var generic []any
+	if err := msgpack.Unmarshal(rec[HeaderSize:], &generic); err != nil {
+		t.Fatal(err)
+	}
+	return generic[7].([]any)
 }
 
 // checkCachedAndCompact: rec, tx's record, decodes to tx through a

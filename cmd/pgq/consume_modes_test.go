@@ -46,7 +46,7 @@ func TestConsumeValueModes(t *testing.T) {
 	}{
 		{[]string{"--decimal-handling-mode", "precise"}, `"bg=="`},
 		{nil, `"1.10"`},
-		{[]string{"--decimal-handling-mode", "double", "--time-precision-mode", "adaptive", "--interval-handling-mode", "string"}, `1.1`},
+		{[]string{"--decimal-handling-mode", "double", "--time-precision-mode", "adaptive", "--interval-handling-mode", "string", "--hstore-handling-mode", "map"}, `1.1`},
 	} {
 		if got := after(tc.args...); got != tc.want {
 			t.Errorf("%v: n %s, want %s", tc.args, got, tc.want)

@@ -234,6 +234,7 @@ func TestExitStatus(t *testing.T) {
 		{"bridge flag value", api("bridge", "kafka", "--group", "g", "--brokers", "k:9092", "--delivery-timeout=-1s"), nil, exitUsage, "negative"},
 		{"bad decimal mode", api("consume", "--group", "g", "--format", "debezium", "--decimal-handling-mode", "exact"), nil, exitUsage, "--decimal-handling-mode"},
 		{"bad time mode from the environment", api("consume", "--group", "g"), []string{"PGQ_CONSUME_TIME_PRECISION_MODE=nanoseconds"}, exitUsage, "--time-precision-mode"},
+		{"bad hstore mode", api("consume", "--group", "g", "--format", "debezium", "--hstore-handling-mode", "hash"), nil, exitUsage, "--hstore-handling-mode"},
 		{"bad interval mode of a bridge", api("bridge", "webhook", "--group", "g", "--url", "http://127.0.0.1:1/", "--interval-handling-mode", "iso"), nil, exitUsage, "--interval-handling-mode"},
 		{"API: invalid name", api("groups", "create", "bad name!"), nil, exitUsage, "invalid"},
 		{"API: bad position", api("groups", "create", "g1", "--from", "yesterday"), nil, exitUsage, "yesterday"},

@@ -14,7 +14,7 @@ import (
 // (envprefix on the embedding field). The names --format accepts and
 // their help come from package format's table (kongVars). The value
 // modes (--decimal-handling-mode, --time-precision-mode,
-// --interval-handling-mode) take Debezium's names of its connector
+// --interval-handling-mode, --hstore-handling-mode) take Debezium's names of its connector
 // options and are parsed by package format (ParseDecimalMode, ...); only
 // the debezium format reads them, the others ignore them.
 type FormatFlags struct {
@@ -25,6 +25,7 @@ type FormatFlags struct {
 	TimeMode     string `name:"time-precision-mode" default:"microseconds" env:"TIME_PRECISION_MODE" help:"With --format debezium, time and timestamp values as Debezium's time.precision.mode: microseconds (always) or adaptive (milliseconds for a declared precision of 0 to 3; Debezium's default)."`
 	Schemas      bool   `name:"schemas" env:"SCHEMAS" help:"With --format debezium, each event and key as Kafka Connect's JSON converter writes it with schemas.enable=true (its default): {\"schema\":…,\"payload\":…}, Debezium's Connect schemas. Default: the payload alone (schemas.enable=false)."`
 	IntervalMode string `name:"interval-handling-mode" default:"numeric" env:"INTERVAL_HANDLING_MODE" help:"With --format debezium, interval values as Debezium's interval.handling.mode: numeric (microseconds) or string (ISO 8601, P1Y2M3DT4H5M6.78S)."`
+	HstoreMode   string `name:"hstore-handling-mode" default:"json" env:"HSTORE_HANDLING_MODE" help:"With --format debezium, hstore values as Debezium's hstore.handling.mode: json (a string of a JSON object; Debezium's default) or map (a JSON object, Kafka Connect's map)."`
 	TxMetadata   bool   `name:"provide-transaction-metadata" env:"PROVIDE_TRANSACTION_METADATA" help:"With --format debezium, fill each event's transaction block (id, total_order, data_collection_order) as Debezium's provide.transaction.metadata=true; default: transaction is null, Debezium's default."`
 }
 
@@ -54,6 +55,9 @@ func (f FormatFlags) options() (format.Format, format.Options, error) {
 	}
 	if o.Interval, err = format.ParseIntervalMode(f.IntervalMode); err != nil {
 		return 0, format.Options{}, usage(fmt.Errorf("--interval-handling-mode: %w", err))
+	}
+	if o.Hstore, err = format.ParseHstoreMode(f.HstoreMode); err != nil {
+		return 0, format.Options{}, usage(fmt.Errorf("--hstore-handling-mode: %w", err))
 	}
 	return fm, o, nil
 }
