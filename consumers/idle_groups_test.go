@@ -19,10 +19,10 @@ func TestManyIdleGroups(t *testing.T) {
 		t.Skip("creates 10,000 groups")
 	}
 	const groups = 10_000
-	m, j := wakeEnv(t)
+	m, j := wakeEnv(t, false)
 	ix := m.ix
 	for range 100 {
-		appendTx(t, j, "a")
+		appendTx(t, m, "a")
 	}
 	ctx := context.Background()
 	if err := ix.CatchUp(ctx, j); err != nil {
