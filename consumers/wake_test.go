@@ -18,23 +18,7 @@ import (
 // server's after-append hook does.
 func wakeEnv(t *testing.T, fed bool) (*Manager, *journal.Journal) {
 	t.Helper()
-	dir := t.TempDir()
-	j, err := journal.Open(journal.Options{Dir: filepath.Join(dir, "journal")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	ix, err := index.Open(index.Options{Dir: filepath.Join(dir, "index")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ix.Close() })
-	m, err := NewManager(ManagerOptions{Journal: j, Index: ix, WakeFromAppends: fed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m, j
+	return managerOver(t, journal.Options{}, index.Options{}, ManagerOptions{WakeFromAppends: fed}, nil)
 }
 
 // forWakeSources runs test with the registry reading the journal and
@@ -47,25 +31,34 @@ func forWakeSources(t *testing.T, test func(t *testing.T, fed bool)) {
 
 var wakeXid uint32
 
-// appendTx appends one transaction in parts, one insert into each table
-// of parts per part, and hands each part to m.Appended with its index
-// entry, as the server's after-append hook does.
+// appendTx appends one transaction in parts (wakeTx), each part alone,
+// and hands each to m.Appended with its index entry, as the server's
+// after-append hook does.
 func appendTx(t *testing.T, m *Manager, parts ...string) {
 	t.Helper()
-	wakeXid++
-	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}}
-	lsn := pgq.LSN(wakeXid) * 100
-	for p, table := range parts {
-		tx := &pgq.Transaction{Xid: wakeXid, CommitLSN: lsn, EndLSN: lsn + 10, CommitTime: time.Now().UTC().Truncate(time.Microsecond),
-			Part: uint32(p), Final: p == len(parts)-1, FirstOrdinal: uint32(p),
-			Changes: []pgq.Change{{Op: pgq.OpInsert, Schema: "public", Table: table, Columns: cols,
-				New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("1")}}}}}
+	for _, tx := range wakeTx(parts...) {
 		recs := journal.Records([]*pgq.Transaction{tx})
 		if err := m.j.AppendRecords(recs); err != nil {
 			t.Fatal(err)
 		}
 		m.Appended(recs, []index.Entry{index.EntryOf(tx, recs[0].Bytes, len(tx.Changes))})
 	}
+}
+
+// wakeTx returns the parts of a new transaction: one insert into each
+// table of parts per part.
+func wakeTx(parts ...string) []*pgq.Transaction {
+	wakeXid++
+	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}}
+	lsn := pgq.LSN(wakeXid) * 100
+	var txs []*pgq.Transaction
+	for p, table := range parts {
+		txs = append(txs, &pgq.Transaction{Xid: wakeXid, CommitLSN: lsn, EndLSN: lsn + 10, CommitTime: time.Now().UTC().Truncate(time.Microsecond),
+			Part: uint32(p), Final: p == len(parts)-1, FirstOrdinal: uint32(p),
+			Changes: []pgq.Change{{Op: pgq.OpInsert, Schema: "public", Table: table, Columns: cols,
+				New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte("1")}}}}})
+	}
+	return txs
 }
 
 // settle waits until the registry has read the whole journal with want
