@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pgtest"
@@ -83,21 +82,12 @@ func journalOfCapture(t *testing.T, name string) map[string][]byte {
 		t.Fatal(err)
 	}
 	c := journal.NewCommitter(j, journal.CommitterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	// The session reads the primary key and base types of the captured
 	// relations from PostgreSQL by OID: a fresh database has none of
 	// them, so every capture reads the same (empty) answers.
-	db := pgtest.Shared(t).NewDB(t)
-	in, err := New(Options{PGURL: db.URL, Slot: "s", Publication: "p", Journal: j, Committer: c, SpillDir: filepath.Join(dir, "spill")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
-	s := newSession(in, nil)
-	// No connection: no status update falls due.
-	s.nextSend = time.Now().Add(time.Hour)
-	s.lastSendAt = s.nextSend
+	s := offlineSession(ctx, t, c, j, pgtest.Shared(t).NewDB(t).URL, filepath.Join(dir, "spill"))
 	for i, m := range msgs {
 		if err := s.handleCopyData(ctx, xlogData(pgq.LSN(i+1), m)); err != nil {
 			t.Fatalf("message %d (%q): %v", i, m[0], err)
