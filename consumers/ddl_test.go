@@ -3,7 +3,6 @@ package consumers
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,17 +56,6 @@ func (g *syncGate) String() string { return "sync gate" }
 // go through gate.
 func gatedManager(t *testing.T, gate *syncGate) *Manager {
 	t.Helper()
-	dir := t.TempDir()
-	j, err := journal.Open(journal.Options{Dir: filepath.Join(dir, "journal"), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	ix, err := index.Open(index.Options{Dir: filepath.Join(dir, "index"), FS: errorfs.Wrap(vfs.Default, gate)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ix.Close() })
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var batch []*pgq.Transaction
 	for i := range 5 {
@@ -75,17 +63,8 @@ func gatedManager(t *testing.T, gate *syncGate) *Manager {
 			CommitTime: base.Add(time.Duration(i) * time.Second), Final: true,
 			Changes: []pgq.Change{{Op: pgq.OpInsert, Schema: "public", Table: "t"}}})
 	}
-	if err := j.Append(batch); err != nil {
-		t.Fatal(err)
-	}
-	if err := ix.CatchUp(context.Background(), j); err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewManager(ManagerOptions{Journal: j, Index: ix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m, _ := managerOver(t, journal.Options{NoSync: true}, index.Options{FS: errorfs.Wrap(vfs.Default, gate)}, ManagerOptions{},
+		func(j *journal.Journal) error { return j.Append(batch) })
 	t.Cleanup(gate.open) // runs first: a failed test must not hang in Close
 	return m
 }

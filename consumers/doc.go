@@ -91,9 +91,12 @@
 // (taking mu only to take the queue and publish the result). Lock order:
 // Manager.ddl before group.pmu before Manager.mu before group.mu. Waiting
 // fetches of groups without a filter wake on journal.Changed (no polling);
-// those of filtered groups wait in the wakers registry (wake.go), whose
-// one goroutine, running while anyone waits, reads each appended record
-// once and wakes only the waiters whose filter the finished transaction
-// passes (its state under wakers.mu). Every waiting fetch also wakes on
+// those of filtered groups wait in the wakers registry (wake.go), which
+// takes in each appended record once, from Appended (the subject sets of
+// the index entries the server's after-append hook made, with
+// ManagerOptions.WakeFromAppends: no record read) or else by its one
+// goroutine reading it while anyone waits, and wakes only the waiters
+// whose filter the finished transaction passes (its state under
+// wakers.mu). Every waiting fetch also wakes on
 // lease release, on Close and on its context.
 package consumers

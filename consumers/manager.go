@@ -40,6 +40,13 @@ type ManagerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock; zero → time.Now. For tests.
 	Now func() time.Time
+	// WakeFromAppends says that the journal's writer calls Appended with
+	// every durable batch, in offset order (the server does, from the
+	// committer's after-append hook): filtered long polls are then woken
+	// from the subject sets of the index entries it passes, and no record
+	// is read to wake them. False (zero): the Manager reads and decodes
+	// each new record while a filtered long poll waits.
+	WakeFromAppends bool
 	// HoldSlotMaxLag bounds, in bytes of WAL, how far behind the journal's
 	// end a hold_slot group may hold the slot (see HoldFloor); zero →
 	// DefaultHoldSlotMaxLag (16 GiB).
@@ -229,9 +236,22 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.hold.init()
 	m.RefreshHold()
 	go m.holdLoop()
-	m.wk = newWakers(m.j, m.done)
+	m.wk = newWakers(m.j, o.WakeFromAppends, m.done)
 	go m.wk.run()
 	return m, nil
+}
+
+// Appended takes in a durable batch of the journal (Tx.Offset, Part and
+// Final set) and the index entries made of it (index.EntryOf,
+// index.EntryOfStored; entries[i] of batch[i]), in offset order, batch
+// after batch: the filtered long polls its transactions pass are woken
+// (wake.go). With ManagerOptions.WakeFromAppends unset it does nothing.
+// It takes one lock and reads nothing: call it from the committer's
+// after-append hook.
+func (m *Manager) Appended(batch []*journal.Record, entries []index.Entry) {
+	if m.wk.fed {
+		m.wk.feed(batch, entries)
+	}
 }
 
 func newGroup(name string, st groupState) *group {

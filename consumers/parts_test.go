@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,17 +16,6 @@ import (
 // record), with segments small enough that a segment starts inside B.
 func partsJournal(t *testing.T) (*Manager, *journal.Journal) {
 	t.Helper()
-	dir := t.TempDir()
-	j, err := journal.Open(journal.Options{Dir: filepath.Join(dir, "journal"), SegmentSize: 600, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	ix, err := index.Open(index.Options{Dir: filepath.Join(dir, "index")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ix.Close() })
 	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "pad", TypeOID: 25}}
 	row := func(i int) pgq.Change {
 		return pgq.Change{Op: pgq.OpInsert, Schema: "public", Table: "t", Columns: cols, New: []pgq.Value{
@@ -41,20 +29,14 @@ func partsJournal(t *testing.T) (*Manager, *journal.Journal) {
 			Part: uint32(p), Final: p == 5, Changes: []pgq.Change{row(10 + 2*p), row(11 + 2*p)}})
 	}
 	batch = append(batch, &pgq.Transaction{Xid: 3, CommitLSN: 300, EndLSN: 310, CommitTime: base.Add(2 * time.Second), Final: true, Changes: []pgq.Change{row(99)}})
-	for _, tx := range batch {
-		if err := j.Append([]*pgq.Transaction{tx}); err != nil {
-			t.Fatal(err)
+	return managerOver(t, journal.Options{SegmentSize: 600, NoSync: true}, index.Options{}, ManagerOptions{}, func(j *journal.Journal) error {
+		for _, tx := range batch {
+			if err := j.Append([]*pgq.Transaction{tx}); err != nil {
+				return err
+			}
 		}
-	}
-	if err := ix.CatchUp(context.Background(), j); err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewManager(ManagerOptions{Journal: j, Index: ix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m, j
+		return nil
+	})
 }
 
 // TestMultiPartDelivery: a fetch hands out a multi-part transaction whole,

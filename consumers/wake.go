@@ -18,24 +18,34 @@ import (
 // fetches read and decode it, only for all but the few whose filter it
 // passes to wait again (a thundering herd, CPU that grows with waiters ×
 // transactions). So the long polls of filtered groups wait in a wakers
-// registry instead. One goroutine of the registry reads each appended
-// record once, gathers the subjects of a transaction over its parts
-// (index.Subject: op and table, a truncate's tables, a DDL's object) and,
-// when the final part is read, wakes exactly the waiters whose filter one
-// of the subjects passes (Filter.subjectPasses, the rule of lag and
-// retention). A waiter never misses a transaction it passes:
+// registry instead. The registry takes in each appended record once,
+// gathers the subjects of a transaction over its parts (index.Subject:
+// op and table, a truncate's tables, a DDL's object) and, when the final
+// part comes, wakes exactly the waiters whose filter one of the subjects
+// passes (Filter.subjectPasses, the rule of lag and retention). Where the
+// subjects come from:
+//
+//   - with ManagerOptions.WakeFromAppends, from Manager.Appended, which
+//     the journal's writer calls with every durable batch and the index
+//     entries it made of it (the server does, from the committer's
+//     after-append hook): the subject sets the index stores, computed once
+//     per record, so a wake costs no record read;
+//   - without, one goroutine of the registry reads and decodes each
+//     appended record (journal.Read, index.SubjectsOf) while anyone waits.
+//
+// A waiter never misses a transaction it passes:
 //
 //   - it registers with seen, the journal's last offset when its fetch
 //     last looked; a transaction whose final part is at or before seen was
 //     read by that fetch, one after it is either evaluated against the
-//     waiter when the registry reads it, or was read before the waiter
-//     registered and is in recent (the subjects of the last recentMax
-//     transactions), which registration checks;
+//     waiter when the registry takes it in, or was taken in before the
+//     waiter registered and is in recent (the subjects of the last
+//     recentMax transactions), which registration checks;
 //   - what the registry cannot judge wakes everyone it concerns: a
-//     transaction with more subjects than maxWakeSubjects, a record it
-//     cannot read, a transaction whose first parts it did not read (it
-//     reads only while someone waits), registration past what recent
-//     covers;
+//     transaction with more subjects than maxWakeSubjects or with
+//     unknown subjects, a record it cannot read, a transaction whose
+//     first parts it did not take in (it keeps nothing while nobody
+//     waits), registration past what recent covers;
 //   - a gap passes every filter (Filter.Match).
 //
 // Waking is closing the waiter's channel; the fetch then reads the journal
@@ -45,9 +55,10 @@ import (
 // the usual filter) are found through a map by table; the others (globs,
 // ops only) are matched one by one per transaction.
 //
-// Cost: one journal read and decode per record while any filtered long
-// poll waits, none while none does; per transaction a map lookup per
-// subject plus one match per non-literal waiter.
+// Cost per transaction while any filtered long poll waits: a map lookup
+// per subject plus one match per non-literal waiter, and, without
+// WakeFromAppends, one journal read and decode per record; while none
+// waits, nothing (with WakeFromAppends an offset is noted per record).
 
 // recentMax is how many transactions the registry remembers for waiters
 // that register after it read them.
@@ -74,10 +85,12 @@ type recentTx struct {
 	unknown bool
 }
 
-// wakers is the registry of filtered long polls (see above). Its
-// goroutine (run) is the only one that reads records and moves processed.
+// wakers is the registry of filtered long polls (see above). Records are
+// taken in (processed moved) by its goroutine (run), or, when fed, by
+// the callers of feed only.
 type wakers struct {
 	j    *journal.Journal
+	fed  bool          // subjects come from feed; run reads no record
 	kick chan struct{} // buffered(1): a waiter registered
 	done <-chan struct{}
 
@@ -95,11 +108,18 @@ type wakers struct {
 	recent     []recentTx // ring, oldest first once full
 	acc        []index.Subject
 	accUnknown bool // acc misses parts of the open transaction
+	// decoded caches the subjects of the sets seen (a few per table), so
+	// that a set is decoded once, not per record.
+	decoded map[index.SubjectSet][]index.Subject
 }
 
-func newWakers(j *journal.Journal, done <-chan struct{}) *wakers {
-	return &wakers{j: j, done: done, kick: make(chan struct{}, 1),
-		byTable: map[string]map[*waiter]struct{}{}, others: map[*waiter]struct{}{}}
+// maxDecoded bounds wakers.decoded; it is emptied when full.
+const maxDecoded = 4096
+
+func newWakers(j *journal.Journal, fed bool, done <-chan struct{}) *wakers {
+	return &wakers{j: j, fed: fed, done: done, kick: make(chan struct{}, 1),
+		byTable: map[string]map[*waiter]struct{}{}, others: map[*waiter]struct{}{},
+		decoded: map[index.SubjectSet][]index.Subject{}}
 }
 
 // tableKey keys byTable.
@@ -135,9 +155,9 @@ func (wk *wakers) register(f *Filter, seen pgq.Offset) *waiter {
 	defer wk.mu.Unlock()
 	switch {
 	case wk.n == 0 && wk.processed <= seen:
-		// Nobody waited, so the registry read nothing: start reading
-		// after seen. Whether a transaction is open there is unknown
-		// until the next record shows its part number.
+		// Nobody waited, so the registry kept nothing: start after
+		// seen. Whether a transaction is open there is unknown until
+		// the next record shows its part number.
 		wk.processed, wk.recentFrom, wk.recent = seen, seen+1, wk.recent[:0]
 		wk.acc, wk.accUnknown = wk.acc[:0], true
 	case wk.processed > seen && wk.passedSince(w):
@@ -225,8 +245,14 @@ func (wk *wakers) wakeLocked(w *waiter) {
 
 // run reads what is appended while anyone waits and wakes the waiters
 // (see above), until done is closed. While nobody waits it waits only for
-// a registration, so an idle registry costs ingest nothing.
+// a registration, so an idle registry costs ingest nothing. A fed
+// registry's run reads nothing: it only wakes everyone at the end.
 func (wk *wakers) run() {
+	if wk.fed {
+		<-wk.done
+		wk.wakeAll()
+		return
+	}
 	for {
 		changed := wk.j.Changed() // before LastOffset: a later append closes it
 		wk.mu.Lock()
@@ -236,8 +262,7 @@ func (wk *wakers) run() {
 			changed = nil
 		}
 		for off, last := from, wk.j.LastOffset(); active && off <= last; off++ {
-			tx, err := wk.j.Read(off)
-			wk.apply(off, tx, err)
+			wk.readOne(off)
 		}
 		select {
 		case <-changed:
@@ -249,38 +274,96 @@ func (wk *wakers) run() {
 	}
 }
 
-// apply takes in the record at off (tx, or the error reading it): it
-// gathers its subjects and, on a final part, wakes the waiters the
-// transaction passes.
-func (wk *wakers) apply(off pgq.Offset, tx *pgq.Transaction, err error) {
+// readOne takes in the record at off, read from the journal.
+func (wk *wakers) readOne(off pgq.Offset) {
+	tx, err := wk.j.Read(off)
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
 	if off != wk.processed+1 {
 		return // a registration moved the start meanwhile
 	}
-	wk.processed = off
 	if err != nil {
 		// Unreadable (removed by retention, corrupt): let the fetches
 		// find out.
+		wk.processed = off
 		wk.finishLocked(off, true)
 		return
 	}
-	if tx.Part == 0 {
+	wk.takeLocked(off, tx.Part, tx.Final, index.SubjectsOf(tx.Changes))
+}
+
+// feed takes in the records of a durable batch (Manager.Appended): each
+// one's offset, part and final flag from batch, its subjects from the
+// index entry made of it. It reads no record.
+func (wk *wakers) feed(batch []*journal.Record, entries []index.Entry) {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	for i, r := range batch {
+		off := r.Tx.Offset
+		switch {
+		case off <= wk.processed:
+			continue // a registration started after it
+		case wk.n == 0:
+			// Nobody waits: keep nothing. A waiter whose fetch looked
+			// before off is woken at registration (recent does not
+			// cover off), one that looked after starts there.
+			wk.processed, wk.recentFrom, wk.recent = off, off+1, wk.recent[:0]
+			wk.acc, wk.accUnknown = wk.acc[:0], true
+			continue
+		case off != wk.processed+1:
+			// Records went by untaken (not with a dense feed): what
+			// they held is unknown.
+			wk.processed = off - 1
+			wk.finishLocked(off-1, true)
+			wk.accUnknown = true
+		}
+		var set index.SubjectSet // unknown unless the entry is off's
+		if i < len(entries) && entries[i].Offset == off {
+			set = entries[i].Subjects
+		}
+		wk.takeLocked(off, r.Tx.Part, r.Tx.Final, set)
+	}
+}
+
+// takeLocked takes in the record at off, processed+1, part part of its
+// transaction (final or not), of subject set set ("" unknown): it
+// gathers its subjects and, on a final part, wakes the waiters the
+// transaction passes.
+func (wk *wakers) takeLocked(off pgq.Offset, part uint32, final bool, set index.SubjectSet) {
+	wk.processed = off
+	if part == 0 {
 		wk.acc, wk.accUnknown = wk.acc[:0], false
 	}
-	if !wk.accUnknown && len(tx.Changes) > 0 {
-		set := index.SubjectsOf(tx.Changes)
-		wk.accUnknown = !set.Known() // beyond the index's bounds
-		for _, s := range set.Subjects() {
+	if !wk.accUnknown {
+		subj, known := wk.subjects(set)
+		wk.accUnknown = !known // beyond the index's bounds
+		for _, s := range subj {
 			if !slices.Contains(wk.acc, s) {
 				wk.acc = append(wk.acc, s)
 			}
 		}
 		wk.accUnknown = wk.accUnknown || len(wk.acc) > maxWakeSubjects
 	}
-	if tx.Final {
+	if final {
 		wk.finishLocked(off, wk.accUnknown)
 	}
+}
+
+// subjects returns the subjects of set, decoded once per distinct set;
+// false when the set is unknown.
+func (wk *wakers) subjects(set index.SubjectSet) ([]index.Subject, bool) {
+	if !set.Known() {
+		return nil, false
+	}
+	if s, ok := wk.decoded[set]; ok {
+		return s, true
+	}
+	s := set.Subjects()
+	if len(wk.decoded) >= maxDecoded {
+		clear(wk.decoded)
+	}
+	wk.decoded[set] = s
+	return s, true
 }
 
 // finishLocked ends the transaction whose final part is at off: it wakes

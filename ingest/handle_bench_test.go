@@ -67,6 +67,23 @@ func relationMessages() [][]byte {
 	}
 }
 
+// offlineSession is a session of an Ingester over j and c (whose Run
+// it starts, until ctx ends) without a replication connection, to be fed
+// messages: no status update falls due. pgURL is where it reads the key
+// and base types of relations from, spillDir where it spills.
+func offlineSession(ctx context.Context, tb testing.TB, c *journal.Committer, j *journal.Journal, pgURL, spillDir string) *session {
+	tb.Helper()
+	in, err := New(Options{PGURL: pgURL, Slot: "s", Publication: "p", Journal: j, Committer: c, SpillDir: spillDir}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go c.Run(ctx)
+	s := newSession(in, nil)
+	s.nextSend = time.Now().Add(time.Hour)
+	s.lastSendAt = s.nextSend
+	return s
+}
+
 // BenchmarkHandleSmallTx runs the session's handling of the messages of
 // one small transaction (receive buffer → decode → assemble → Submit) per
 // iteration, into a real committer and journal (fsync off: the figure is
@@ -140,17 +157,9 @@ func BenchmarkHandleStreamedRows(b *testing.B) {
 	}
 	defer j.Close()
 	c := journal.NewCommitter(j, journal.CommitterOptions{MaxPendingBytes: 8 << 20})
-	in, err := New(Options{PGURL: "postgres://x", Slot: "s", Publication: "p", Journal: j, Committer: c, SpillDir: dir + "/spill"}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go c.Run(ctx)
-	s := newSession(in, nil)
-	// No connection: no status update falls due while parts are journaled.
-	s.nextSend = time.Now().Add(time.Hour)
-	s.lastSendAt = s.nextSend
+	s := offlineSession(ctx, b, c, j, "postgres://x", dir+"/spill")
 	for _, m := range relationMessages() {
 		if err := s.handleCopyData(ctx, m); err != nil {
 			b.Fatal(err)

@@ -25,7 +25,9 @@
 // distance from the commit LSN and its relation table replaced by the ids
 // of its relations in the relation catalog, so that a relation's schema,
 // table and column list is stored once per journal instead of once per
-// record. Both layouts are described once, in package record's
+// record. Append encodes a transaction straight into that form
+// (record.AppendCompact) at the end of the batch's buffer: one encoding
+// pass, one checksum, no copy. Both layouts are described once, in package record's
 // documentation (# Format). Journals written before hold Version 1
 // records (record.Append's frame, relation table included); both
 // versions are read, and one journal may hold both. The offset is not

@@ -111,8 +111,9 @@ type Journal struct {
 	// the writer state below it.
 	appendMu sync.Mutex
 	batch    wal.Batch
-	buf      []byte // encode buffer, reused
-	cbuf     []byte // compact-record buffer, reused
+	// cbuf is CompactInPlace's head and AppendCompact's relation
+	// scratch, reused.
+	cbuf []byte
 
 	// mark is the durable-point marker (DurableFile), written after each
 	// batch's fsync; guarded by appendMu.
@@ -369,18 +370,17 @@ func (j *Journal) appendRecords(batch []*Record) (durablePoint, error) {
 			j.batch.WriteRef(index, r.Encoded)
 			continue
 		}
-		j.buf = record.Append(j.buf[:0], r.Tx)
-		data := j.buf
-		// Stored compact (relations by catalog id); a record Compact
-		// refuses (not in the shortest encoding) is stored as is.
-		if c, err := record.Compact(j.cbuf[:0], data, j.cat.intern); err == nil {
-			j.cbuf, data = c, c
+		// Stored compact (relations by catalog id), encoded once right
+		// into the batch; a record AppendCompact refuses is stored in
+		// its Version 1 form.
+		tail := j.batch.Tail()
+		data, scratch, err := record.AppendCompact(tail, r.Tx, j.cbuf, j.cat.intern)
+		j.cbuf = scratch
+		if err != nil {
+			data = record.Append(tail, r.Tx)
 		}
-		r.Bytes = len(data)
-		j.batch.Write(index, data)
-	}
-	if cap(j.buf) > 4<<20 {
-		j.buf = nil // don't pin one huge record's buffer
+		r.Bytes = len(data) - len(tail)
+		j.batch.WriteTail(index, data)
 	}
 	if cap(j.cbuf) > 4<<20 {
 		j.cbuf = nil

@@ -94,7 +94,20 @@ func appendBody(b []byte, tx *pgq.Transaction) []byte {
 	// The relation table lives on the stack for records touching up to 8
 	// relations, so encoding does not allocate.
 	var relsBuf [8]relRef
-	rels := relsBuf[:0]
+	rels := relationsOf(tx, relsBuf[:0])
+	nbody := bodyLen(tx)
+	b = appendHeaderN(b, tx, nbody)
+	b = appendArrayHdr(b, len(rels))
+	for k := range rels {
+		b = appendRelation(b, &rels[k])
+	}
+	return appendChanges(b, tx, rels, nbody)
+}
+
+// relationsOf appends to rels the relation table of tx: the distinct
+// relations (schema, table, columns) of its row changes, in order of
+// first use.
+func relationsOf(tx *pgq.Transaction, rels []relRef) []relRef {
 	last := -1
 	for i := range tx.Changes {
 		c := &tx.Changes[i]
@@ -107,17 +120,15 @@ func appendBody(b []byte, tx *pgq.Transaction) []byte {
 			rels = append(rels, relRef{c.Schema, c.Table, c.Columns})
 		}
 	}
+	return rels
+}
 
-	nbody := bodyLen(tx)
-	b = appendHeaderN(b, tx, nbody)
-
-	b = appendArrayHdr(b, len(rels))
-	for k := range rels {
-		b = appendRelation(b, &rels[k])
-	}
-
+// appendChanges appends what follows the relation table in a body of
+// nbody elements: the change array (row changes refer to rels, tx's
+// relation table) and the backfill and ordinal elements.
+func appendChanges(b []byte, tx *pgq.Transaction, rels []relRef, nbody int) []byte {
 	b = appendArrayHdr(b, len(tx.Changes))
-	last = -1
+	last := -1
 	for i := range tx.Changes {
 		c := &tx.Changes[i]
 		switch c.Op {
@@ -372,10 +383,17 @@ func appendHeader(b []byte, tx *pgq.Transaction) []byte {
 }
 
 func appendHeaderN(b []byte, tx *pgq.Transaction, n int) []byte {
+	return appendHeaderEnd(b, tx, n, uint64(tx.EndLSN))
+}
+
+// appendHeaderEnd is appendHeaderN with end in the end LSN's place: the
+// end LSN itself (Version) or its distance from the commit LSN
+// (VersionCompact).
+func appendHeaderEnd(b []byte, tx *pgq.Transaction, n int, end uint64) []byte {
 	b = appendArrayHdr(b, n)
 	b = appendUint(b, uint64(tx.Xid))
 	b = appendUint(b, uint64(tx.CommitLSN))
-	b = appendUint(b, uint64(tx.EndLSN))
+	b = appendUint(b, end)
 	b = appendInt(b, tx.CommitTime.UnixMicro())
 	b = appendStr(b, tx.Origin)
 	b = appendUint(b, uint64(tx.Part))

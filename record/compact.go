@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"math"
 	"slices"
+
+	"github.com/pgq-dev/pgq"
 )
 
 // VersionCompact is the version byte of the journal's stored form of a
@@ -34,6 +36,48 @@ func Compact(dst, rec []byte, intern func(rel []byte) (uint64, error)) ([]byte, 
 	dst = append(dst, rec[l.changesAt:]...)
 	seal(dst[start:])
 	return dst, nil
+}
+
+// AppendCompact appends to dst the compact form of tx's record, byte for
+// byte what Compact makes of Append(tx), in one pass: the changes are
+// encoded once, where they are stored, and checksummed once. Each
+// relation is encoded into scratch for intern (the grown scratch is
+// returned for reuse). It fails, before appending anything, where
+// Compact refuses (tx's end LSN before its commit LSN) and on intern's
+// errors; the caller then stores Append(tx) as is.
+func AppendCompact(dst []byte, tx *pgq.Transaction, scratch []byte, intern func(rel []byte) (uint64, error)) (out, scratchOut []byte, err error) {
+	if tx.EndLSN < tx.CommitLSN {
+		return dst, scratch, fmt.Errorf("%w: end LSN %d before commit LSN %d", ErrCorruptRecord, tx.EndLSN, tx.CommitLSN)
+	}
+	var relsBuf [8]relRef
+	rels := relationsOf(tx, relsBuf[:0])
+	var idsBuf [8]uint64
+	ids := idsBuf[:0]
+	for k := range rels {
+		scratch = appendRelation(scratch[:0], &rels[k])
+		id, err := intern(scratch)
+		if err != nil {
+			return dst, scratch, err
+		}
+		ids = append(ids, id)
+	}
+	start := len(dst)
+	nbody := bodyLen(tx)
+	dst = append(dst, VersionCompact, 0, 0, 0, 0)
+	dst = appendHeaderEnd(dst, tx, nbody, uint64(tx.EndLSN-tx.CommitLSN))
+	dst = appendIDs(dst, ids)
+	dst = appendChanges(dst, tx, rels, nbody)
+	seal(dst[start:])
+	return dst, scratch, nil
+}
+
+// appendIDs appends a compact record's relation table: the catalog ids.
+func appendIDs(dst []byte, ids []uint64) []byte {
+	dst = appendArrayHdr(dst, len(ids))
+	for _, id := range ids {
+		dst = appendUint(dst, id)
+	}
+	return dst
 }
 
 // CompactInPlace is Compact writing the compact form over rec itself
@@ -131,11 +175,7 @@ func (l *compactLayout) appendPrefix(dst, rec []byte) []byte {
 	dst = appendUint(dst, l.commit)
 	dst = appendUint(dst, l.end-l.commit)
 	dst = append(dst, rec[l.restAt:l.tableAt]...)
-	dst = appendArrayHdr(dst, len(l.ids))
-	for _, id := range l.ids {
-		dst = appendUint(dst, id)
-	}
-	return dst
+	return appendIDs(dst, l.ids)
 }
 
 // Expand appends to dst the Version 1 record a compact record was made

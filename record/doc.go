@@ -148,7 +148,10 @@
 // relation table replaced by ids into the journal's relation catalog,
 // the end LSN as a distance. Compact and Expand convert between the two
 // forms by splicing bytes, without decoding the changes, and Expand gives
-// back the Version 1 record byte for byte. A compact record does not
+// back the Version 1 record byte for byte. AppendCompact encodes a
+// transaction straight into the compact form (what Compact makes of
+// Append's record, byte for byte), so that the journal's append path
+// encodes and checksums each record once. A compact record does not
 // decode alone; the journal expands every record it reads, so "any record
 // decodes alone" still holds for every record a reader gets (fetch, the
 // client, dump), and on disk it is replaced by "any record decodes with

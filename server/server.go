@@ -242,6 +242,7 @@ func (s *Server) openStores(ctx context.Context) error {
 func (s *Server) openConsumers(ctx context.Context) error {
 	co := s.o.Consumers
 	co.Journal, co.Index, co.Logger = s.journal, s.index, s.o.Logger
+	co.WakeFromAppends = true // indexBatch feeds it (Appended)
 	cm, err := consumers.NewManager(co)
 	if err != nil {
 		return err
@@ -408,9 +409,6 @@ const indexWait = 2 * time.Second
 // wrong return ErrStale), and the healer catches it up from the journal.
 func (s *Server) indexBatch(batch []*journal.Record) {
 	s.consumers.KickHold() // a holder's lag grew
-	if s.indexBusy.Load() {
-		return // an earlier update is still blocked: skip (see above)
-	}
 	entries := make([]index.Entry, len(batch))
 	for i, r := range batch {
 		if r.Encoded != nil { // a spilled part or a backfill chunk: no Tx.Changes
@@ -418,6 +416,12 @@ func (s *Server) indexBatch(batch []*journal.Record) {
 			continue
 		}
 		entries[i] = index.EntryOf(r.Tx, r.Bytes, r.ChangeCount())
+	}
+	// The filtered long polls wake from the entries' subjects, also
+	// while an index update is blocked.
+	s.consumers.Appended(batch, entries)
+	if s.indexBusy.Load() {
+		return // an earlier update is still blocked: skip (see above)
 	}
 	done := make(chan error, 1)
 	s.indexBusy.Store(true)

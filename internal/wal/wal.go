@@ -590,6 +590,19 @@ func (b *Batch) Write(index uint64, data []byte) {
 	b.datas = append(b.datas, data...)
 }
 
+// Tail returns the batch's data buffer, for an entry encoded right at its
+// end rather than encoded elsewhere and copied by Write: append the
+// entry's bytes to it and pass the result to WriteTail before any other
+// call on the batch.
+func (b *Batch) Tail() []byte { return b.datas }
+
+// WriteTail adds the entry appended to Tail's buffer: data is Tail's
+// result extended by the entry's bytes.
+func (b *Batch) WriteTail(index uint64, data []byte) {
+	b.entries = append(b.entries, batchEntry{index: index, size: len(data) - len(b.datas)})
+	b.datas = data
+}
+
 // WriteRef adds an entry to the batch without copying data: a large entry
 // is copied once, into the segment, instead of twice. data must not change
 // until the batch is written or cleared.
