@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
 )
@@ -16,35 +17,34 @@ import (
 // with an index that never saw it (so its fetches decode every record).
 func passOverEnv(t *testing.T) (indexed, unindexed *Manager, j *journal.Journal) {
 	t.Helper()
-	dir := t.TempDir()
-	j, err := journal.Open(journal.Options{Dir: filepath.Join(dir, "journal")})
+	// Offsets:        1      2 3 4       5 6      7      8 9     10 11 12
+	fill := appendParts([]string{"a"}, []string{"b", "b", "a"}, []string{"a", "b"}, []string{"b"}, []string{"c", "a"}, []string{"b", "c", "b"})
+	indexed, j = managerOver(t, journal.Options{}, index.Options{}, ManagerOptions{}, fill)
+	ix, err := index.Open(index.Options{Dir: filepath.Join(t.TempDir(), "index")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { j.Close() })
-	// Offsets:        1      2 3 4       5 6      7      8 9     10 11 12
-	for _, parts := range [][]string{{"a"}, {"b", "b", "a"}, {"a", "b"}, {"b"}, {"c", "a"}, {"b", "c", "b"}} {
-		appendTx(t, j, parts...)
+	t.Cleanup(func() { ix.Close() })
+	unindexed, err = NewManager(ManagerOptions{Journal: j, Index: ix})
+	if err != nil {
+		t.Fatal(err)
 	}
-	open := func(name string, catchUp bool) *Manager {
-		ix, err := index.Open(index.Options{Dir: filepath.Join(dir, name)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ix.Close() })
-		if catchUp {
-			if err := ix.CatchUp(context.Background(), j); err != nil {
-				t.Fatal(err)
+	t.Cleanup(func() { unindexed.Close() })
+	return indexed, unindexed, j
+}
+
+// appendParts appends one transaction per txs (wakeTx: a part per table).
+func appendParts(txs ...[]string) func(j *journal.Journal) error {
+	return func(j *journal.Journal) error {
+		for _, parts := range txs {
+			for _, tx := range wakeTx(parts...) {
+				if err := j.Append([]*pgq.Transaction{tx}); err != nil {
+					return err
+				}
 			}
 		}
-		m, err := NewManager(ManagerOptions{Journal: j, Index: ix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return m
+		return nil
 	}
-	return open("index", true), open("empty", false), j
 }
 
 // drain fetches group g (filtering table a) one transaction at a time,
@@ -125,9 +125,12 @@ func BenchmarkFilteredCollect(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer j.Close()
-	tb := &testing.T{}
-	for i := range 4000 {
-		appendTx(tb, j, fmt.Sprintf("t%d", i%1000))
+	tables := make([][]string, 4000)
+	for i := range tables {
+		tables[i] = []string{fmt.Sprintf("t%d", i%1000)}
+	}
+	if err := appendParts(tables...)(j); err != nil {
+		b.Fatal(err)
 	}
 	for _, indexed := range []bool{true, false} {
 		name := map[bool]string{true: "index", false: "decode"}[indexed]
