@@ -53,6 +53,12 @@ var baseTypeOf = ingest.ValueTypeOf("a.atttypid")
 // its key and its row estimate. A table of a system schema is refused
 // (ErrSystemTable), before any query when the name gives its schema.
 func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, error) {
+	return describeTable(ctx, conn, qualified, true)
+}
+
+// describeTable is describe; without needKey a table without a key is
+// described with none (keyCols empty) instead of refused.
+func describeTable(ctx context.Context, conn *pgx.Conn, qualified string, needKey bool) (*table, error) {
 	ref, err := parseTable(qualified)
 	if err != nil {
 		return nil, err
@@ -107,6 +113,9 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 				LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
 				WHERE k.attnum = 0 OR a.attnotnull IS NOT TRUE)))
 		ORDER BY i.indisprimary DESC, i.indnkeyatts, i.indexrelid LIMIT 1`, oid).Scan(&t.keyCols)
+	if errors.Is(err, pgx.ErrNoRows) && !needKey {
+		return t, nil
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s (give it a primary key, or a unique index on NOT NULL columns)", ErrNoKey, t.qualified())
 	}
