@@ -1,0 +1,372 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/ingest"
+	"github.com/pgq-dev/pgq/internal/pgtest"
+)
+
+// loadArgs are pgq run's arguments for an initial load of the test's
+// two tables.
+func loadArgs(db *pgtest.DB, slot, dir string) []string {
+	return []string{"run", "--pg-url", db.URL, "--slot", slot, "--publication", "p_load", "--data-dir", dir,
+		"--initial-load", "public.t_keyed,public.t_keyless", "--initial-load-parallelism", "2",
+		"--listen", "127.0.0.1:0", "--reconnect-min", "50ms", "--status-interval", "200ms"}
+}
+
+// createLoadTables makes a keyed and a keyless table (REPLICA IDENTITY
+// FULL, so its updates and deletes replicate) with rows rows each.
+func createLoadTables(t *testing.T, db *pgtest.DB, rows int, pad int) {
+	db.Exec(t,
+		`CREATE TABLE t_keyed (id int PRIMARY KEY, v text)`,
+		`CREATE TABLE t_keyless (n int, v text)`,
+		`ALTER TABLE t_keyless REPLICA IDENTITY FULL`,
+		fmt.Sprintf(`INSERT INTO t_keyed SELECT g, 'k' || g || repeat('x', %d) FROM generate_series(1, %d) g`, pad, rows),
+		fmt.Sprintf(`INSERT INTO t_keyless SELECT g %% 1000, 'n' || g || repeat('y', %d) FROM generate_series(1, %d) g`, pad, rows),
+		`CREATE PUBLICATION p_load FOR TABLE t_keyed, t_keyless`)
+}
+
+// rowOf is a change's row image (new, else old) as "col=value" pairs in
+// column order.
+func rowOf(c map[string]any, image string) string {
+	m, _ := c[image].(map[string]any)
+	if m == nil {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		v := m[k]
+		if f, ok := v.(float64); ok {
+			v = strconv.FormatFloat(f, 'f', -1, 64)
+		}
+		fmt.Fprintf(&b, "%s=%v;", k, v)
+	}
+	return b.String()
+}
+
+// dbRows is each table's rows as rowOf renders them, counted.
+func dbRows(t *testing.T, db *pgtest.DB) map[string]map[string]int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	out := map[string]map[string]int{"t_keyed": {}, "t_keyless": {}}
+	for _, q := range []struct{ table, sql string }{
+		{"t_keyed", "SELECT 'id=' || id || ';v=' || v || ';' FROM t_keyed"},
+		{"t_keyless", "SELECT 'n=' || n || ';v=' || v || ';' FROM t_keyless"},
+	} {
+		rows, err := conn.Query(context.Background(), q.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out[q.table][s]++
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+	}
+	return out
+}
+
+// replay applies the journal's changes to empty tables and fails the test
+// on any overlap or hole: a read or insert of a row the replay already
+// has (keyed: its id), an update or delete of one it lacks. It returns
+// the tables, the number of read changes and the load's consistent LSN
+// (the load's commit LSN; 0 without a load).
+func replay(t *testing.T, txs []*pgq.Transaction) (tables map[string]map[string]int, reads int, loadAt pgq.LSN) {
+	t.Helper()
+	tables = map[string]map[string]int{"t_keyed": {}, "t_keyless": {}}
+	keyed := map[string]string{} // id → row
+	inLoad := true
+	for i, tx := range txs {
+		if tx.Backfill != "" {
+			if !inLoad {
+				t.Fatalf("record %d: a load record after a streamed one", i+1)
+			}
+			if loadAt == 0 {
+				loadAt = tx.CommitLSN
+			}
+			if tx.CommitLSN != loadAt || tx.EndLSN != loadAt || tx.Part != uint32(i) {
+				t.Fatalf("record %d: load part %d at %s/%s, want part %d at %s", i+1, tx.Part, tx.CommitLSN, tx.EndLSN, i, loadAt)
+			}
+		} else {
+			if inLoad && i > 0 && !txs[i-1].Final {
+				t.Fatalf("record %d: streamed before the load's final part", i+1)
+			}
+			inLoad = false
+			if tx.CommitLSN < loadAt {
+				t.Fatalf("record %d: streamed transaction at %s, before the load's %s", i+1, tx.CommitLSN, loadAt)
+			}
+		}
+		for _, c := range changesOf(t, []*pgq.Transaction{tx}) {
+			table, _ := c["table"].(string)
+			op, _ := c["op"].(string)
+			newRow, oldRow := rowOf(c, "new"), rowOf(c, "old")
+			id := ""
+			if table == "t_keyed" {
+				id = fmt.Sprint(c["new"].(map[string]any)["id"])
+				if op == "delete" || op == "update" && c["old"] != nil {
+					id = fmt.Sprint(c["old"].(map[string]any)["id"])
+				}
+			}
+			switch {
+			case op == "read" && tx.Backfill == "":
+				t.Fatalf("record %d: a read change outside the load", i+1)
+			case op == "read" || op == "insert":
+				reads += map[bool]int{true: 1}[op == "read"]
+				if table == "t_keyed" {
+					if _, dup := keyed[id]; dup {
+						t.Fatalf("record %d: %s of id %s, which the journal already has (overlap)", i+1, op, id)
+					}
+					keyed[id] = newRow
+				}
+				tables[table][newRow]++
+			case op == "update" || op == "delete":
+				before := oldRow
+				if table == "t_keyed" {
+					var ok bool
+					if before, ok = keyed[id]; !ok {
+						t.Fatalf("record %d: %s of id %s, which the journal lacks (hole)", i+1, op, id)
+					}
+					delete(keyed, id)
+				}
+				if tables[table][before] == 0 {
+					t.Fatalf("record %d: %s of row %s, which the journal lacks (hole)", i+1, op, before)
+				}
+				if tables[table][before]--; tables[table][before] == 0 {
+					delete(tables[table], before)
+				}
+				if op == "update" {
+					if table == "t_keyed" {
+						keyed[fmt.Sprint(c["new"].(map[string]any)["id"])] = newRow
+					}
+					tables[table][newRow]++
+				}
+			}
+		}
+	}
+	return tables, reads, loadAt
+}
+
+// sameRows compares replayed tables with the database's.
+func sameRows(t *testing.T, got, want map[string]map[string]int) {
+	t.Helper()
+	for table, rows := range want {
+		if len(got[table]) != len(rows) {
+			t.Errorf("%s: journal replays to %d distinct rows, the table has %d", table, len(got[table]), len(rows))
+		}
+		for r, n := range rows {
+			if got[table][r] != n {
+				t.Fatalf("%s: row %s is in the table %d times, in the journal's replay %d times", table, r, n, got[table][r])
+			}
+		}
+	}
+}
+
+// churn changes both tables until ctx ends: inserts, updates and deletes
+// of the keyed table's loaded rows and inserts into the keyless one.
+func churn(ctx context.Context, url string, from int) (int, error) {
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	i := 0
+	for ; ctx.Err() == nil; i++ {
+		id := from + 1 + i
+		// One simple query: one transaction of five statements.
+		_, err := conn.Exec(context.Background(), `
+			INSERT INTO t_keyed VALUES ($1, 'new' || $1::text);
+			UPDATE t_keyed SET v = v || '+' WHERE id = $2;
+			DELETE FROM t_keyed WHERE id = $3;
+			INSERT INTO t_keyless VALUES ($2 % 1000, 'new' || $1::text);
+			UPDATE t_keyless SET v = v || '+' WHERE ctid = (SELECT ctid FROM t_keyless WHERE n = $2 % 1000 LIMIT 1);`,
+			pgx.QueryExecModeSimpleProtocol, id, 1+(i*7)%from, 2+(i*13)%(from-2))
+		if err != nil {
+			return i, err
+		}
+	}
+	return i, nil
+}
+
+// TestInitialLoadSnapshot loads a keyed and a keyless table under the
+// slot's exported snapshot while the tables keep changing, through pgq
+// run --initial-load: the journal starts with the load (read changes in
+// the parts of one transaction at the slot's consistent point, marked
+// as a backfill), then holds every change committed after it exactly
+// once; replaying it gives the tables as they are at the end, with no
+// row both loaded and streamed. A second start with the same flag
+// streams on without loading again.
+func TestInitialLoadSnapshot(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	const rows = 30000
+	createLoadTables(t, db, rows, 0)
+	dir := t.TempDir()
+	slot := slotName("load", db)
+
+	ctx, stop := context.WithCancel(context.Background())
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	// The writer runs before the slot exists, while it loads and after.
+	go func() { n, err := churn(ctx, db.URL, rows); done <- result{n, err} }()
+	time.Sleep(100 * time.Millisecond)
+	p := startPgq(t, loadArgs(db, slot, dir)...)
+	waitSlotActive(t, db, slot)
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("writer: %v", res.err)
+	}
+	db.Exec(t, `INSERT INTO t_keyed VALUES (-1, 'end')`)
+	waitFor(t, 30*time.Second, "the last insert in the journal", func() bool {
+		txs := records(t, dir)
+		return len(txs) > 0 && strings.Contains(string(appendJSON(txs[len(txs)-1])), `"end"`)
+	})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code, stderr := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
+	}
+	txs := records(t, dir)
+	got, reads, loadAt := replay(t, txs)
+	if loadAt == 0 || reads < rows {
+		t.Fatalf("load at %s with %d read changes; want one of about %d rows", loadAt, reads, 2*rows)
+	}
+	streamed := 0
+	for _, tx := range txs {
+		if tx.Backfill == "" {
+			streamed++
+		}
+	}
+	if streamed < 10 {
+		t.Fatalf("only %d streamed transactions: the writer did not overlap the load's start", streamed)
+	}
+	sameRows(t, got, dbRows(t, db))
+	t.Logf("%d records: %d rows loaded at %s, %d streamed transactions (%d writer rounds)", len(txs), reads, loadAt, streamed, res.n)
+
+	// A second start with the same flag streams on.
+	p = startPgq(t, loadArgs(db, slot, dir)...)
+	waitSlotActive(t, db, slot)
+	db.Exec(t, `INSERT INTO t_keyed VALUES (-2, 'again')`)
+	waitFor(t, 30*time.Second, "the insert after the restart", func() bool {
+		txs := records(t, dir)
+		return strings.Contains(string(appendJSON(txs[len(txs)-1])), `"again"`)
+	})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code, stderr := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("restart: exit code %d; stderr:\n%s", code, stderr)
+	}
+	after := records(t, dir)
+	if len(after) != len(txs)+1 {
+		t.Fatalf("after the restart the journal has %d records, want %d (no second load)", len(after), len(txs)+1)
+	}
+	got, reads2, _ := replay(t, after)
+	if reads2 != reads {
+		t.Fatalf("read changes went from %d to %d", reads, reads2)
+	}
+	sameRows(t, got, dbRows(t, db))
+}
+
+// TestInitialLoadKilledRefuses kills pgq with SIGKILL in the middle of an
+// initial load. The restart with --initial-load refuses with one line
+// saying what to do, and changes nothing: the slot, the state file and
+// the journal stay as they were (the journal holds no part of the
+// unfinished load: journal.Open cuts an unfinished transaction's parts).
+// After the slot is dropped, as the error says, the next start loads
+// from scratch: every row exactly once.
+func TestInitialLoadKilledRefuses(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	const rows = 150000
+	createLoadTables(t, db, rows, 200)
+	dir := t.TempDir()
+	slot := slotName("loadkill", db)
+	args := loadArgs(db, slot, dir)
+	for i, a := range args {
+		if a == "--initial-load-parallelism" {
+			args[i+1] = "1" // a longer load
+		}
+	}
+
+	p := startPgq(t, args...)
+	waitFor(t, 60*time.Second, "a part of the load in the journal", func() bool { return len(records(t, dir)) > 0 })
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t, 10*time.Second)
+	txs := records(t, dir)
+	if len(txs) > 0 && txs[len(txs)-1].Final {
+		t.Skip("the load finished before the kill")
+	}
+	t.Logf("killed with %d parts of the load journaled", len(txs))
+	state := filepath.Join(dir, "journal", ingest.LoadStateFile)
+	before, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p = startPgq(t, args...)
+	code, stderr := p.wait(t, 30*time.Second)
+	if code == 0 || !strings.Contains(stderr, "was interrupted") || !strings.Contains(stderr, "pgq slot drop") || !strings.Contains(stderr, "--initial-load") {
+		t.Fatalf("restart after the kill: exit %d, want a refusal naming --initial-load and pgq slot drop; stderr:\n%s", code, stderr)
+	}
+	t.Logf("refusal: %s", strings.TrimSpace(stderr))
+	var n int
+	db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'", &n)
+	if n != 1 {
+		t.Fatal("the refusal dropped the slot")
+	}
+	if after, err := os.ReadFile(state); err != nil || string(after) != string(before) {
+		t.Fatalf("the refusal changed the state file: %v\n%s\n%s", err, before, after)
+	}
+	for _, tx := range records(t, dir) {
+		if tx.Backfill != "" {
+			t.Fatalf("the journal kept a part of the unfinished load: %+v", tx)
+		}
+	}
+
+	db.DropSlot(t, slot)
+	p = startPgq(t, args...)
+	waitSlotActive(t, db, slot)
+	db.Exec(t, `INSERT INTO t_keyed VALUES (-1, 'end')`)
+	waitFor(t, 60*time.Second, "the insert after the load", func() bool {
+		txs := records(t, dir)
+		return len(txs) > 0 && strings.Contains(string(appendJSON(txs[len(txs)-1])), `"end"`)
+	})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code, stderr := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
+	}
+	got, reads, _ := replay(t, records(t, dir))
+	if reads != 2*rows {
+		t.Fatalf("%d read changes, want %d", reads, 2*rows)
+	}
+	sameRows(t, got, dbRows(t, db))
+}
