@@ -41,9 +41,9 @@ func (o *SnapshotOptions) Validate() error {
 // loadChunkBytes is the size a load chunk aims at: each FETCH asks for as
 // many rows as fitted it last time (loadMinRows to loadMaxRows).
 const (
-	loadChunkBytes = 4 << 20
+	loadChunkBytes = 2 << 20
 	loadMinRows    = 64
-	loadMaxRows    = 50_000
+	loadMaxRows    = 20_000
 	loadFirstRows  = 1_000
 )
 

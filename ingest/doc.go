@@ -213,7 +213,7 @@
 // like a spilled transaction's chunks, the last part final. Every
 // streamed transaction ends after C, so it follows the load's final
 // part. The slot is confirmed at C only once the final part is durable.
-// Memory stays one chunk per reader (about 4 MiB) plus one held part and
+// Memory stays one chunk per reader (about 2 MiB) plus one held part and
 // the committer's MaxPendingBytes, whatever the tables' size.
 //
 // Trade-offs: the slot holds WAL (and catalog_xmin) from its creation

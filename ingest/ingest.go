@@ -217,6 +217,7 @@ func (in *Ingester) Status() api.Status {
 	s.RecordsWritten = in.recordsWritten.Load()
 	s.ChangesWritten = in.changesWritten.Load()
 	s.Reconnects = in.reconnects.Load()
+	s.InitialLoad = in.loadStatus()
 	return s
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/internal/vfsutil"
 	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/opterr"
@@ -172,6 +173,25 @@ type loadProgress struct {
 	active atomic.Bool
 	rows   atomic.Int64
 	chunks atomic.Int64
+}
+
+// loadStatus is Status's InitialLoad: nil when no load is known.
+func (in *Ingester) loadStatus() *api.InitialLoadStatus {
+	st := in.load.state.Load()
+	if st == nil {
+		return nil
+	}
+	s := &api.InitialLoadStatus{ID: st.ID, Tables: st.Tables, LSN: st.LSN, Rows: st.Rows, Chunks: in.load.chunks.Load(),
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
+	switch {
+	case st.FinishedAt != nil:
+		s.State = "done"
+	case in.load.active.Load():
+		s.State, s.Rows = "loading", in.load.rows.Load()
+	default:
+		s.State = "interrupted"
+	}
+	return s
 }
 
 // prepareInitialLoad runs after preflight when Options.InitialLoad names

@@ -21,10 +21,24 @@ import (
 
 // loadArgs are pgq run's arguments for an initial load of the test's
 // two tables.
-func loadArgs(db *pgtest.DB, slot, dir string) []string {
+func loadArgs(t *testing.T, db *pgtest.DB, slot, dir string) []string {
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return []string{"run", "--pg-url", db.URL, "--slot", slot, "--publication", "p_load", "--data-dir", dir,
 		"--initial-load", "public.t_keyed,public.t_keyless", "--initial-load-parallelism", "2",
-		"--listen", "127.0.0.1:0", "--reconnect-min", "50ms", "--status-interval", "200ms"}
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--reconnect-min", "50ms", "--status-interval", "200ms"}
+}
+
+// listenOf is the --listen address of args.
+func listenOf(args []string) string {
+	for i, a := range args {
+		if a == "--listen" {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // createLoadTables makes a keyed and a keyless table (REPLICA IDENTITY
@@ -239,7 +253,8 @@ func TestInitialLoadSnapshot(t *testing.T) {
 	// The writer runs before the slot exists, while it loads and after.
 	go func() { n, err := churn(ctx, db.URL, rows); done <- result{n, err} }()
 	time.Sleep(100 * time.Millisecond)
-	p := startPgq(t, loadArgs(db, slot, dir)...)
+	args := loadArgs(t, db, slot, dir)
+	p := startPgq(t, args...)
 	waitSlotActive(t, db, slot)
 	time.Sleep(500 * time.Millisecond)
 	stop()
@@ -252,6 +267,7 @@ func TestInitialLoadSnapshot(t *testing.T) {
 		txs := records(t, dir)
 		return len(txs) > 0 && strings.Contains(string(appendJSON(txs[len(txs)-1])), `"end"`)
 	})
+	status, _ := getJSON(t, "http://"+listenOf(args)+"/v1/status")["initial_load"].(map[string]any)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if code, stderr := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
@@ -271,10 +287,13 @@ func TestInitialLoadSnapshot(t *testing.T) {
 		t.Fatalf("only %d streamed transactions: the writer did not overlap the load's start", streamed)
 	}
 	sameRows(t, got, dbRows(t, db))
+	if status["state"] != "done" || status["rows"] != float64(reads) || status["lsn"] != loadAt.String() {
+		t.Fatalf("status initial_load %v, want done with %d rows at %s", status, reads, loadAt)
+	}
 	t.Logf("%d records: %d rows loaded at %s, %d streamed transactions (%d writer rounds)", len(txs), reads, loadAt, streamed, res.n)
 
 	// A second start with the same flag streams on.
-	p = startPgq(t, loadArgs(db, slot, dir)...)
+	p = startPgq(t, args...)
 	waitSlotActive(t, db, slot)
 	db.Exec(t, `INSERT INTO t_keyed VALUES (-2, 'again')`)
 	waitFor(t, 30*time.Second, "the insert after the restart", func() bool {
@@ -310,7 +329,7 @@ func TestInitialLoadKilledRefuses(t *testing.T) {
 	createLoadTables(t, db, rows, 200)
 	dir := t.TempDir()
 	slot := slotName("loadkill", db)
-	args := loadArgs(db, slot, dir)
+	args := loadArgs(t, db, slot, dir)
 	for i, a := range args {
 		if a == "--initial-load-parallelism" {
 			args[i+1] = "1" // a longer load
