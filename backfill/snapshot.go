@@ -204,12 +204,7 @@ func (lt loadTask) sql() string {
 	t := lt.t
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	for i, c := range t.columns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
-	}
+	t.writeColumns(&b)
 	b.WriteString(" FROM ")
 	b.WriteString(pgx.Identifier{t.schema, t.name}.Sanitize())
 	var conds []string

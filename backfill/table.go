@@ -149,12 +149,7 @@ func describeTable(ctx context.Context, conn *pgx.Conn, qualified string, needKe
 func (t *table) chunkSQL(where string, after bool, limit int, rb bounds) string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	for i, c := range t.columns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
-	}
+	t.writeColumns(&b)
 	var conds []string
 	if after {
 		var l, r []string
@@ -200,6 +195,16 @@ func (t *table) chunkSQL(where string, after bool, limit int, rb bounds) string 
 	return b.String()
 }
 
+// writeColumns writes t's columns, quoted, as a select list.
+func (t *table) writeColumns(b *strings.Builder) {
+	for i, c := range t.columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
+	}
+}
+
 // source is what a chunk reads from: the table, or, when its publication
 // narrows it (a column list, a row filter), a subquery of its published
 // columns and rows named like the table (a where's t.col still works),
@@ -211,12 +216,7 @@ func (t *table) source() string {
 	}
 	var b strings.Builder
 	b.WriteString("(SELECT ")
-	for i, c := range t.columns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
-	}
+	t.writeColumns(&b)
 	b.WriteString(" FROM " + tbl)
 	if t.rowFilter != "" {
 		// PostgreSQL's own deparsed expression (pg_get_expr), which may

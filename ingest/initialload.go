@@ -3,10 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -118,48 +115,22 @@ func (in *Ingester) loadStatePath() string {
 
 // readLoadState reads the state file; ok is false when there is none.
 func readLoadState(fs vfs.FS, path string) (st loadState, ok bool, err error) {
-	f, err := fs.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return loadState{}, false, nil
-	}
-	if err != nil {
-		return loadState{}, false, fmt.Errorf("ingest: read %s: %w", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	if err == nil {
+	b, ok, err := vfsutil.ReadSmallFile(fs, path, 1<<20)
+	if err == nil && ok {
 		err = json.Unmarshal(b, &st)
 	}
 	if err != nil {
 		return loadState{}, false, fmt.Errorf("ingest: read %s: %w", path, err)
 	}
-	return st, true, nil
+	return st, ok, nil
 }
 
-// writeLoadState replaces the state file atomically and durably (write,
-// fsync, rename, directory fsync), as the coverage file is.
+// writeLoadState replaces the state file atomically and durably, as the
+// coverage file is.
 func writeLoadState(fs vfs.FS, path string, st loadState) error {
 	b, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("ingest: store %s: %w", path, err)
-	}
-	tmp := path + ".tmp"
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return fmt.Errorf("ingest: store %s: %w", path, err)
-	}
-	_, err = f.Write(b)
 	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fs.Rename(tmp, path)
-	}
-	if err == nil {
-		err = vfsutil.SyncDir(fs, filepath.Dir(path), nil)
+		err = vfsutil.ReplaceFile(fs, path, b)
 	}
 	if err != nil {
 		return fmt.Errorf("ingest: store %s: %w", path, err)
@@ -340,13 +311,8 @@ func (in *Ingester) dropFailedLoadSlot() {
 		return
 	}
 	in.loadFailed, in.createdSlot = false, false
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := DropSlot(ctx, in.o.PGURL, in.o.Slot, true); err != nil {
-		in.o.Logger.Error("cannot drop the slot of the interrupted initial load: drop it (pgq slot drop) before starting again", "slot", in.o.Slot, "error", err)
-		return
-	}
-	in.o.Logger.Warn("dropped the slot of the interrupted initial load: the next start loads from scratch", "slot", in.o.Slot)
+	in.dropSlotNow(true, "cannot drop the slot of the interrupted initial load: drop it (pgq slot drop) before starting again",
+		"dropped the slot of the interrupted initial load: the next start loads from scratch")
 }
 
 // heldPart submits restamped chunks of one transaction one behind, so

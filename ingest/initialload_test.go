@@ -114,6 +114,8 @@ func dbRows(t *testing.T, db *pgtest.DB) map[string]map[string]int {
 // (the load's commit LSN; 0 without a load).
 func replay(t *testing.T, txs []*pgq.Transaction) (tables map[string]map[string]int, reads int, loadAt pgq.LSN) {
 	t.Helper()
+	updates, deletes := 0, 0
+	defer func() { t.Logf("replayed %d records: %d reads, %d updates, %d deletes", len(txs), reads, updates, deletes) }()
 	tables = map[string]map[string]int{"t_keyed": {}, "t_keyless": {}}
 	keyed := map[string]string{} // id → row
 	inLoad := true
@@ -143,10 +145,13 @@ func replay(t *testing.T, txs []*pgq.Transaction) (tables map[string]map[string]
 			newRow, oldRow := rowOf(c, "new"), rowOf(c, "old")
 			id := ""
 			if table == "t_keyed" {
-				id = fmt.Sprint(c["new"].(map[string]any)["id"])
-				if op == "delete" || op == "update" && c["old"] != nil {
-					id = fmt.Sprint(c["old"].(map[string]any)["id"])
+				// The old key where there is one (a delete, an update of
+				// the key), else the new row's.
+				img, _ := c["old"].(map[string]any)
+				if img == nil {
+					img, _ = c["new"].(map[string]any)
 				}
+				id = fmt.Sprint(img["id"])
 			}
 			switch {
 			case op == "read" && tx.Backfill == "":
@@ -161,6 +166,9 @@ func replay(t *testing.T, txs []*pgq.Transaction) (tables map[string]map[string]
 				}
 				tables[table][newRow]++
 			case op == "update" || op == "delete":
+				if op == "delete" {
+					deletes++
+				}
 				before := oldRow
 				if table == "t_keyed" {
 					var ok bool
@@ -179,6 +187,7 @@ func replay(t *testing.T, txs []*pgq.Transaction) (tables map[string]map[string]
 					if table == "t_keyed" {
 						keyed[fmt.Sprint(c["new"].(map[string]any)["id"])] = newRow
 					}
+					updates++
 					tables[table][newRow]++
 				}
 			}
@@ -217,7 +226,7 @@ func churn(ctx context.Context, url string, from int) (int, error) {
 		_, err := conn.Exec(context.Background(), `
 			INSERT INTO t_keyed VALUES ($1, 'new' || $1::text);
 			UPDATE t_keyed SET v = v || '+' WHERE id = $2;
-			DELETE FROM t_keyed WHERE id = $3;
+			DELETE FROM t_keyed WHERE id = $3 OR id = $1 - 50;
 			INSERT INTO t_keyless VALUES ($2 % 1000, 'new' || $1::text);
 			UPDATE t_keyless SET v = v || '+' WHERE ctid = (SELECT ctid FROM t_keyless WHERE n = $2 % 1000 LIMIT 1);`,
 			pgx.QueryExecModeSimpleProtocol, id, 1+(i*7)%from, 2+(i*13)%(from-2))
@@ -226,6 +235,25 @@ func churn(ctx context.Context, url string, from int) (int, error) {
 		}
 	}
 	return i, nil
+}
+
+// insertAndStop inserts a row into the keyed table, waits until the
+// journal ends with it, calls before (may be nil) and stops pgq with
+// SIGTERM, which must exit 0.
+func insertAndStop(t *testing.T, db *pgtest.DB, p *proc, dir string, id int, v string, before func()) {
+	t.Helper()
+	db.Exec(t, fmt.Sprintf(`INSERT INTO t_keyed VALUES (%d, '%s')`, id, v))
+	waitFor(t, 60*time.Second, "the insert "+v+" in the journal", func() bool {
+		txs := records(t, dir)
+		return len(txs) > 0 && strings.Contains(string(appendJSON(txs[len(txs)-1])), `"`+v+`"`)
+	})
+	if before != nil {
+		before()
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code, stderr := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
+	}
 }
 
 // TestInitialLoadSnapshot loads a keyed and a keyless table under the
