@@ -115,7 +115,9 @@ func dbRows(t *testing.T, db *pgtest.DB) map[string]map[string]int {
 func replay(t *testing.T, txs []*pgq.Transaction) (tables map[string]map[string]int, reads int, loadAt pgq.LSN) {
 	t.Helper()
 	updates, deletes := 0, 0
-	defer func() { t.Logf("replayed %d records: %d reads, %d updates, %d deletes", len(txs), reads, updates, deletes) }()
+	defer func() {
+		t.Logf("replayed %d records: %d reads, %d updates, %d deletes", len(txs), reads, updates, deletes)
+	}()
 	tables = map[string]map[string]int{"t_keyed": {}, "t_keyless": {}}
 	keyed := map[string]string{} // id → row
 	inLoad := true
