@@ -320,6 +320,17 @@ func TestInitialLoadSnapshot(t *testing.T) {
 	if status["state"] != "done" || status["rows"] != float64(reads) || status["lsn"] != loadAt.String() {
 		t.Fatalf("status initial_load %v, want done with %d rows at %s", status, reads, loadAt)
 	}
+	// On PostgreSQL 17+ the slot is a failover slot, as --create-slot
+	// makes it (CREATE_REPLICATION_SLOT's FAILOVER option).
+	if major, err := c.Major(); err != nil {
+		t.Fatal(err)
+	} else if major >= 17 {
+		var failover bool
+		db.QueryRow(t, "SELECT failover FROM pg_replication_slots WHERE slot_name = '"+slot+"'", &failover)
+		if !failover {
+			t.Fatal("the load's slot is not a failover slot")
+		}
+	}
 	t.Logf("%d records: %d rows loaded at %s, %d streamed transactions (%d writer rounds)", len(txs), reads, loadAt, streamed, res.n)
 
 	// A second start with the same flag streams on.
