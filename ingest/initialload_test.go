@@ -430,3 +430,41 @@ func TestInitialLoadKilledRefuses(t *testing.T) {
 	}
 	sameRows(t, got, dbRows(t, db))
 }
+
+// TestInitialLoadStoppedDropsSlot stops pgq (SIGTERM) in the middle of
+// an initial load: it exits 0 and drops the slot it created, whose
+// snapshot no connection can import again, so the next start creates a
+// new slot and loads from scratch, every row once.
+func TestInitialLoadStoppedDropsSlot(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := c.NewDB(t)
+	const rows = 150000
+	createLoadTables(t, db, rows, 200)
+	dir := t.TempDir()
+	slot := slotName("loadstop", db)
+	args := loadArgs(t, db, slot, dir)
+
+	p := startPgq(t, args...)
+	state := filepath.Join(dir, "journal", ingest.LoadStateFile)
+	waitFor(t, 60*time.Second, "the load's start", func() bool { _, err := os.Stat(state); return err == nil })
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code, stderr := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("SIGTERM during the load: exit %d; stderr:\n%s", code, stderr)
+	}
+	if txs := records(t, dir); len(txs) > 0 && txs[len(txs)-1].Final {
+		t.Skip("the load finished before the stop")
+	}
+	var n int
+	db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'", &n)
+	if n != 0 {
+		t.Fatal("the slot of the stopped load is still there")
+	}
+	p = startPgq(t, args...)
+	waitSlotActive(t, db, slot)
+	insertAndStop(t, db, p, dir, -1, "end", nil)
+	got, reads, _ := replay(t, records(t, dir))
+	if reads != 2*rows {
+		t.Fatalf("%d read changes, want %d", reads, 2*rows)
+	}
+	sameRows(t, got, dbRows(t, db))
+}
