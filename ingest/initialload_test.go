@@ -356,6 +356,46 @@ func TestInitialLoadSnapshot(t *testing.T) {
 	sameRows(t, got, dbRows(t, db))
 }
 
+// bigLoad is a test's database with two tables of bigLoadRows wide rows
+// each, its data dir, slot and pgq run arguments.
+type bigLoad struct {
+	db        *pgtest.DB
+	dir, slot string
+	args      []string
+	state     string // the load's state file
+}
+
+const bigLoadRows = 150000
+
+func newBigLoad(t *testing.T, name string) *bigLoad {
+	db := pgtest.Shared(t).NewDB(t)
+	createLoadTables(t, db, bigLoadRows, 200)
+	l := &bigLoad{db: db, dir: t.TempDir(), slot: slotName(name, db)}
+	l.args = loadArgs(t, db, l.slot, l.dir)
+	l.state = filepath.Join(l.dir, "journal", ingest.LoadStateFile)
+	return l
+}
+
+// slotCount is 1 while the load's slot exists, else 0.
+func (l *bigLoad) slotCount(t *testing.T) int {
+	var n int
+	l.db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+l.slot+"'", &n)
+	return n
+}
+
+// loadsExactlyOnce starts pgq over the dropped slot: it loads from
+// scratch, and the journal holds every row once.
+func (l *bigLoad) loadsExactlyOnce(t *testing.T) {
+	p := startPgq(t, l.args...)
+	waitSlotActive(t, l.db, l.slot)
+	insertAndStop(t, l.db, p, l.dir, -1, "end", nil)
+	got, reads, _ := replay(t, records(t, l.dir))
+	if reads != 2*bigLoadRows {
+		t.Fatalf("%d read changes, want %d", reads, 2*bigLoadRows)
+	}
+	sameRows(t, got, dbRows(t, l.db))
+}
+
 // TestInitialLoadKilledRefuses kills pgq with SIGKILL in the middle of an
 // initial load. The restart with --initial-load refuses with one line
 // saying what to do, and changes nothing: the slot, the state file and
@@ -364,71 +404,45 @@ func TestInitialLoadSnapshot(t *testing.T) {
 // After the slot is dropped, as the error says, the next start loads
 // from scratch: every row exactly once.
 func TestInitialLoadKilledRefuses(t *testing.T) {
-	c := pgtest.Shared(t)
-	db := c.NewDB(t)
-	const rows = 150000
-	createLoadTables(t, db, rows, 200)
-	dir := t.TempDir()
-	slot := slotName("loadkill", db)
-	args := loadArgs(t, db, slot, dir)
-	for i, a := range args {
+	l := newBigLoad(t, "loadkill")
+	for i, a := range l.args {
 		if a == "--initial-load-parallelism" {
-			args[i+1] = "1" // a longer load
+			l.args[i+1] = "1" // a longer load
 		}
 	}
-
-	p := startPgq(t, args...)
-	waitFor(t, 60*time.Second, "a part of the load in the journal", func() bool { return len(records(t, dir)) > 0 })
+	p := startPgq(t, l.args...)
+	waitFor(t, 60*time.Second, "a part of the load in the journal", func() bool { return len(records(t, l.dir)) > 0 })
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	p.wait(t, 10*time.Second)
-	txs := records(t, dir)
+	txs := records(t, l.dir)
 	if len(txs) > 0 && txs[len(txs)-1].Final {
 		t.Skip("the load finished before the kill")
 	}
 	t.Logf("killed with %d parts of the load journaled", len(txs))
-	state := filepath.Join(dir, "journal", ingest.LoadStateFile)
-	before, err := os.ReadFile(state)
+	before, err := os.ReadFile(l.state)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	p = startPgq(t, args...)
+	p = startPgq(t, l.args...)
 	code, stderr := p.wait(t, 30*time.Second)
 	if code == 0 || !strings.Contains(stderr, "was interrupted") || !strings.Contains(stderr, "pgq slot drop") || !strings.Contains(stderr, "--initial-load") {
 		t.Fatalf("restart after the kill: exit %d, want a refusal naming --initial-load and pgq slot drop; stderr:\n%s", code, stderr)
 	}
 	t.Logf("refusal: %s", strings.TrimSpace(stderr))
-	var n int
-	db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'", &n)
-	if n != 1 {
+	if l.slotCount(t) != 1 {
 		t.Fatal("the refusal dropped the slot")
 	}
-	if after, err := os.ReadFile(state); err != nil || string(after) != string(before) {
+	if after, err := os.ReadFile(l.state); err != nil || string(after) != string(before) {
 		t.Fatalf("the refusal changed the state file: %v\n%s\n%s", err, before, after)
 	}
-	for _, tx := range records(t, dir) {
+	for _, tx := range records(t, l.dir) {
 		if tx.Backfill != "" {
 			t.Fatalf("the journal kept a part of the unfinished load: %+v", tx)
 		}
 	}
-
-	db.DropSlot(t, slot)
-	p = startPgq(t, args...)
-	waitSlotActive(t, db, slot)
-	db.Exec(t, `INSERT INTO t_keyed VALUES (-1, 'end')`)
-	waitFor(t, 60*time.Second, "the insert after the load", func() bool {
-		txs := records(t, dir)
-		return len(txs) > 0 && strings.Contains(string(appendJSON(txs[len(txs)-1])), `"end"`)
-	})
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	if code, stderr := p.wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
-	}
-	got, reads, _ := replay(t, records(t, dir))
-	if reads != 2*rows {
-		t.Fatalf("%d read changes, want %d", reads, 2*rows)
-	}
-	sameRows(t, got, dbRows(t, db))
+	l.db.DropSlot(t, l.slot)
+	l.loadsExactlyOnce(t)
 }
 
 // TestInitialLoadStoppedDropsSlot stops pgq (SIGTERM) in the middle of
@@ -436,35 +450,18 @@ func TestInitialLoadKilledRefuses(t *testing.T) {
 // snapshot no connection can import again, so the next start creates a
 // new slot and loads from scratch, every row once.
 func TestInitialLoadStoppedDropsSlot(t *testing.T) {
-	c := pgtest.Shared(t)
-	db := c.NewDB(t)
-	const rows = 150000
-	createLoadTables(t, db, rows, 200)
-	dir := t.TempDir()
-	slot := slotName("loadstop", db)
-	args := loadArgs(t, db, slot, dir)
-
-	p := startPgq(t, args...)
-	state := filepath.Join(dir, "journal", ingest.LoadStateFile)
-	waitFor(t, 60*time.Second, "the load's start", func() bool { _, err := os.Stat(state); return err == nil })
+	l := newBigLoad(t, "loadstop")
+	p := startPgq(t, l.args...)
+	waitFor(t, 60*time.Second, "the load's start", func() bool { _, err := os.Stat(l.state); return err == nil })
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if code, stderr := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("SIGTERM during the load: exit %d; stderr:\n%s", code, stderr)
 	}
-	if txs := records(t, dir); len(txs) > 0 && txs[len(txs)-1].Final {
+	if txs := records(t, l.dir); len(txs) > 0 && txs[len(txs)-1].Final {
 		t.Skip("the load finished before the stop")
 	}
-	var n int
-	db.QueryRow(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'", &n)
-	if n != 0 {
+	if l.slotCount(t) != 0 {
 		t.Fatal("the slot of the stopped load is still there")
 	}
-	p = startPgq(t, args...)
-	waitSlotActive(t, db, slot)
-	insertAndStop(t, db, p, dir, -1, "end", nil)
-	got, reads, _ := replay(t, records(t, dir))
-	if reads != 2*rows {
-		t.Fatalf("%d read changes, want %d", reads, 2*rows)
-	}
-	sameRows(t, got, dbRows(t, db))
+	l.loadsExactlyOnce(t)
 }
