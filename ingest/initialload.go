@@ -66,7 +66,7 @@ type LoadChunk struct {
 const maxLoadParallelism = 16
 
 // validate checks the initial load's options.
-func (l *InitialLoad) validate(lifecycle string) error {
+func (l *InitialLoad) validate(lifecycle, start string) error {
 	if len(l.Tables) == 0 {
 		return nil
 	}
@@ -83,6 +83,10 @@ func (l *InitialLoad) validate(lifecycle string) error {
 	switch {
 	case l.Parallelism < 0 || l.Parallelism > maxLoadParallelism:
 		return opterr.New(ErrConfig, "{} %d: want 0 (the default) to %d", opterr.Of("ingest.InitialLoad.Parallelism"), l.Parallelism, maxLoadParallelism)
+	case start != "" && start != "slot":
+		// The stream must start at the snapshot's own point: a later
+		// start would leave a hole after the load.
+		return opterr.New(ErrConfig, "{} goes only with {} slot", opterr.Of("ingest.Options.InitialLoad", "ingest.Options.Start"))
 	case lifecycle == LifecycleTemporary:
 		return opterr.New(ErrConfig, "{} does not go with {} temporary: every reconnect would need a new load", opterr.Of("ingest.Options.InitialLoad", "ingest.Options.SlotLifecycle"))
 	case l.Read == nil:
@@ -209,7 +213,7 @@ func (in *Ingester) prepareInitialLoad(ctx context.Context, conn *pgconn.PgConn,
 		}
 	}
 	if !in.fresh {
-		return "", fatalOpt(ErrConfig, "{} needs an empty journal: the journal has records, and the new slot starts after them (use a backfill to load tables into it)", opterr.Of("ingest.Options.InitialLoad"))
+		return "", fatalOpt(ErrConfig, "{} needs a brand-new data dir: this journal has records (or covers an earlier slot), and a new slot starts after them (use a backfill to load tables into it)", opterr.Of("ingest.Options.InitialLoad"))
 	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, in.o.Slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
 		Mode: pglogrepl.LogicalReplication, SnapshotAction: exportSnapshotAction(info.VersionNum, in.o.SlotFailover)})

@@ -14,19 +14,23 @@ func TestInitialLoadValidate(t *testing.T) {
 	for _, tc := range []struct {
 		l         InitialLoad
 		lifecycle string
+		start     string
 		want      string // "" → valid
 	}{
-		{InitialLoad{}, LifecycleTemporary, ""},
-		{InitialLoad{Tables: []string{"public.a", "b"}, Read: read}, LifecycleKeep, ""},
-		{InitialLoad{Tables: []string{"public.a"}, Parallelism: 16, Read: read}, LifecycleKeep, ""},
-		{InitialLoad{Tables: []string{"a.b.c"}, Read: read}, LifecycleKeep, "invalid table"},
-		{InitialLoad{Tables: []string{".a"}, Read: read}, LifecycleKeep, "invalid table"},
-		{InitialLoad{Tables: []string{"a"}, Parallelism: 17, Read: read}, LifecycleKeep, "want 0 (the default) to 16"},
-		{InitialLoad{Tables: []string{"a"}, Parallelism: -1, Read: read}, LifecycleKeep, "want 0 (the default) to 16"},
-		{InitialLoad{Tables: []string{"a"}, Read: read}, LifecycleTemporary, "does not go with"},
-		{InitialLoad{Tables: []string{"a"}}, LifecycleKeep, "needs a reader"},
+		{InitialLoad{}, LifecycleTemporary, "", ""},
+		{InitialLoad{Tables: []string{"public.a", "b"}, Read: read}, LifecycleKeep, "", ""},
+		{InitialLoad{Tables: []string{"public.a"}, Parallelism: 16, Read: read}, LifecycleKeep, "", ""},
+		{InitialLoad{Tables: []string{"a.b.c"}, Read: read}, LifecycleKeep, "", "invalid table"},
+		{InitialLoad{Tables: []string{".a"}, Read: read}, LifecycleKeep, "", "invalid table"},
+		{InitialLoad{Tables: []string{"a"}, Parallelism: 17, Read: read}, LifecycleKeep, "", "want 0 (the default) to 16"},
+		{InitialLoad{Tables: []string{"a"}, Parallelism: -1, Read: read}, LifecycleKeep, "", "want 0 (the default) to 16"},
+		{InitialLoad{Tables: []string{"a"}, Read: read}, LifecycleTemporary, "", "does not go with"},
+		{InitialLoad{Tables: []string{"a"}}, LifecycleKeep, "", "needs a reader"},
+		{InitialLoad{Tables: []string{"a"}, Read: read}, LifecycleKeep, "slot", ""},
+		{InitialLoad{Tables: []string{"a"}, Read: read}, LifecycleKeep, "latest", "goes only with"},
+		{InitialLoad{Tables: []string{"a"}, Read: read}, LifecycleKeep, "lsn:0/10", "goes only with"},
 	} {
-		err := tc.l.validate(tc.lifecycle)
+		err := tc.l.validate(tc.lifecycle, tc.start)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%+v: %v", tc.l.Tables, err)

@@ -222,7 +222,7 @@ func (o *Options) validateSlot() error {
 	if o.ReconnectGiveUp < 0 {
 		return opterr.New(ErrConfig, "{} is negative", opterr.Of("ingest.Options.ReconnectGiveUp"))
 	}
-	if err := o.InitialLoad.validate(o.SlotLifecycle); err != nil {
+	if err := o.InitialLoad.validate(o.SlotLifecycle, o.Start); err != nil {
 		return err
 	}
 	if o.SkipTablesWithoutKey && o.CreatePublication != "all" {
