@@ -44,13 +44,13 @@ type Status struct {
 	CoveredLSN     pgq.LSN `json:"covered_lsn"`
 	RecordsWritten uint64  `json:"records_written"`
 	Reconnects     uint64  `json:"reconnects"`
+	// InitialLoad is the initial load of pgq's slot (pgq run
+	// --initial-load) this data dir knows of; nil when none.
+	InitialLoad *InitialLoadStatus `json:"initial_load"`
 	// SpillError is the spill file failure (a full spill disk) that
 	// interrupted streaming, until a spill write succeeds or the journal
 	// moves past where it happened; nil while healthy.
 	SpillError *string `json:"spill_error"`
-	// InitialLoad is the initial load of pgq's slot (pgq run
-	// --initial-load) this data dir knows of; nil when none.
-	InitialLoad *InitialLoadStatus `json:"initial_load"`
 	// Database is the database pgq reads (the one its connection string
 	// names, "" when it names none): with Slot, what the formats name as
 	// the source of a change (Debezium's source.db, the CloudEvents
