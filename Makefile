@@ -11,7 +11,7 @@ RACE_PKGS := ./journal/... ./index/... ./feedback/... ./ingest/... ./consumers/.
 # scripts/pg-server.sh fetches and caches. make test covers the installed
 # server (15 on Debian bookworm).
 MATRIX_MAJORS ?= 14 16 17 18
-MATRIX_RUN := TestFidelityAgainstTestDecoding|TestEveryOpAndType|TestGap|TestNoGap|TestStream|TestMultiPartLayout|TestDDL|TestFailover|TestSlotFailover|TestSlotDroppedIsFatal
+MATRIX_RUN := TestFidelityAgainstTestDecoding|TestInitialLoad|TestEveryOpAndType|TestGap|TestNoGap|TestStream|TestMultiPartLayout|TestDDL|TestFailover|TestSlotFailover|TestSlotDroppedIsFatal
 
 .PHONY: all build test test-matrix vet demo bench bench-compare fuzz clean
 

@@ -44,6 +44,9 @@ type Status struct {
 	CoveredLSN     pgq.LSN `json:"covered_lsn"`
 	RecordsWritten uint64  `json:"records_written"`
 	Reconnects     uint64  `json:"reconnects"`
+	// InitialLoad is the initial load of pgq's slot (pgq run
+	// --initial-load) this data dir knows of; nil when none.
+	InitialLoad *InitialLoadStatus `json:"initial_load"`
 	// SpillError is the spill file failure (a full spill disk) that
 	// interrupted streaming, until a spill write succeeds or the journal
 	// moves past where it happened; nil while healthy.
@@ -65,6 +68,24 @@ type Status struct {
 	JournalCorrupt *JournalCorrupt `json:"journal_corrupt"`
 	// JournalScrub is the scrub's progress.
 	JournalScrub ScrubStatus `json:"journal_scrub"`
+}
+
+// InitialLoadStatus is the initial load under the slot's exported
+// snapshot in Status.
+type InitialLoadStatus struct {
+	// ID marks the load's records (their "backfill" field).
+	ID     string   `json:"id"`
+	Tables []string `json:"tables"`
+	// LSN is the slot's consistent point: the load's commit and end LSN.
+	LSN pgq.LSN `json:"lsn"`
+	// State is "loading", "done" or "interrupted" (a load a crash ended:
+	// it cannot resume; the slot is to be dropped).
+	State string `json:"state"`
+	// Rows and Chunks journaled so far (Chunks: of this process's load).
+	Rows       int64      `json:"rows"`
+	Chunks     int64      `json:"chunks"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
 }
 
 // JournalCorrupt is a corrupt journal record in Status.

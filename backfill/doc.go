@@ -202,6 +202,25 @@
 // that works, opens Pebble again (replaying its WAL) and stores every
 // backfill's status again, so nothing refused meanwhile is lost.
 //
+// # Initial load under an exported snapshot
+//
+// LoadSnapshot is the reader of ingest's initial load (pgq run
+// --initial-load; ingest's package documentation, "Initial load", says
+// how the load is journaled and why it needs no watermark). It works as
+// pg_dump -j: Parallelism connections (DefaultParallelism when zero)
+// each begin a REPEATABLE READ READ ONLY transaction and import the
+// slot's exported snapshot before anything is read, then take tasks from
+// one queue. A task is a table, or on PostgreSQL 14+ one of Parallelism
+// ranges of its pages (ctid ranges, TID range scans, as PeerDB reads;
+// the last range open-ended): a large table is read in parallel with or
+// without a key. A table is read as a backfill reads it (the
+// publication's columns and row filter, PostgreSQL's text forms,
+// readChunk), through a cursor, one FETCH per chunk, sized to about
+// 2 MiB after the first one; a keyless table's read changes mark no key
+// column. Each chunk's record is handed to ingest, which copies it
+// before the reader reads the next one into the same storage. The first
+// error stops every reader and the load.
+//
 // # Concurrency
 //
 // Each running backfill has one goroutine, and per key range of the

@@ -169,7 +169,13 @@ func (t *table) restrict(pub string, p publishedAs) error {
 // restricted to what it publishes of it (restrict); a table of a system
 // schema is refused before anything is read of it.
 func describePublished(ctx context.Context, conn *pgx.Conn, pub, qualified string) (*table, error) {
-	t, err := describe(ctx, conn, qualified)
+	return describePublishedTable(ctx, conn, pub, qualified, true)
+}
+
+// describePublishedTable is describePublished; without needKey a table
+// without a key is described with none (see describeTable).
+func describePublishedTable(ctx context.Context, conn *pgx.Conn, pub, qualified string, needKey bool) (*table, error) {
+	t, err := describeTable(ctx, conn, qualified, needKey)
 	if err != nil {
 		return nil, err
 	}

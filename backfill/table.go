@@ -58,6 +58,12 @@ var typeNameOf = ingest.TypeNameOf("a.atttypid")
 // its key and its row estimate. A table of a system schema is refused
 // (ErrSystemTable), before any query when the name gives its schema.
 func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, error) {
+	return describeTable(ctx, conn, qualified, true)
+}
+
+// describeTable is describe; without needKey a table without a key is
+// described with none (keyCols empty) instead of refused.
+func describeTable(ctx context.Context, conn *pgx.Conn, qualified string, needKey bool) (*table, error) {
 	ref, err := parseTable(qualified)
 	if err != nil {
 		return nil, err
@@ -112,6 +118,9 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 				LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
 				WHERE k.attnum = 0 OR a.attnotnull IS NOT TRUE)))
 		ORDER BY i.indisprimary DESC, i.indnkeyatts, i.indexrelid LIMIT 1`, oid).Scan(&t.keyCols)
+	if errors.Is(err, pgx.ErrNoRows) && !needKey {
+		return t, nil
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s (give it a primary key, or a unique index on NOT NULL columns)", ErrNoKey, t.qualified())
 	}
@@ -145,12 +154,7 @@ func describe(ctx context.Context, conn *pgx.Conn, qualified string) (*table, er
 func (t *table) chunkSQL(where string, after bool, limit int, rb bounds) string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	for i, c := range t.columns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
-	}
+	t.writeColumns(&b)
 	var conds []string
 	if after {
 		var l, r []string
@@ -196,6 +200,16 @@ func (t *table) chunkSQL(where string, after bool, limit int, rb bounds) string 
 	return b.String()
 }
 
+// writeColumns writes t's columns, quoted, as a select list.
+func (t *table) writeColumns(b *strings.Builder) {
+	for i, c := range t.columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
+	}
+}
+
 // source is what a chunk reads from: the table, or, when its publication
 // narrows it (a column list, a row filter), a subquery of its published
 // columns and rows named like the table (a where's t.col still works),
@@ -207,12 +221,7 @@ func (t *table) source() string {
 	}
 	var b strings.Builder
 	b.WriteString("(SELECT ")
-	for i, c := range t.columns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(pgx.Identifier{c.Name}.Sanitize())
-	}
+	t.writeColumns(&b)
 	b.WriteString(" FROM " + tbl)
 	if t.rowFilter != "" {
 		// PostgreSQL's own deparsed expression (pg_get_expr), which may

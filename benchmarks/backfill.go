@@ -36,38 +36,12 @@ func (e *env) backfillRows(ctx context.Context, p *pgqProc) []Row {
 		rateMetric, rateTarget = "backfill vs COPY TO STDOUT of the same table", "≥ 0.5× COPY"
 		ingMetric, ingTarget   = "ingest during a backfill vs without", "≥ 0.9× (≤ 10 % worse)"
 	)
-	rows := 1_000_000
-	if e.cfg.Full {
-		rows = 5_000_000
-	}
-	if e.cfg.BackfillRows > 0 {
-		rows = e.cfg.BackfillRows
-	}
+	rows := e.backfillTableRows()
 	fail := func(why string) []Row {
 		return []Row{notMeasured(rateMetric, rateTarget, why), notMeasured(ingMetric, ingTarget, why), notMeasured(fullLagMetric, fullLagTarget, why)}
 	}
-	e.log.Info("backfill: creating the table", "rows", rows)
-	if _, err := e.conn.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS bench_backfill;
-		CREATE TABLE bench_backfill (id bigint PRIMARY KEY, account int, amount numeric(12,2), note text, created timestamptz);
-		INSERT INTO bench_backfill SELECT g, g %% 1000, (g %% 10000) / 100.0, 'backfilled row ' || g, now() FROM generate_series(1, %d) g`, rows)); err != nil {
-		return fail("create the table: " + trimErr(err))
-	}
-	// A backfill reads only published tables; added once filled, so the
-	// filling itself is not journaled.
-	if _, err := e.conn.Exec(ctx, `ALTER PUBLICATION `+publication+` ADD TABLE bench_backfill`); err != nil {
-		return fail("publish the table: " + trimErr(err))
-	}
-	// Hint bits and statistics set before either side reads the table,
-	// and its pages written out, as a table that predates a backfill has
-	// them: otherwise the backfill's index scans, which go through shared
-	// buffers, write back the filling's dirty pages as they evict them
-	// (an eighth of the backend's time), while COPY's sequential scan
-	// reads through a small ring and hardly evicts any.
-	if _, err := e.conn.Exec(ctx, `VACUUM ANALYZE bench_backfill`); err != nil {
-		return fail("vacuum the table: " + trimErr(err))
-	}
-	if _, err := e.conn.Exec(ctx, `CHECKPOINT`); err != nil {
-		return fail("checkpoint: " + trimErr(err))
+	if err := e.createBackfillTable(ctx, rows); err != nil {
+		return fail(trimErr(err))
 	}
 	// The slot exists already, so the table's filling is WAL the
 	// walsender decodes (a 1M-row transaction takes it seconds): a
@@ -92,11 +66,54 @@ func (e *env) backfillRows(ctx context.Context, p *pgqProc) []Row {
 	if e.cfg.CPUProfile != "" {
 		out = append(out, e.profiledBackfill(ctx, rows))
 	}
+	out = append(out, e.snapshotLoadRows(ctx, rows)...)
 	copyRate := 0.0
 	if out[0].Reference != nil {
 		copyRate = *out[0].Reference
 	}
 	return append(out, e.backfillLoadRows(ctx, cl, p, copyRate)...)
+}
+
+// backfillTableRows is the size of the backfill rows' table: 1,000,000
+// rows, 5,000,000 with Full, or Config.BackfillRows.
+func (e *env) backfillTableRows() int {
+	rows := 1_000_000
+	if e.cfg.Full {
+		rows = 5_000_000
+	}
+	if e.cfg.BackfillRows > 0 {
+		rows = e.cfg.BackfillRows
+	}
+	return rows
+}
+
+// createBackfillTable creates and publishes the table of rows that
+// predate the backfill, vacuumed, analyzed and checkpointed.
+func (e *env) createBackfillTable(ctx context.Context, rows int) error {
+	e.log.Info("backfill: creating the table", "rows", rows)
+	if _, err := e.conn.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS bench_backfill;
+		CREATE TABLE bench_backfill (id bigint PRIMARY KEY, account int, amount numeric(12,2), note text, created timestamptz);
+		INSERT INTO bench_backfill SELECT g, g %% 1000, (g %% 10000) / 100.0, 'backfilled row ' || g, now() FROM generate_series(1, %d) g`, rows)); err != nil {
+		return fmt.Errorf("create the table: %w", err)
+	}
+	// A backfill reads only published tables; added once filled, so the
+	// filling itself is not journaled.
+	if _, err := e.conn.Exec(ctx, `ALTER PUBLICATION `+publication+` ADD TABLE bench_backfill`); err != nil {
+		return fmt.Errorf("publish the table: %w", err)
+	}
+	// Hint bits and statistics set before either side reads the table,
+	// and its pages written out, as a table that predates a backfill has
+	// them: otherwise the backfill's index scans, which go through shared
+	// buffers, write back the filling's dirty pages as they evict them
+	// (an eighth of the backend's time), while COPY's sequential scan
+	// reads through a small ring and hardly evicts any.
+	if _, err := e.conn.Exec(ctx, `VACUUM ANALYZE bench_backfill`); err != nil {
+		return fmt.Errorf("vacuum the table: %w", err)
+	}
+	if _, err := e.conn.Exec(ctx, `CHECKPOINT`); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
 }
 
 // backfillRow: the backfill's rate (10,000-row chunks, watermarks through
@@ -110,15 +127,8 @@ func (e *env) backfillRow(ctx context.Context, cl *client.Client, p *pgqProc, ro
 	if par > 0 {
 		metric, target = fmt.Sprintf("backfill at parallelism %d vs COPY TO STDOUT", par), "-"
 	}
-	copyOnce := func() (time.Duration, error) {
-		start := time.Now()
-		if _, err := e.conn.PgConn().CopyTo(ctx, io.Discard, "COPY (SELECT * FROM bench_backfill) TO STDOUT"); err != nil {
-			return 0, fmt.Errorf("COPY: %w", err)
-		}
-		return time.Since(start), nil
-	}
 	cpu0, cpuErr := e.cpuNow(ctx, p)
-	copyBefore, err := copyOnce()
+	copyBefore, err := e.copyTable(ctx)
 	if err != nil {
 		return notMeasured(metric, target, trimErr(err))
 	}
@@ -147,7 +157,7 @@ func (e *env) backfillRow(ctx context.Context, cl *client.Client, p *pgqProc, ro
 	took := bf.FinishedAt.Sub(bf.CreatedAt)
 	// COPY again right after: the reference is the mean of both, so that
 	// load drifting on a shared machine weighs on both sides alike.
-	copyAfter, err := copyOnce()
+	copyAfter, err := e.copyTable(ctx)
 	if err != nil {
 		return notMeasured(metric, target, trimErr(err))
 	}
@@ -251,6 +261,17 @@ func cpuNote(rows int, copied, filled cpuSample, err error) string {
 	per := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(rows) }
 	return fmt.Sprintf("CPU s per million rows: backfill pgq %.2f + PostgreSQL %.2f (%.2f× COPY's), COPY PostgreSQL %.2f (the backfill's figures include the 100 tx/s stream)",
 		per(filled.pgq), per(filled.pg), per(filled.pg)/max(per(copied.pg), 1e-9), per(copied.pg))
+}
+
+// copyTable is the reference of the backfill rows: COPY (SELECT * FROM
+// t) TO STDOUT of the table, consumed into nothing; it returns how long
+// it took.
+func (e *env) copyTable(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	if _, err := e.conn.PgConn().CopyTo(ctx, io.Discard, "COPY (SELECT * FROM bench_backfill) TO STDOUT"); err != nil {
+		return 0, fmt.Errorf("COPY: %w", err)
+	}
+	return time.Since(start), nil
 }
 
 // peakRSS is p's peak resident set so far (VmHWM of /proc/PID/status),

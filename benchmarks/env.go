@@ -42,7 +42,8 @@ type Config struct {
 	// the big-transaction tail; when "latency", only the commit → consumer
 	// latency rows (a load pgq on a fresh slot, nothing else); when
 	// "hold", only the hold-slot row (on the ingest workload); when
-	// "peer", only the peer rows (as if Peer were set).
+	// "peer", only the peer rows (as if Peer were set); when
+	// "snapshot-load", only the initial load rows (snapshotload.go).
 	Only string
 	// ProfileRange is the WAL range of the profiled drain: "mix" (zero),
 	// "small" or "bulk".

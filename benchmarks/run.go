@@ -35,6 +35,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 		return rep, nil
 	}
+	if cfg.Only == "snapshot-load" {
+		rows := e.backfillTableRows()
+		if err := e.createBackfillTable(ctx, rows); err != nil {
+			return rep, fmt.Errorf("snapshot-load: %w", err)
+		}
+		rep.Rows = append(rep.Rows, e.snapshotLoadRows(ctx, rows)...)
+		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+		return rep, nil
+	}
 	if cfg.Only == "hold" {
 		rows, err := e.holdOnlyRows(ctx)
 		rep.Rows = append(rep.Rows, rows...)

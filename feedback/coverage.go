@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -98,17 +95,12 @@ func decodeCoverage(b []byte) (Coverage, error) {
 // LoadCoverage reads the coverage file at path; ok is false when there is
 // none.
 func LoadCoverage(fs vfs.FS, path string) (c Coverage, ok bool, err error) {
-	f, err := fs.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	b, ok, err := vfsutil.ReadSmallFile(fs, path, coverageSize)
+	if err != nil {
+		return Coverage{}, false, fmt.Errorf("feedback: read coverage %s: %w", path, err)
+	}
+	if !ok {
 		return Coverage{}, false, nil
-	}
-	if err != nil {
-		return Coverage{}, false, fmt.Errorf("feedback: read coverage %s: %w", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, coverageSize+1))
-	if err != nil {
-		return Coverage{}, false, fmt.Errorf("feedback: read coverage %s: %w", path, err)
 	}
 	c, err = decodeCoverage(b)
 	if err != nil {
@@ -122,25 +114,7 @@ func LoadCoverage(fs vfs.FS, path string) (c Coverage, ok bool, err error) {
 // directory. It returns how long that took (the caller's sync histogram).
 func StoreCoverage(fs vfs.FS, path string, c Coverage) (time.Duration, error) {
 	start := time.Now()
-	tmp := path + ".tmp"
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return 0, fmt.Errorf("feedback: store coverage: %w", err)
-	}
-	_, err = f.Write(c.encode())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fs.Rename(tmp, path)
-	}
-	if err == nil {
-		err = vfsutil.SyncDir(fs, filepath.Dir(path), nil)
-	}
-	if err != nil {
+	if err := vfsutil.ReplaceFile(fs, path, c.encode()); err != nil {
 		return 0, fmt.Errorf("feedback: store coverage %s: %w", path, err)
 	}
 	return time.Since(start), nil

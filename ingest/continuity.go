@@ -190,15 +190,21 @@ func (in *Ingester) dropRefusedSlot() {
 		return
 	}
 	in.createdSlot = false
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	// Not forced: nothing of pgq's uses it, and whoever does now is not
 	// pgq's to stop.
-	if err := DropSlot(ctx, in.o.PGURL, in.o.Slot, false); err != nil {
-		in.o.Logger.Error("cannot drop the slot this refused start created: drop it (pgq slot drop)", "slot", in.o.Slot, "error", err)
+	in.dropSlotNow(false, "cannot drop the slot this refused start created: drop it (pgq slot drop)", "dropped the slot this refused start created")
+}
+
+// dropSlotNow drops pgq's slot (force: even while a walsender holds it)
+// and logs failed (an error) or done.
+func (in *Ingester) dropSlotNow(force bool, failed, done string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := DropSlot(ctx, in.o.PGURL, in.o.Slot, force); err != nil {
+		in.o.Logger.Error(failed, "slot", in.o.Slot, "error", err)
 		return
 	}
-	in.o.Logger.Info("dropped the slot this refused start created", "slot", in.o.Slot)
+	in.o.Logger.Info(done, "slot", in.o.Slot)
 }
 
 // dropOnExit drops the slot after a clean stop with

@@ -186,6 +186,52 @@
 // whose slot was advanced past the journal by idle keepalives reports a
 // gap once; --accept-gap records it.
 //
+// # Initial load
+//
+// With Options.InitialLoad (pgq run --initial-load) a new slot's tables
+// are loaded first under the slot's own snapshot, as pg_dump does:
+// preflight leaves the missing slot to the session, which creates it on
+// the replication connection with CREATE_REPLICATION_SLOT … (SNAPSHOT
+// 'export') (EXPORT_SNAPSHOT before PostgreSQL 15; SQL's
+// pg_create_logical_replication_slot exports none). The snapshot lives
+// until that connection's next command, so the connection stays idle
+// while InitialLoad.Read (package backfill's LoadSnapshot) has every
+// reader connection import it (SET TRANSACTION SNAPSHOT in a REPEATABLE
+// READ transaction) and read; START_REPLICATION comes only after the
+// whole load is fsynced. The snapshot sees exactly the transactions that
+// committed before the slot's consistent point, and the slot streams
+// exactly those that commit after it, so the load and the stream neither
+// overlap nor leave a hole, keyless tables included: no watermark is
+// needed.
+//
+// Order in the journal: nothing is buffered and nothing interleaves. The
+// load is journaled first, as one transaction at the consistent point C
+// (xid 0, commit and end LSN C, commit time the slot's creation,
+// Transaction.Backfill the load's id "load-<slot>-<C>"): its parts are
+// the readers' chunks of read changes in the order they hand them over
+// (tables and ranges interleave; ordinals count across parts), restamped
+// like a spilled transaction's chunks, the last part final. Every
+// streamed transaction ends after C, so it follows the load's final
+// part. The slot is confirmed at C only once the final part is durable.
+// Memory stays one chunk per reader (about 2 MiB) plus one held part and
+// the committer's MaxPendingBytes, whatever the tables' size.
+//
+// Trade-offs: the slot holds WAL (and catalog_xmin) from its creation
+// until the load is journaled and streaming starts, and the stream waits
+// meanwhile. A load cannot resume, since no connection can import the
+// snapshot again: a load that fails or is stopped drops the slot it
+// created (the next start loads from scratch), and the journal's
+// unfinished parts are cut at the next Open like any unfinished
+// transaction's. The state file (journal/INITIAL_LOAD: the slot, C, the
+// tables, start and finish) is written before the first row is read
+// and again once the final part is fsynced. A start over an existing
+// slot with InitialLoad streams on when the file says the load of that
+// slot finished (or the journal holds its final part), and refuses with
+// one line otherwise (an interrupted load after a crash: drop the slot
+// and start again; a slot this data dir never loaded: use a backfill). A
+// load needs an empty journal: the new slot would start after its
+// records.
+//
 // # DDL capture and pgq's message prefixes
 //
 // Any role may call pg_logical_emit_message, and a pgoutput message

@@ -63,6 +63,11 @@ type Ingester struct {
 	warned      map[string]bool
 	createdSlot bool
 	reconnects  atomic.Uint64
+	// loadFailed is true while an initial load runs and after it failed:
+	// Run then drops the slot it created (dropFailedLoadSlot); load is its
+	// progress. Only Run's goroutine touches loadFailed.
+	loadFailed bool
+	load       loadProgress
 
 	// received is the LSN of the newest XLogData (a pgq.LSN) and
 	// lastMsgAt when the server last sent anything (Unix nanoseconds, 0:
@@ -212,6 +217,7 @@ func (in *Ingester) Status() api.Status {
 	s.RecordsWritten = in.recordsWritten.Load()
 	s.ChangesWritten = in.changesWritten.Load()
 	s.Reconnects = in.reconnects.Load()
+	s.InitialLoad = in.loadStatus()
 	return s
 }
 
@@ -249,6 +255,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 	for {
 		err := in.session(ctx, first)
 		if ctx.Err() != nil {
+			in.dropFailedLoadSlot()
 			in.dropOnExit()
 			return nil
 		}
@@ -257,6 +264,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		}
 		wait, stop := in.afterFailure(err, &retry)
 		if stop != nil {
+			in.dropFailedLoadSlot()
 			in.dropRefusedSlot()
 			return stop
 		}
@@ -394,8 +402,18 @@ func (in *Ingester) session(ctx context.Context, first bool) error {
 		}
 		in.o.Logger.Info("created temporary replication slot (dropped when the connection ends)", "slot", in.o.Slot, "lsn", info.SlotConfirmed)
 	}
+	snapshot, err := in.prepareInitialLoad(ctx, conn, &info)
+	if err != nil {
+		return err
+	}
 	if err := in.checkContinuity(ctx, info); err != nil {
 		return err
+	}
+	if snapshot != "" {
+		// conn stays idle meanwhile: its next command ends the snapshot.
+		if err := in.runInitialLoad(ctx, snapshot, info.SlotConfirmed); err != nil {
+			return err
+		}
 	}
 	in.tracker.SlotAt(info.SlotConfirmed) // a hold floor never asks below it
 

@@ -130,6 +130,10 @@ type Options struct {
 	// does. It is called on every status update with the tracker's lock
 	// held: it must be cheap.
 	HoldFloor func() (pgq.LSN, bool)
+	// InitialLoad, when it names tables, loads them under the exported
+	// snapshot of the slot it creates before streaming (see the package
+	// documentation, "Initial load"); zero: none.
+	InitialLoad InitialLoad
 	// Backfills is the registry of backfill chunks (see backfill.go and
 	// package backfill); zero → an empty one.
 	Backfills *Backfills
@@ -217,6 +221,9 @@ func (o *Options) validateSlot() error {
 	}
 	if o.ReconnectGiveUp < 0 {
 		return opterr.New(ErrConfig, "{} is negative", opterr.Of("ingest.Options.ReconnectGiveUp"))
+	}
+	if err := o.InitialLoad.validate(o.SlotLifecycle, o.Start); err != nil {
+		return err
 	}
 	if o.SkipTablesWithoutKey && o.CreatePublication != "all" {
 		return opterr.New(ErrConfig, "{} goes with {} all", opterr.Of("ingest.Options.SkipTablesWithoutKey", "ingest.Options.CreatePublication"))

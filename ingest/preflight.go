@@ -79,6 +79,10 @@ type ServerInfo struct {
 	// SlotFailover: the slot is a failover slot (PostgreSQL 17+), which
 	// standbys with sync_replication_slots keep so it survives promotion.
 	SlotFailover bool
+	// exportSlot: the slot is missing and the initial load creates it on
+	// the replication connection, exporting its snapshot
+	// (prepareInitialLoad).
+	exportSlot bool
 	// CurrentWAL is pg_current_wal_insert_lsn() at preflight: past every
 	// commit so far (the write position can lag with asynchronous commit).
 	CurrentWAL pgq.LSN
@@ -350,6 +354,12 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, o *Options, info *ServerInfo
 	if errors.Is(err, pgx.ErrNoRows) {
 		if !firstStart {
 			return errSlotLost(o.Slot)
+		}
+		if len(o.InitialLoad.Tables) > 0 {
+			// Created on the replication connection, where it can
+			// export its snapshot (SQL's function exports none).
+			info.exportSlot = true
+			return nil
 		}
 		if !o.CreateSlot {
 			return fatalOpt(ErrSlotMissing, "replication slot %q does not exist (create it, or pass {}; if a failover lost it: {} {}, then a backfill)", opterr.Of("ingest.Options.CreateSlot", "ingest.Options.CreateSlot", "ingest.Options.AcceptGap"), o.Slot)

@@ -137,23 +137,10 @@ func (s *session) journalSpill(ctx context.Context, t *spillTx, hdr pgq.Transact
 	// A chunk is submitted once the next one shows it is not the last. It
 	// is restamped as a non-final part as it is read (the one copy out of
 	// the read buffer); only the last one is restamped again, as final.
-	var held *journal.Record
-	err := t.replayChunks(func(rec []byte) error {
-		if held != nil {
-			if err := w.submitChunk(ctx, held); err != nil {
-				return err
-			}
-		}
-		var err error
-		held, err = w.restamp(rec, false)
-		return err
-	})
+	h := heldPart{w: &w}
+	err := t.replayChunks(func(rec []byte) error { return h.add(ctx, rec) })
 	if err == nil {
-		if held == nil {
-			err = w.finish(ctx) // every change was aborted
-		} else if held, err = w.restamp(held.Encoded, true); err == nil {
-			err = w.submitChunk(ctx, held)
-		}
+		err = h.finish(ctx)
 	}
 	if err != nil {
 		if w.part > 0 && ctx.Err() == nil && !IsFatal(err) {
@@ -283,7 +270,11 @@ func (w *partWriter) submitTx(ctx context.Context, r *journal.Record, size int) 
 	w.part++
 	// Journaling a large transaction keeps the loop from receiving for a
 	// while: keep the walsender's timeout at bay. A broken connection shows
-	// up at the next receive, once the transaction is fully submitted.
+	// up at the next receive, once the transaction is fully submitted. An
+	// initial load's session has no connection: it is not streaming yet.
+	if w.s.conn == nil {
+		return nil
+	}
 	if err := w.s.maybeSendStatus(false); err != nil {
 		w.s.in.o.Logger.Debug("status update while journaling parts", "error", err)
 	}

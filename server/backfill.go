@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/backfill"
+	"github.com/pgq-dev/pgq/ingest"
 )
 
 // openBackfills opens the backfill store (DataDir/backfill).
@@ -24,6 +25,18 @@ func (s *Server) openBackfills() (*backfill.Manager, error) {
 		Durable: func() pgq.LSN { _, lsn := s.committer.Durable(); return lsn },
 		Logger:  s.o.Logger,
 	})
+}
+
+// wireInitialLoad makes package backfill read an initial load
+// (ingest.Options.InitialLoad) unless the embedder gave its own reader.
+func (s *Server) wireInitialLoad(l *ingest.InitialLoad) {
+	if len(l.Tables) == 0 || l.Read != nil {
+		return
+	}
+	o := backfill.SnapshotOptions{PGURL: s.o.Ingest.PGURL, Publication: s.o.Ingest.Publication, Logger: s.o.Logger}
+	l.Read = func(ctx context.Context, req ingest.LoadRequest, emit func(ingest.LoadChunk) error) error {
+		return backfill.LoadSnapshot(ctx, o, req, emit)
+	}
 }
 
 // runBackfills resumes running backfills; stop waits for the runners

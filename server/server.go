@@ -303,6 +303,7 @@ func (s *Server) openIngest(context.Context) error {
 	if io.SpillDir == "" {
 		io.SpillDir = filepath.Join(s.o.DataDir, "spill")
 	}
+	s.wireInitialLoad(&io.InitialLoad) // backfill.go
 	in, err := ingest.New(io, s.indexBatch)
 	if err != nil {
 		return err

@@ -92,6 +92,9 @@ func fill(t *testing.T, v reflect.Value, name string) {
 	case reflect.Pointer:
 		v.Set(reflect.New(v.Type().Elem()))
 		fill(t, v.Elem(), name)
+	case reflect.Slice: // one element, filled
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(t, v.Index(0), name+"[0]")
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if f := v.Type().Field(i); f.IsExported() {

@@ -45,6 +45,8 @@ var optionFlags = map[opterr.Option]optionFlag{
 	"ingest.Options.ReconnectMax":             {"--reconnect-max", ""},
 	"ingest.Options.MaxRecordBytes":           {"--max-record-bytes", ""},
 	"ingest.Options.ReceiveCoalesce":          {"--receive-coalesce", ""},
+	"ingest.Options.InitialLoad":              {"--initial-load", ""},
+	"ingest.InitialLoad.Parallelism":          {"--initial-load-parallelism", ""},
 	"ingest.DropSlot(force)":                  {"--force", ""},
 	"ingest.InstallDDLCapture(publication)":   {"--publication", ""},
 	"consumers.RetentionOptions":              {"--retain-*", ""},

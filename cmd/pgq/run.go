@@ -30,6 +30,8 @@ type RunCmd struct {
 	Start             string     `default:"slot" env:"PGQ_START" placeholder:"slot|latest|lsn:X/Y" help:"Where a brand-new journal begins: the slot's position (slot), the server's current WAL (latest), or an LSN the slot can still serve. Ignored once the journal has records."`
 	SlotLifecycle     string     `name:"slot-lifecycle" default:"keep" enum:"keep,drop-on-exit,temporary" env:"PGQ_SLOT_LIFECYCLE" help:"keep: the slot outlives pgq. drop-on-exit: dropped after a clean shutdown (changes made while pgq is stopped are lost). temporary: a TEMPORARY slot per connection (every reconnect loses changes; for throwaway runs)."`
 	SlotFailover      string     `name:"slot-failover" default:"auto" enum:"auto,on,off" env:"PGQ_SLOT_FAILOVER" help:"--create-slot makes a failover slot, which PostgreSQL 17+ standbys with sync_replication_slots keep across a promotion. auto: where the server supports it. on: required (refused below PostgreSQL 17, with --slot-lifecycle temporary, or over an existing slot that is not one). off: never."`
+	InitialLoad       string     `name:"initial-load" env:"PGQ_INITIAL_LOAD" placeholder:"schema.table,..." help:"Load these tables' rows first, under the snapshot of the slot pgq creates (as pg_dump does), then stream: exactly the rows at the slot's start, no overlap. Only into a slot pgq creates over an empty journal; an interrupted load cannot resume (drop the slot and start again); a restart after a finished load just streams. The slot holds WAL until the load is journaled."`
+	InitialLoadPar    int        `name:"initial-load-parallelism" env:"PGQ_INITIAL_LOAD_PARALLELISM" help:"Connections reading the --initial-load tables, each under the slot's snapshot (0: the CPUs, up to 4; at most 16)."`
 	ReconnectGiveUp   Duration   `name:"reconnect-give-up" env:"PGQ_RECONNECT_GIVE_UP" help:"Exit non-zero with the last error once reconnecting failed for this long without progress (0: never): a session that journals nothing and fails inside the same transaction again counts as failing."`
 	NoReconnect       bool       `name:"no-reconnect" env:"PGQ_NO_RECONNECT" help:"Exit non-zero at the first interruption instead of reconnecting."`
 	SkipKeyless       bool       `name:"skip-tables-without-key" env:"PGQ_SKIP_TABLES_WITHOUT_KEY" help:"With --create-publication all: publish only tables with a primary key or replica identity (UPDATE/DELETE of the others would fail in the application)."`
@@ -98,6 +100,7 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 			ReconnectMin:         c.ReconnectMin.D(), ReconnectMax: c.ReconnectMax.D(), StatusInterval: c.StatusInterval.D(),
 			ReceiveCoalesce: coalesce,
 			MaxRecordBytes:  int(c.MaxRecordBytes),
+			InitialLoad:     ingest.InitialLoad{Tables: splitList(c.InitialLoad), Parallelism: c.InitialLoadPar},
 		},
 	})
 	if errors.Is(err, journal.ErrLocked) || errors.Is(err, index.ErrLocked) {

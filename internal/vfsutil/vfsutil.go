@@ -1,7 +1,11 @@
 package vfsutil
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -28,4 +32,47 @@ func SyncDir(fs vfs.FS, dir string, onSync func(path string, d time.Duration)) e
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// ReplaceFile replaces the file at path with data atomically and
+// durably: it writes path.tmp, fsyncs it, renames it over path and
+// fsyncs the directory, so a crash leaves the old file or the new one.
+func ReplaceFile(fs vfs.FS, path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, path)
+	}
+	if err == nil {
+		err = SyncDir(fs, filepath.Dir(path), nil)
+	}
+	return err
+}
+
+// ReadSmallFile reads at most limit+1 bytes of the file at path (the
+// caller refuses a longer one); ok is false when there is no file.
+func ReadSmallFile(fs vfs.FS, path string, limit int64) (b []byte, ok bool, err error) {
+	f, err := fs.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	b, err = io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	return b, true, nil
 }

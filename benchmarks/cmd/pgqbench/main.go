@@ -31,7 +31,7 @@ func run() error {
 	flag.BoolVar(&cfg.Full, "full", false, "bigger run (minutes); the default short run takes under 5 minutes on 2 cores")
 	flag.StringVar(&cfg.PGQBin, "pgq", "bin/pgq", "pgq binary (make build)")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "also drain the workload with an in-process pgq and write its CPU profile here")
-	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill", "footprint", "ingest" (the ingest rows and the big-transaction tail) "latency" (the commit → consumer latency rows) "hold" (the hold-slot row) "peer" (the peer rows, see -peer) or "readers" (1,000 long-polling readers, readers-* flags)`)
+	flag.StringVar(&cfg.Only, "only", "", `run only these rows: "backfill", "footprint", "ingest" (the ingest rows and the big-transaction tail) "latency" (the commit → consumer latency rows) "hold" (the hold-slot row) "peer" (the peer rows, see -peer), "snapshot-load" (the initial load under an exported snapshot against COPY) or "readers" (1,000 long-polling readers, readers-* flags)`)
 	flag.StringVar(&cfg.ProfileRange, "cpuprofile-range", "mix", "WAL range of the profiled drain: mix, small or bulk")
 	flag.StringVar(&cfg.PGQBefore, "pgq-before", "", "another pgq binary (a build before a change) the split ingest rows also drain, for a same-run before/after")
 	flag.StringVar(&cfg.CompareRef, "compare-ref", "", "compare this pgq binary (REF, an older build) with -pgq (HEAD), alternately, on the same WAL (make bench-compare); only the comparison runs")
@@ -60,8 +60,8 @@ func run() error {
 		return fmt.Errorf("pgq binary: %w (run make build)", err)
 	}
 	cfg.PGQBin = bin
-	if !slices.Contains([]string{"", "backfill", "footprint", "ingest", "latency", "hold", "peer", "readers"}, cfg.Only) {
-		return fmt.Errorf("-only %q: want backfill, footprint, ingest, latency, hold, peer or readers", cfg.Only)
+	if !slices.Contains([]string{"", "backfill", "footprint", "ingest", "latency", "hold", "peer", "readers", "snapshot-load"}, cfg.Only) {
+		return fmt.Errorf("-only %q: want backfill, footprint, ingest, latency, hold, peer, readers or snapshot-load", cfg.Only)
 	}
 	if cfg.ConduitBin != "" {
 		if cfg.ConduitBin, err = filepath.Abs(cfg.ConduitBin); err != nil {
