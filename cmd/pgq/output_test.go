@@ -250,7 +250,7 @@ func TestJSONOutputIsTheAPIDocument(t *testing.T) {
 	statusJSON := `{"running":true,"connected":false,"last_error_at":null,"last_message_at":null,"changes_written":3,"last_error":null,` +
 		`"slot":"pgq","database":"app","publication":"pgq","proto_version":2,"streaming":true,"slot_failover":false,"last_received_lsn":"0/136",` +
 		`"server_wal_end":"0/136","confirmed_lsn":"0/136","journal_first_offset":1,"journal_last_offset":3,"journal_last_end_lsn":"0/136",` +
-		`"covered_lsn":"0/136","records_written":3,"reconnects":0,"spill_error":null,"groups":{},"journal_error":null,` +
+		`"covered_lsn":"0/136","records_written":3,"reconnects":0,"initial_load":null,"spill_error":null,"groups":{},"journal_error":null,` +
 		`"index":{"stale":false,"failed_updates":0,"heals":0,"last_error":null},"journal_corrupt":null,` +
 		`"journal_scrub":{"running":false,"passes":0,"segments_verified":0,"bytes_verified":0,"sums_written":0,"last_pass_end":null}}`
 	var status api.Status
