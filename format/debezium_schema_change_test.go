@@ -85,16 +85,7 @@ func TestDebeziumSchemaChange(t *testing.T) {
 // golden file (go test -update rewrites it): Debezium's schema names of
 // the postgresql connector, its Change, Table and Column, pgq's gap.
 func TestDebeziumSchemaChangeSchemas(t *testing.T) {
-	o := format.Options{Database: "postgres", Name: "PostgreSQL_server", Now: fixedNow}
-	rp, err := format.New(format.Debezium, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Schemas = true
-	rs, err := format.New(format.Debezium, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rp, rs := schemaFormRenderers(t, format.Options{})
 	tx := testTx(
 		pgq.Change{Op: pgq.OpDDL, Prefix: "pgq.ddl", Transactional: true, Content: []byte(
 			`{"command":"CREATE TABLE","object":"public.orders","schema":"public","object_type":"table","statement":"CREATE TABLE orders (id int PRIMARY KEY)"}`)},

@@ -91,16 +91,7 @@ func TestDebeziumSchemas(t *testing.T) {
 // checker, and returns each form's events and keys as one JSON array.
 func renderSchemaForms(t *testing.T, o format.Options, changes []pgq.Change) (plain, schemas []byte) {
 	t.Helper()
-	o.Database, o.Name, o.Now = "postgres", "PostgreSQL_server", fixedNow
-	rp, err := format.New(format.Debezium, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Schemas = true
-	rs, err := format.New(format.Debezium, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rp, rs := schemaFormRenderers(t, o)
 	tx := testTx(changes...)
 	plain, schemas = []byte{'['}, []byte{'['}
 	for i := range tx.Changes {
@@ -126,6 +117,23 @@ func renderSchemaForms(t *testing.T, o format.Options, changes []pgq.Change) (pl
 		}
 	}
 	return append(plain, ']'), append(schemas, ']')
+}
+
+// schemaFormRenderers are the Debezium renderers of o without and with
+// Options.Schemas, naming the database and server as Debezium's tests do.
+func schemaFormRenderers(t *testing.T, o format.Options) (plain, schemas *format.Renderer) {
+	t.Helper()
+	o.Database, o.Name, o.Now = "postgres", "PostgreSQL_server", fixedNow
+	plain, err := format.New(format.Debezium, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Schemas = true
+	schemas, err = format.New(format.Debezium, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plain, schemas
 }
 
 func orNull(b []byte) []byte {
