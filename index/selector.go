@@ -138,17 +138,9 @@ func (s *Selector) Rejected(from pgq.Offset, rejected []bool) error {
 		s.verdict, s.vgen = nil, gen
 	}
 	to := from + pgq.Offset(len(rejected)) - 1
-	want := from
-	err := ix.walk(from, func(e *stored) bool {
-		if e.Offset < want {
-			return true
-		}
-		if e.Offset != want {
-			return false // a hole: the rest stays unknown
-		}
-		rejected[want-from] = !s.passes(e.set) // set 0 (unknown) passes
-		want++
-		return want <= to
+	_, err := ix.walkRange(from, to, func(e *stored) bool { // a hole leaves the rest unknown
+		rejected[e.Offset-from] = !s.passes(e.set) // set 0 (unknown) passes
+		return true
 	})
 	if err != nil {
 		return fmt.Errorf("index: rejected from %d: %w", from, err)
@@ -196,34 +188,42 @@ func (s *Selector) extend(from, to pgq.Offset) (Count, error) {
 // first passing one). The caller holds s.mu and the index's life.
 func (s *Selector) scan(from, to pgq.Offset, firstOnly bool) (Count, error) {
 	var c Count
-	want := from
-	visit := func(e *stored) bool {
-		if e.Offset < want {
-			return true
-		}
-		if e.Offset != want {
-			return false // a hole: reported below
-		}
-		want++
+	want, err := s.ix.walkRange(from, to, func(e *stored) bool {
 		if s.passes(e.set) {
 			c.Records++
 			c.Bytes += int64(e.Bytes)
 			if c.First == 0 {
 				c.First, c.FirstTime = e.Offset, e.CommitTime
-				if firstOnly {
-					return false
-				}
+				return !firstOnly
 			}
 		}
-		return want <= to
-	}
-	if err := s.ix.walk(from, visit); err != nil {
+		return true
+	})
+	if err != nil {
 		return Count{}, err
 	}
 	if want <= to && !(firstOnly && c.First != 0) {
-		return Count{}, fmt.Errorf("%w: offset %d", ErrNotFound, want)
+		return Count{}, fmt.Errorf("%w: offset %d", ErrNotFound, want) // a hole
 	}
 	return c, nil
+}
+
+// walkRange calls fn on the entries of the offsets from, from+1, … to in
+// order until fn returns false or an offset is not indexed (a hole), and
+// returns the first offset it did not visit (to+1 when it visited all).
+func (ix *Index) walkRange(from, to pgq.Offset, fn func(*stored) bool) (pgq.Offset, error) {
+	want := from
+	err := ix.walk(from, func(e *stored) bool {
+		if e.Offset < want {
+			return true
+		}
+		if e.Offset != want {
+			return false
+		}
+		want++
+		return fn(e) && want <= to
+	})
+	return want, err
 }
 
 // walk calls fn on the indexed entries from the block holding from on, in
