@@ -392,7 +392,8 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 		unitNF   []pgq.Offset
 		unitSize int64
 	)
-	rejected := m.rejected(g, filter, from, last)
+	var rejected []bool // rejected[i]: the record at winFrom+i
+	winFrom := from
 	for off := from; off <= last; off++ {
 		if !inTx && (len(res.recs) >= req.Max || (len(res.recs) > 0 && bytes >= req.MaxBytes)) {
 			break
@@ -404,7 +405,10 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 		var p planned
 		var pass bool
 		var size int
-		if i := int(off - from); i < len(rejected) && rejected[i] {
+		if !filter.IsZero() && off-winFrom >= pgq.Offset(len(rejected)) {
+			winFrom, rejected = off, m.rejected(g, filter, off, last, rejected)
+		}
+		if i := off - winFrom; i < pgq.Offset(len(rejected)) && rejected[i] {
 			p, size, err = m.passOver(g, off)
 		} else {
 			p, pass, size, err = m.planRecord(g, off, &filter)
@@ -431,20 +435,32 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 	return res, consumed, nonFinal, more, nil
 }
 
+// rejectWindow is how many offsets ahead collect asks the index about at
+// a time: a fetch that stops after a few records reads a few index
+// entries, not its whole scan limit.
+const rejectWindow = 256
+
 // rejected is, for a filtered group, which records of [from, last] its
 // filter does not pass as far as the index knows (index.Selector's
-// Rejected; at most scanLimit of them): collect passes over those by
-// their header alone instead of decoding them. A group filtering one
-// table of many would else decode every record of every other table on
-// each fetch: with a thousand such groups, a thousand decodes of each
-// journaled record. Nil without a filter, or when the index cannot say.
-func (m *Manager) rejected(g *group, filter Filter, from, last pgq.Offset) []bool {
+// Rejected; at most rejectWindow of them, in buf's storage when it has
+// room): collect passes over those by their header alone instead of
+// decoding them. A group filtering one table of many would else decode
+// every record of every other table on each fetch: with a thousand such
+// groups, a thousand decodes of each journaled record. Empty without a
+// filter, or when the index cannot say (collect then asks again at the
+// next offset: one window per record at most, each refused at once).
+func (m *Manager) rejected(g *group, filter Filter, from, last pgq.Offset, buf []bool) []bool {
 	if filter.IsZero() || last < from {
-		return nil
+		return buf[:0]
 	}
-	r := make([]bool, min(uint64(last-from)+1, scanLimit))
+	r := buf[:0]
+	if n := int(min(uint64(last-from)+1, rejectWindow)); cap(r) >= n {
+		r = r[:n]
+	} else {
+		r = make([]bool, n)
+	}
 	if err := m.selector(g, filter).Rejected(from, r); err != nil {
-		return nil // decode them all, as without the index
+		return r[:0] // decode them, as without the index
 	}
 	return r
 }

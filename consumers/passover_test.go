@@ -15,11 +15,9 @@ import (
 // passOverEnv is two Managers over one journal of multi-part transactions
 // whose parts touch different tables: one with the journal indexed, one
 // with an index that never saw it (so its fetches decode every record).
-func passOverEnv(t *testing.T) (indexed, unindexed *Manager, j *journal.Journal) {
+func passOverEnv(t *testing.T, txs ...[]string) (indexed, unindexed *Manager, j *journal.Journal) {
 	t.Helper()
-	// Offsets:        1      2 3 4       5 6      7      8 9     10 11 12
-	fill := appendParts([]string{"a"}, []string{"b", "b", "a"}, []string{"a", "b"}, []string{"b"}, []string{"c", "a"}, []string{"b", "c", "b"})
-	indexed, j = managerOver(t, journal.Options{}, index.Options{}, ManagerOptions{}, fill)
+	indexed, j = managerOver(t, journal.Options{}, index.Options{}, ManagerOptions{}, appendParts(txs...))
 	ix, err := index.Open(index.Options{Dir: filepath.Join(t.TempDir(), "index")})
 	if err != nil {
 		t.Fatal(err)
@@ -85,15 +83,16 @@ func drain(t *testing.T, m *Manager, max int) []string {
 // part ends a transaction whose earlier part passes or begins one whose
 // later part passes.
 func TestFilteredFetchPassesOver(t *testing.T) {
-	indexed, unindexed, j := passOverEnv(t)
+	// Offsets:               1      2 3 4       5 6      7      8 9     10 11 12
+	indexed, unindexed, j := passOverEnv(t, []string{"a"}, []string{"b", "b", "a"}, []string{"a", "b"}, []string{"b"}, []string{"c", "a"}, []string{"b", "c", "b"})
 	g := &group{name: "probe"}
 	f := Filter{Tables: []string{"public.a"}}.compiled()
-	rej := indexed.rejected(g, f, 1, j.LastOffset())
+	rej := indexed.rejected(g, f, 1, j.LastOffset(), nil)
 	want := []bool{false, true, true, false, false, true, true, true, false, true, true, true}
 	if !slices.Equal(rej, want) {
 		t.Fatalf("rejected %v, want %v", rej, want)
 	}
-	if r := unindexed.rejected(&group{name: "probe"}, f, 1, j.LastOffset()); slices.Contains(r, true) {
+	if r := unindexed.rejected(&group{name: "probe"}, f, 1, j.LastOffset(), nil); slices.Contains(r, true) {
 		t.Fatalf("an index that never saw the journal rejects %v", r)
 	}
 	for _, max := range []int{1, 100} {
@@ -104,6 +103,38 @@ func TestFilteredFetchPassesOver(t *testing.T) {
 		wantAll := "[1:p0 4:p2 5:p0 9:p1] next 13"
 		if max == 100 && (len(a) != 1 || a[0] != wantAll) {
 			t.Fatalf("one fetch delivered %v, want %s", a, wantAll)
+		}
+		for _, m := range []*Manager{indexed, unindexed} {
+			if err := m.Delete(context.Background(), "g"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestFilteredFetchPassOverWindows: over 750 records, more than two of
+// the windows collect asks the index about, with multi-part transactions
+// across the windows' bounds, passing over delivers what decoding does.
+func TestFilteredFetchPassOverWindows(t *testing.T) {
+	var txs [][]string
+	for i := range 450 {
+		switch i % 3 {
+		case 0:
+			txs = append(txs, []string{"b"})
+		case 1:
+			txs = append(txs, []string{"b", "a", "b"})
+		default:
+			txs = append(txs, []string{"c"})
+		}
+	}
+	indexed, unindexed, j := passOverEnv(t, txs...)
+	if j.LastOffset() <= 2*rejectWindow {
+		t.Fatalf("test setup: %d records, not past two windows", j.LastOffset())
+	}
+	for _, max := range []int{50, 1000} {
+		a, b := drain(t, indexed, max), drain(t, unindexed, max)
+		if !slices.Equal(a, b) {
+			t.Fatalf("max %d: passing over delivered\n%v\ndecoding every record delivered\n%v", max, a, b)
 		}
 		for _, m := range []*Manager{indexed, unindexed} {
 			if err := m.Delete(context.Background(), "g"); err != nil {
