@@ -19,8 +19,9 @@
 // multi-part transaction, never a trailing incomplete one), filtered by the
 // group's tables (schema.table globs, see tables.go) and ops: changes that
 // do not pass are removed, records left empty are skipped (a record the
-// index knows the filter does not pass is passed over by its header alone,
-// without being decoded: index.Selector's Rejected). next_offset
+// index knows the filter does not pass is passed over without being read
+// when the index knows whether it ends its transaction and by its header
+// alone when not, never decoded: index.Selector's Verdicts). next_offset
 // moves past skipped records; committing next_offset-1 moves the cursor
 // over them. Commit is cumulative, fsynced, and rejected (ErrInvalidCommit)
 // when backwards, beyond what was delivered, or on a non-final part of a

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/index"
 	"github.com/pgq-dev/pgq/journal"
 	"github.com/pgq-dev/pgq/record"
 )
@@ -369,11 +370,14 @@ func (m *Manager) waitData(ctx context.Context, changed <-chan struct{}, timer *
 // collect chooses whole transactions from offset from: it reads each
 // record once, checking it (record.Peek verifies its checksum) or, for a
 // filtered group, decoding it to see whether any change passes, and keeps
-// only its offset, so it holds one record at a time. It returns the
-// records to deliver, the last offset consumed (delivered or filtered
-// out; from-1 when none), the non-final parts among them, and whether it
-// stopped at scanLimit with more records to read. The limits apply
-// between transactions only: a transaction is delivered whole.
+// only its offset, so it holds one record at a time. A record the index
+// says the group's filter rejects is passed over without a read when the
+// index knows whether it ends its transaction, by its header alone when
+// not (verdicts). It returns the records to deliver, the last offset
+// consumed (delivered or filtered out; from-1 when none), the non-final
+// parts among them, and whether it stopped at its scan budget (scanCost)
+// with more records to read. The limits apply between transactions only:
+// a transaction is delivered whole.
 func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fetchBatch, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
 	g.mu.Lock()
 	filter := g.st.Filter
@@ -386,37 +390,34 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 	}
 	var (
 		bytes    int64
-		scanned  int
+		cost     int
 		inTx     bool      // a transaction's first part was read, not its last
 		unit     []planned // the parts of that transaction that pass
 		unitNF   []pgq.Offset
 		unitSize int64
 	)
-	var rejected []bool // rejected[i]: the record at winFrom+i
+	var verdicts []index.Verdict // verdicts[i]: the record at winFrom+i
 	winFrom := from
 	for off := from; off <= last; off++ {
 		if !inTx && (len(res.recs) >= req.Max || (len(res.recs) > 0 && bytes >= req.MaxBytes)) {
 			break
 		}
-		if !inTx && scanned >= scanLimit {
+		if !inTx && cost >= scanLimit*readCost {
 			more = true
 			break
 		}
-		var p planned
-		var pass bool
-		var size int
-		if !filter.IsZero() && off-winFrom >= pgq.Offset(len(rejected)) {
-			winFrom, rejected = off, m.rejected(g, filter, off, last, rejected)
+		if !filter.IsZero() && off-winFrom >= pgq.Offset(len(verdicts)) {
+			winFrom, verdicts = off, m.verdicts(g, filter, off, last, verdicts)
 		}
-		if i := off - winFrom; i < pgq.Offset(len(rejected)) && rejected[i] {
-			p, size, err = m.passOver(g, off)
-		} else {
-			p, pass, size, err = m.planRecord(g, off, &filter)
+		var v index.Verdict
+		if i := off - winFrom; i < pgq.Offset(len(verdicts)) {
+			v = verdicts[i]
 		}
+		p, pass, size, c, err := m.scanRecord(g, off, &filter, v)
 		if err != nil {
 			return nil, 0, nil, false, err
 		}
-		scanned++
+		cost += c
 		unitSize += int64(size)
 		if pass {
 			unit = append(unit, p)
@@ -435,39 +436,64 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 	return res, consumed, nonFinal, more, nil
 }
 
-// rejectWindow is how many offsets ahead collect asks the index about at
-// a time: a fetch that stops after a few records reads a few index
-// entries, not its whole scan limit.
-const rejectWindow = 256
+// A collect's scan budget is scanLimit records read from the journal. A
+// record the index lets it pass over without a read costs 1/readCost of
+// one: walking an index entry is some 20 times cheaper than a journal
+// read (its lock, copy and header parse), so a group filtering one table
+// of a thousand moves over 65,536 records of the others per collect, not
+// 4,096, while a collect's work stays about what 4,096 reads cost.
+const readCost = 16
 
-// rejected is, for a filtered group, which records of [from, last] its
-// filter does not pass as far as the index knows (index.Selector's
-// Rejected; at most rejectWindow of them, in buf's storage when it has
-// room): collect passes over those by their header alone instead of
-// decoding them. A group filtering one table of many would else decode
-// every record of every other table on each fetch: with a thousand such
-// groups, a thousand decodes of each journaled record. Empty without a
-// filter, or when the index cannot say (collect then asks again at the
-// next offset: one window per record at most, each refused at once).
-func (m *Manager) rejected(g *group, filter Filter, from, last pgq.Offset, buf []bool) []bool {
+// scanRecord is collect's look at the record at off: what it keeps of
+// it, whether the group's filter passes it, its stored size for MaxBytes
+// and what it costs of collect's budget. v is what the index says of it.
+func (m *Manager) scanRecord(g *group, off pgq.Offset, filter *Filter, v index.Verdict) (planned, bool, int, int, error) {
+	switch {
+	case v.Rejected && v.End != index.EndUnknown:
+		// The index's Bytes is the stored size ReadInfo would report.
+		return planned{off: off, final: v.End == index.EndFinal}, false, int(v.Bytes), 1, nil
+	case v.Rejected:
+		p, size, err := m.passOver(g, off)
+		return p, false, size, readCost, err
+	}
+	p, pass, size, err := m.planRecord(g, off, filter)
+	return p, pass, size, readCost, err
+}
+
+// verdictWindow is how many offsets ahead collect asks the index about
+// at a time: a fetch that stops after a few records reads a few index
+// entries, not its whole scan budget.
+const verdictWindow = 256
+
+// verdicts is, for a filtered group, what the index knows of the records
+// of [from, last] (index.Selector's Verdicts; at most verdictWindow of
+// them, in buf's storage when it has room): collect passes over the ones
+// its filter rejects instead of decoding them. A group filtering one
+// table of many would else decode every record of every other table on
+// each fetch: with a thousand such groups, a thousand decodes of each
+// journaled record. Empty without a filter, or when the index cannot say
+// (collect then asks again at the next offset: one window per record at
+// most, each refused at once).
+func (m *Manager) verdicts(g *group, filter Filter, from, last pgq.Offset, buf []index.Verdict) []index.Verdict {
 	if filter.IsZero() || last < from {
 		return buf[:0]
 	}
 	r := buf[:0]
-	if n := int(min(uint64(last-from)+1, rejectWindow)); cap(r) >= n {
+	if n := int(min(uint64(last-from)+1, verdictWindow)); cap(r) >= n {
 		r = r[:n]
 	} else {
-		r = make([]bool, n)
+		r = make([]index.Verdict, n)
 	}
-	if err := m.selector(g, filter).Rejected(from, r); err != nil {
+	if err := m.selector(g, filter).Verdicts(from, r); err != nil {
 		return r[:0] // decode them, as without the index
 	}
 	return r
 }
 
 // passOver reads only the header of the record at off, which the
-// group's filter does not pass (rejected): whether it ends its
-// transaction, and its stored size.
+// group's filter does not pass (rejected) but of which the index does not
+// know whether it ends its transaction (a block of an older pgq): that,
+// and its stored size.
 func (m *Manager) passOver(g *group, off pgq.Offset) (planned, int, error) {
 	ri, size, err := m.j.ReadInfo(off)
 	if err != nil {

@@ -331,5 +331,6 @@ func (m *Manager) bounds() (first, last pgq.Offset) {
 	return first, last
 }
 
-// scanLimit bounds the records one collect reads when all are filtered out.
+// scanLimit bounds the records one collect reads from the journal when all
+// are filtered out (see readCost for those it passes over unread).
 const scanLimit = 4096

@@ -12,23 +12,61 @@ import (
 	"github.com/pgq-dev/pgq/journal"
 )
 
-// passOverEnv is two Managers over one journal of multi-part transactions
-// whose parts touch different tables: one with the journal indexed, one
-// with an index that never saw it (so its fetches decode every record).
-func passOverEnv(t *testing.T, txs ...[]string) (indexed, unindexed *Manager, j *journal.Journal) {
+// passOverEnv is three Managers over one journal of multi-part
+// transactions whose parts touch different tables: one with the journal
+// indexed, one with it indexed as an older pgq indexed it (no end flag:
+// index.EndUnknown, what a version 3 block reads as), and one with an
+// index that never saw it (so its fetches decode every record).
+func passOverEnv(t *testing.T, txs ...[]string) (indexed, older, unindexed *Manager, j *journal.Journal) {
 	t.Helper()
 	indexed, j = managerOver(t, journal.Options{}, index.Options{}, ManagerOptions{}, appendParts(txs...))
-	ix, err := index.Open(index.Options{Dir: filepath.Join(t.TempDir(), "index")})
+	open := func(fill func(ix *index.Index)) *Manager {
+		ix, err := index.Open(index.Options{Dir: filepath.Join(t.TempDir(), "index")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ix.Close() })
+		fill(ix)
+		m, err := NewManager(ManagerOptions{Journal: j, Index: ix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	older = open(func(ix *index.Index) {
+		var es []index.Entry
+		for off := j.FirstOffset(); off <= j.LastOffset(); off++ {
+			tx, n, err := j.ReadSized(off)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := index.EntryOf(tx, n, len(tx.Changes))
+			e.End = index.EndUnknown
+			es = append(es, e)
+		}
+		if err := ix.Add(es); err != nil {
+			t.Fatal(err)
+		}
+	})
+	unindexed = open(func(*index.Index) {})
+	return indexed, older, unindexed, j
+}
+
+// collectReads is one collect of group g (filtering table a) from offset
+// 1 over the whole journal, and the journal reads it made.
+func collectReads(t *testing.T, m *Manager) (recs int, reads uint64) {
+	t.Helper()
+	g, err := m.get("g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ix.Close() })
-	unindexed, err = NewManager(ManagerOptions{Journal: j, Index: ix})
+	before := m.j.Reads()
+	res, _, _, _, err := m.collect(g, 1, FetchRequest{Max: 1000, MaxBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unindexed.Close() })
-	return indexed, unindexed, j
+	return len(res.recs), m.j.Reads() - before
 }
 
 // appendParts appends one transaction per txs (wakeTx: a part per table).
@@ -83,28 +121,57 @@ func drain(t *testing.T, m *Manager, max int) []string {
 // part ends a transaction whose earlier part passes or begins one whose
 // later part passes.
 func TestFilteredFetchPassesOver(t *testing.T) {
-	// Offsets:               1      2 3 4       5 6      7      8 9     10 11 12
-	indexed, unindexed, j := passOverEnv(t, []string{"a"}, []string{"b", "b", "a"}, []string{"a", "b"}, []string{"b"}, []string{"c", "a"}, []string{"b", "c", "b"})
-	g := &group{name: "probe"}
+	// Offsets:                        1      2 3 4       5 6      7      8 9     10 11 12
+	indexed, older, unindexed, j := passOverEnv(t, []string{"a"}, []string{"b", "b", "a"}, []string{"a", "b"}, []string{"b"}, []string{"c", "a"}, []string{"b", "c", "b"})
 	f := Filter{Tables: []string{"public.a"}}.compiled()
-	rej := indexed.rejected(g, f, 1, j.LastOffset(), nil)
-	want := []bool{false, true, true, false, false, true, true, true, false, true, true, true}
-	if !slices.Equal(rej, want) {
-		t.Fatalf("rejected %v, want %v", rej, want)
+	const R, P, F = "r", "", "f" // rejected part / rejected final / passes
+	want := []string{"", R + P, R + P, "", "", R + F, R + F, R + P, "", R + P, R + P, R + F}
+	verdicts := func(m *Manager) []string {
+		var out []string
+		for _, v := range m.verdicts(&group{name: "probe"}, f, 1, j.LastOffset(), nil) {
+			s := ""
+			if v.Rejected {
+				s = R + map[index.End]string{index.EndPart: P, index.EndFinal: F, index.EndUnknown: "?"}[v.End]
+			}
+			out = append(out, s)
+		}
+		return out
 	}
-	if r := unindexed.rejected(&group{name: "probe"}, f, 1, j.LastOffset(), nil); slices.Contains(r, true) {
-		t.Fatalf("an index that never saw the journal rejects %v", r)
+	if got := verdicts(indexed); !slices.Equal(got, want) {
+		t.Fatalf("verdicts %q, want %q", got, want)
 	}
+	wantOlder := slices.Clone(want)
+	for i, w := range wantOlder {
+		if w != "" {
+			wantOlder[i] = R + "?"
+		}
+	}
+	if got := verdicts(older); !slices.Equal(got, wantOlder) {
+		t.Fatalf("verdicts of an index without the end flag %q, want %q", got, wantOlder)
+	}
+	if got := verdicts(unindexed); slices.ContainsFunc(got, func(s string) bool { return s != "" }) {
+		t.Fatalf("an index that never saw the journal rejects %q", got)
+	}
+	ms := []*Manager{indexed, older, unindexed}
 	for _, max := range []int{1, 100} {
-		a, b := drain(t, indexed, max), drain(t, unindexed, max)
-		if !slices.Equal(a, b) {
-			t.Fatalf("max %d: passing over delivered\n%v\ndecoding every record delivered\n%v", max, a, b)
+		a, b, c := drain(t, indexed, max), drain(t, older, max), drain(t, unindexed, max)
+		if !slices.Equal(a, c) || !slices.Equal(b, c) {
+			t.Fatalf("max %d: passing over unread delivered\n%v\nby the header\n%v\ndecoding every record delivered\n%v", max, a, b, c)
 		}
 		wantAll := "[1:p0 4:p2 5:p0 9:p1] next 13"
 		if max == 100 && (len(a) != 1 || a[0] != wantAll) {
 			t.Fatalf("one fetch delivered %v, want %s", a, wantAll)
 		}
-		for _, m := range []*Manager{indexed, unindexed} {
+		if max == 100 {
+			// The records a collect reads: every one but the rejected
+			// ones whose end the index knows (8 of 12).
+			for i, wantReads := range []uint64{4, 12, 12} {
+				if n, reads := collectReads(t, ms[i]); n != 4 || reads != wantReads {
+					t.Fatalf("manager %d: collect of %d records read %d records of the journal, want 4 and %d", i, n, reads, wantReads)
+				}
+			}
+		}
+		for _, m := range ms {
 			if err := m.Delete(context.Background(), "g"); err != nil {
 				t.Fatal(err)
 			}
@@ -127,16 +194,23 @@ func TestFilteredFetchPassOverWindows(t *testing.T) {
 			txs = append(txs, []string{"c"})
 		}
 	}
-	indexed, unindexed, j := passOverEnv(t, txs...)
-	if j.LastOffset() <= 2*rejectWindow {
+	indexed, older, unindexed, j := passOverEnv(t, txs...)
+	if j.LastOffset() <= 2*verdictWindow {
 		t.Fatalf("test setup: %d records, not past two windows", j.LastOffset())
 	}
 	for _, max := range []int{50, 1000} {
-		a, b := drain(t, indexed, max), drain(t, unindexed, max)
-		if !slices.Equal(a, b) {
-			t.Fatalf("max %d: passing over delivered\n%v\ndecoding every record delivered\n%v", max, a, b)
+		a, b, c := drain(t, indexed, max), drain(t, older, max), drain(t, unindexed, max)
+		if !slices.Equal(a, c) || !slices.Equal(b, c) {
+			t.Fatalf("max %d: passing over unread delivered\n%v\nby the header\n%v\ndecoding every record delivered\n%v", max, a, b, c)
 		}
-		for _, m := range []*Manager{indexed, unindexed} {
+		if max == 1000 {
+			// 450 transactions: 150 of 1 part b, 150 of b a b, 150 of c;
+			// only the 150 a parts are read.
+			if n, reads := collectReads(t, indexed); n != 150 || reads != 150 {
+				t.Fatalf("collect of %d records read %d records of the journal, want 150 and 150", n, reads)
+			}
+		}
+		for _, m := range []*Manager{indexed, older, unindexed} {
 			if err := m.Delete(context.Background(), "g"); err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +240,7 @@ func BenchmarkFilteredCollect(b *testing.B) {
 	for _, indexed := range []bool{true, false} {
 		name := map[bool]string{true: "index", false: "decode"}[indexed]
 		b.Run(name, func(b *testing.B) {
-			ix, err := index.Open(index.Options{Dir: filepath.Join(dir, name)})
+			ix, err := index.Open(index.Options{Dir: filepath.Join(b.TempDir(), name)}) // fresh per run: -count reruns b.Run
 			if err != nil {
 				b.Fatal(err)
 			}

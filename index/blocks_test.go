@@ -99,7 +99,7 @@ func TestBlocksMatchModel(t *testing.T) {
 			}
 			at = at.Add(time.Duration(rng.IntN(2000)-200) * time.Microsecond) // sometimes backwards
 			batch[i] = Entry{Offset: off, CommitLSN: lsn, EndLSN: lsn + pgq.LSN(rng.IntN(100)),
-				CommitTime: at, Bytes: rng.IntN(5000), Changes: rng.IntN(10)}
+				CommitTime: at, Bytes: rng.IntN(5000), Changes: rng.IntN(10), End: End(rng.IntN(3))}
 			off++
 		}
 		mustAdd(t, ix, batch)
@@ -128,7 +128,7 @@ func TestBlockBytesPerEntry(t *testing.T) {
 	var prev stored
 	for i := range es {
 		e := Entry{Offset: pgq.Offset(1 + i), CommitLSN: pgq.LSN(0x1_6B37_4D28 + 180*i), EndLSN: pgq.LSN(0x1_6B37_4D28 + 180*i + 48),
-			CommitTime: t0.Add(time.Duration(i) * 700 * time.Microsecond), Bytes: 160, Changes: 1}
+			CommitTime: t0.Add(time.Duration(i) * 700 * time.Microsecond), Bytes: 160, Changes: 1, End: endOf(i%4 == 3)}
 		es[i] = next(prev, i > 0, e)
 		prev = es[i]
 	}

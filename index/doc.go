@@ -84,20 +84,27 @@
 //
 // Entries are kept in blocks of 128 consecutive offsets: block s holds
 // offsets s .. s+127 with s = 128k+1 (the first block after a Reset may
-// start later inside its range). A block value is version byte 3, then
+// start later inside its range). A block value is version byte 4, then
 // uvarints: first offset, entry count, the running byte count before the
 // first entry, the first entry's running maxLSN, its running maxµs
 // (zigzag varint); then per entry CommitLSN minus the previous one, EndLSN
 // minus CommitLSN, CommitTime (Unix µs) minus the previous one (zigzag
-// varints, the first entry's against 0), Bytes, Changes and the record's
-// subject set id (uvarints). About 11 bytes per journal record instead of
-// a 73-byte value and three keys per record (the first format: an "o"
-// family, which Open drops; the entries are rebuilt from the journal).
-// Version 2 blocks, written before the subject sets, have no set ids and
-// are still read, every entry with set 0: a data dir of an older pgq
-// opens as it is, its records count as unknown (below) until retention
-// drops them. A pgq older than version 3 does not read it: going back,
-// delete the index directory (it is rebuilt from the journal).
+// varints, the first entry's against 0), Bytes, Changes, and the record's
+// subject set id shifted left by two with its End in the low two bits
+// (uvarints; End 1 when the record ends its transaction, 2 when a later
+// part follows, 0 unknown; 3 is corrupt). About 11 bytes per journal
+// record instead of a 73-byte value and three keys per record (the first
+// format: an "o" family, which Open drops; the entries are rebuilt from
+// the journal).
+//
+// Older blocks are still read, so a data dir of an older pgq opens as it
+// is: version 3 blocks, written before the end flag, have the set id
+// alone (every entry's End unknown: a filtered fetch reads such a
+// record's header to learn it, as before); version 2 blocks, written
+// before the subject sets, have no set ids either (every entry with set 0:
+// its records count as unknown, below, until retention drops them). A pgq
+// older than the version it finds refuses the block as corrupt: going
+// back, delete the index directory (it is rebuilt from the journal).
 //
 // # Subject sets: what a filtered group would receive
 //
@@ -120,12 +127,15 @@
 // set; unknown always passes, an over-count, never an under-count) by
 // scanning the entries, and remembers its last answer so that a count
 // moving forward reads only the offsets it did not read before: a group's
-// lag then costs what its cursor and the journal moved. Its Rejected
-// marks the records of a range it knows fail the predicate, so a filtered
-// fetch reads only their headers. Subjects come from
+// lag then costs what its cursor and the journal moved. Its Verdicts
+// tell, per record of a range, whether it fails the predicate, whether it
+// ends its transaction and its size, so a filtered fetch passes over the
+// records it does not want without reading them. Subjects come from
 // the record's changes (EntryOf) or, for a record journaled from its
 // encoded form, from those bytes without decoding values (EntryOfStored,
-// resolving the compact form's relation ids in the journal's catalog).
+// resolving the compact form's relation ids in the journal's catalog);
+// the end from the transaction's Final (EntryOf) or the encoded header
+// (EntryOfStored).
 //
 // Only full blocks are written while the index runs: the block being
 // filled (the tail) lives in memory and is written, as a partial block

@@ -98,6 +98,31 @@ type Entry struct {
 	// Subject); "" when unknown (every filter then counts the record).
 	// Add stores it as a subject set id.
 	Subjects SubjectSet
+	// End says whether the record ends its transaction (pgq.Transaction's
+	// Final): a filtered fetch passes over a record it does not want
+	// without reading it when the index knows. EndUnknown (the zero
+	// value) for an entry of a block written before the flag.
+	End End
+}
+
+// End is whether a record ends its transaction, as the index knows it.
+type End uint8
+
+const (
+	// EndUnknown: not known (a block of an older pgq); read the record.
+	EndUnknown End = iota
+	// EndFinal: the record is its transaction's last (or only) part.
+	EndFinal
+	// EndPart: a later part of its transaction follows.
+	EndPart
+)
+
+// endOf is the End of a record whose Final is final.
+func endOf(final bool) End {
+	if final {
+		return EndFinal
+	}
+	return EndPart
 }
 
 // EntryOf returns the Entry for a journal record with the header of tx,
@@ -112,6 +137,7 @@ func EntryOf(tx *pgq.Transaction, bytes, changes int) Entry {
 		CommitTime: tx.CommitTime,
 		Bytes:      bytes,
 		Changes:    changes,
+		End:        endOf(tx.Final),
 	}
 	if len(tx.Changes) == changes {
 		e.Subjects = subjectsOf(tx.Changes)

@@ -43,11 +43,14 @@ func blockStart(off pgq.Offset) pgq.Offset {
 // blockEnd returns the last offset of the block holding off.
 func blockEnd(off pgq.Offset) pgq.Offset { return blockStart(off) + blockLen - 1 }
 
-// blockVersion is the first byte of every block value written; blocks of
-// blockVersionNoSets (written before the subject sets) are read with every
-// entry's set 0, unknown.
+// blockVersion is the first byte of every block value written: a set id
+// and whether the record ends its transaction per entry. Blocks of
+// blockVersionNoEnd (written before the end flag) are read with every
+// entry's End unknown, and blocks of blockVersionNoSets (written before
+// the subject sets) with its set 0, unknown, too.
 const (
-	blockVersion       byte = 3
+	blockVersion       byte = 4
+	blockVersionNoEnd  byte = 3
 	blockVersionNoSets byte = 2
 )
 
@@ -151,7 +154,9 @@ func encodeBlock(es []stored) []byte {
 		v = binary.AppendVarint(v, t-us)
 		v = binary.AppendUvarint(v, uint64(e.Bytes))
 		v = binary.AppendUvarint(v, uint64(e.Changes))
-		v = binary.AppendUvarint(v, uint64(e.set))
+		// The end flag shares the set id's uvarint: one byte for the
+		// first 31 sets, two up to 4095.
+		v = binary.AppendUvarint(v, uint64(e.set)<<2|uint64(e.End))
 		lsn, us = e.CommitLSN, t
 	}
 	return v
@@ -163,7 +168,8 @@ type blockReader struct {
 	start pgq.Offset
 	r     varintReader
 	n, i  int
-	sets  bool   // version 3: a set id per entry
+	sets  bool   // version 3 and later: a set id per entry
+	ends  bool   // version 4: the end flag with the set id
 	cur   stored // the entry next decoded
 	us    int64  // cur's commit time in µs (delta base)
 	err   error
@@ -172,10 +178,10 @@ type blockReader struct {
 // newBlockReader checks the header of a block value stored under start.
 func newBlockReader(start pgq.Offset, v []byte) (*blockReader, error) {
 	br := &blockReader{start: start}
-	if len(v) == 0 || (v[0] != blockVersion && v[0] != blockVersionNoSets) {
+	if len(v) == 0 || v[0] < blockVersionNoSets || v[0] > blockVersion {
 		return nil, fmt.Errorf("%w: block at offset %d: version %d", ErrCorrupt, start, firstByte(v))
 	}
-	br.sets = v[0] == blockVersion
+	br.sets, br.ends = v[0] >= blockVersionNoEnd, v[0] >= blockVersion
 	br.r = varintReader{b: v[1:]}
 	first := pgq.Offset(br.r.uvarint())
 	n := br.r.uvarint()
@@ -210,6 +216,13 @@ func (br *blockReader) next() bool {
 	s.Changes = int(r.uvarint())
 	if br.sets {
 		id := r.uvarint()
+		if br.ends {
+			s.End = End(id & 3)
+			id >>= 2
+			if s.End > EndPart {
+				r.bad = true
+			}
+		}
 		if id > maxSets {
 			r.bad = true
 		}

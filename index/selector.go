@@ -3,6 +3,7 @@ package index
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -116,15 +117,31 @@ func (s *Selector) Count(from, to pgq.Offset) (Count, error) {
 	return c, nil
 }
 
-// Rejected sets rejected[i] when the index knows that the record at
-// offset from+i does not pass: it is indexed with a known subject set the
-// predicate fails. Every other entry is false: a record with unknown
-// subjects, or not indexed (yet), must be read to be known. So a filtered
-// fetch passes over what its group does not want without decoding it
-// (package consumers), at the cost of one walk of the index for a range.
-func (s *Selector) Rejected(from pgq.Offset, rejected []bool) error {
-	clear(rejected)
-	if len(rejected) == 0 {
+// Verdict is what the index knows of one record for a filtered fetch
+// (Selector.Verdicts).
+type Verdict struct {
+	// Bytes is the record's stored size as indexed (Entry.Bytes: what
+	// the journal reports as the record's size); 0 when not indexed.
+	Bytes uint32
+	// Rejected: the record is indexed with a known subject set that the
+	// predicate fails.
+	Rejected bool
+	// End is whether it ends its transaction, as indexed (EndUnknown for
+	// an entry of a block written before the flag, or not indexed).
+	End End
+}
+
+// Verdicts fills out[i] with what the index knows of the record at
+// offset from+i: whether it is rejected (indexed with a known subject set
+// the predicate fails), whether it ends its transaction, its size. An
+// offset not indexed (yet) is left zero: not rejected, to be read. A
+// record with unknown subjects is not rejected. So a filtered fetch
+// passes over what its group does not want without reading it when the
+// end is known, by its header alone when not (package consumers), at the
+// cost of one walk of the index for a range.
+func (s *Selector) Verdicts(from pgq.Offset, out []Verdict) error {
+	clear(out)
+	if len(out) == 0 {
 		return nil
 	}
 	ix := s.ix
@@ -137,13 +154,17 @@ func (s *Selector) Rejected(from pgq.Offset, rejected []bool) error {
 	if gen := ix.gen.Load(); gen != s.vgen {
 		s.verdict, s.vgen = nil, gen
 	}
-	to := from + pgq.Offset(len(rejected)) - 1
+	to := from + pgq.Offset(len(out)) - 1
 	_, err := ix.walkRange(from, to, func(e *stored) bool { // a hole leaves the rest unknown
-		rejected[e.Offset-from] = !s.passes(e.set) // set 0 (unknown) passes
+		v := Verdict{Bytes: uint32(min(e.Bytes, math.MaxUint32)), Rejected: !s.passes(e.set), End: e.End} // set 0 (unknown) passes
+		if e.Bytes > math.MaxUint32 {
+			v.End = EndUnknown // its size does not fit: read it
+		}
+		out[e.Offset-from] = v
 		return true
 	})
 	if err != nil {
-		return fmt.Errorf("index: rejected from %d: %w", from, err)
+		return fmt.Errorf("index: verdicts from %d: %w", from, err)
 	}
 	return nil
 }

@@ -167,32 +167,50 @@ type RelationFunc func(id uint64) ([]byte, error)
 // backfill chunk), in the journal's stored form (record.VersionCompact,
 // whose relation ids rel resolves) or record.Version. The subjects are
 // read from the encoded changes without decoding their values; a record
-// that does not parse is indexed with unknown subjects.
+// that does not parse is indexed with unknown subjects. Whether it ends
+// its transaction is read from the encoded header too (EndUnknown when
+// that does not parse).
 func EntryOfStored(tx *pgq.Transaction, stored []byte, bytes, changes int, rel RelationFunc) Entry {
 	e := Entry{Offset: tx.Offset, CommitLSN: tx.CommitLSN, EndLSN: tx.EndLSN, CommitTime: tx.CommitTime, Bytes: bytes, Changes: changes}
-	if s, err := storedSubjects(stored, rel); err == nil {
+	s, end, err := storedSubjects(stored, rel)
+	if err == nil {
 		e.Subjects = NewSubjectSet(s)
 	}
+	e.End = end
 	return e
 }
 
 var errSubjects = errors.New("index: record subjects")
 
 // storedSubjects walks a framed record (version byte, CRC, msgpack body;
-// see package record) for its subjects.
-func storedSubjects(rec []byte, rel RelationFunc) ([]Subject, error) {
+// see package record) for its subjects and whether it ends its
+// transaction (known as soon as the header parses, also when the
+// subjects then do not).
+func storedSubjects(rec []byte, rel RelationFunc) ([]Subject, End, error) {
 	const header = 5
 	if len(rec) < header || (rec[0] != 1 && rec[0] != 2) {
-		return nil, fmt.Errorf("%w: not a record", errSubjects)
+		return nil, EndUnknown, fmt.Errorf("%w: not a record", errSubjects)
 	}
 	compact := rec[0] == 2
 	d := msgp.Reader{B: rec[header:], Wrap: errSubjects}
 	if n := d.ArrayLen(); d.Err == nil && (n < 9 || n > 11) {
-		return nil, fmt.Errorf("%w: body of %d elements", errSubjects, n)
+		return nil, EndUnknown, fmt.Errorf("%w: body of %d elements", errSubjects, n)
 	}
-	for range 7 { // xid, commit LSN, end LSN, commit time, origin, part, final
+	for range 6 { // xid, commit LSN, end LSN, commit time, origin, part
 		d.Skip()
 	}
+	final := d.Bool()
+	if d.Err != nil {
+		return nil, EndUnknown, d.Err
+	}
+	end := endOf(final)
+	s, err := storedChanges(&d, compact, rel)
+	return s, end, err
+}
+
+// storedChanges reads the relation table and the changes' subjects of a
+// record body past its header fields.
+func storedChanges(d *msgp.Reader, compact bool, rel RelationFunc) ([]Subject, error) {
 	nrel := d.ArrayLen()
 	if d.Err != nil || nrel > d.Left() {
 		return nil, fmt.Errorf("%w: relations", errSubjects)
@@ -219,7 +237,7 @@ func storedSubjects(rec []byte, rel RelationFunc) ([]Subject, error) {
 			return nil, rd.Err
 		}
 	}
-	return changeSubjects(&d, rels)
+	return changeSubjects(d, rels)
 }
 
 // changeSubjects reads the change array of a record body whose relation

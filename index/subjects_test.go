@@ -161,25 +161,7 @@ func TestVersion2BlocksCountForEveryone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rewrite block 1 in version 2.
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleQuiet{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, closer, err := db.Get(blockKey(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := decodeBlock(1, v)
-	closer.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Set(blockKey(1), encodeBlockV2(old), pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	rewriteBlock1(t, dir, encodeBlockV2)
 
 	ix = open(t, dir)
 	defer ix.Close()
@@ -198,14 +180,18 @@ func TestVersion2BlocksCountForEveryone(t *testing.T) {
 }
 
 // encodeBlockV2 is encodeBlock as it was before the subject sets.
-func encodeBlockV2(es []stored) []byte {
-	v3 := encodeBlock(es)
-	br, err := newBlockReader(es[0].Offset, v3)
+func encodeBlockV2(es []stored) []byte { return encodeBlockOld(es, blockVersionNoSets) }
+
+// encodeBlockOld is encodeBlock as it was in version 2 (no set ids) or 3
+// (set ids, no end flag).
+func encodeBlockOld(es []stored, version byte) []byte {
+	cur := encodeBlock(es)
+	br, err := newBlockReader(es[0].Offset, cur)
 	if err != nil {
 		panic(err)
 	}
-	v := []byte{blockVersionNoSets}
-	v = append(v, v3[1:len(v3)-len(br.r.b)]...) // the header
+	v := []byte{version}
+	v = append(v, cur[1:len(cur)-len(br.r.b)]...) // the header
 	var lsn pgq.LSN
 	var us int64
 	for i := range es {
@@ -216,9 +202,93 @@ func encodeBlockV2(es []stored) []byte {
 		v = appendVarint(v, ts-us)
 		v = appendUvarint(v, uint64(e.Bytes))
 		v = appendUvarint(v, uint64(e.Changes))
+		if version == blockVersionNoEnd {
+			v = appendUvarint(v, uint64(e.set))
+		}
 		lsn, us = e.CommitLSN, ts
 	}
 	return v
+}
+
+// rewriteBlock1 rewrites the stored block 1 of the closed index in dir
+// with enc.
+func rewriteBlock1(t *testing.T, dir string, enc func([]stored) []byte) []stored {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleQuiet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, closer, err := db.Get(blockKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := decodeBlock(1, v)
+	closer.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(blockKey(1), enc(old), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return old
+}
+
+// TestVersion3BlocksEndUnknown: blocks written before the end flag
+// (version 3) still read, with their subject sets, and every entry's End
+// unknown: Verdicts rejects what version 4 rejects, with the same sizes,
+// and leaves the end to be read; the version 4 block after it knows it.
+func TestVersion3BlocksEndUnknown(t *testing.T) {
+	dir := t.TempDir()
+	ix := open(t, dir)
+	es := subjectEntries(1, 200)
+	for i := range es {
+		es[i].End = EndPart
+		if i%3 != 0 {
+			es[i].End = EndFinal
+		}
+	}
+	mustAdd(t, ix, es)
+	calls := 0
+	want := make([]Verdict, 200)
+	if err := ix.NewSelector(ordersPred(&calls)).Verdicts(1, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rewriteBlock1(t, dir, func(s []stored) []byte { return encodeBlockOld(s, blockVersionNoEnd) })
+
+	ix = open(t, dir)
+	defer ix.Close()
+	got := make([]Verdict, 200)
+	if err := ix.NewSelector(ordersPred(&calls)).Verdicts(1, got); err != nil {
+		t.Fatal(err)
+	}
+	rejected := 0
+	for i := range got {
+		w := want[i]
+		if w.End != es[i].End || int(w.Bytes) != es[i].Bytes {
+			t.Fatalf("version 4: offset %d: %+v, want End %d Bytes %d", i+1, w, es[i].End, es[i].Bytes)
+		}
+		if i < blockLen {
+			w.End = EndUnknown
+		}
+		if got[i] != w {
+			t.Fatalf("offset %d after rewriting block 1 in version 3: %+v, want %+v", i+1, got[i], w)
+		}
+		if got[i].Rejected {
+			rejected++
+		}
+	}
+	if rejected == 0 || rejected == len(got) {
+		t.Fatalf("test setup: %d of %d rejected", rejected, len(got))
+	}
+	if e, err := ix.EntryAt(7); err != nil || !e.Subjects.Known() || e.End != EndUnknown {
+		t.Fatalf("EntryAt(7) of a version 3 block = %+v, %v", e, err)
+	}
 }
 
 type pebbleQuiet struct{}
@@ -245,8 +315,8 @@ func TestStoredSubjects(t *testing.T) {
 		t.Fatalf("subjectsOf: %d subjects %q, want 6", n, want.Subjects())
 	}
 	v1 := record.Append(nil, tx)
-	got, err := storedSubjects(v1, nil)
-	if err != nil || NewSubjectSet(got) != want {
+	got, end, err := storedSubjects(v1, nil)
+	if err != nil || NewSubjectSet(got) != want || end != EndFinal {
 		t.Fatalf("record form: %q, %v; want %q", got, err, want.Subjects())
 	}
 	var rels [][]byte
@@ -257,14 +327,24 @@ func TestStoredSubjects(t *testing.T) {
 	if err != nil || compact[0] != record.VersionCompact {
 		t.Fatalf("Compact: %v", err)
 	}
-	e := EntryOfStored(tx, compact, len(compact), len(tx.Changes), func(id uint64) ([]byte, error) {
+	rel := func(id uint64) ([]byte, error) {
 		if id == 0 || id > uint64(len(rels)) {
 			return nil, errors.New("no such relation")
 		}
 		return rels[id-1], nil
-	})
-	if e.Subjects != want {
-		t.Fatalf("compact form: %q, want %q", e.Subjects.Subjects(), want.Subjects())
+	}
+	e := EntryOfStored(tx, compact, len(compact), len(tx.Changes), rel)
+	if e.Subjects != want || e.End != EndFinal {
+		t.Fatalf("compact form: %q end %d, want %q final", e.Subjects.Subjects(), e.End, want.Subjects())
+	}
+	tx.Final = false // EntryOfStored reads the end from the bytes, not tx
+	if e := EntryOfStored(tx, compact, len(compact), len(tx.Changes), rel); e.End != EndFinal {
+		t.Fatalf("compact form with tx.Final false: end %d, want final", e.End)
+	}
+	part := *tx
+	part.Part, part.Final = 1, false
+	if _, end, err := storedSubjects(record.Append(nil, &part), nil); err != nil || end != EndPart {
+		t.Fatalf("a non-final part: end %d, %v; want EndPart", end, err)
 	}
 	// A record that does not parse is indexed with unknown subjects.
 	if e := EntryOfStored(tx, compact[:20], 20, 7, nil); e.Subjects.Known() {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -127,6 +128,8 @@ type Journal struct {
 	// readMu serializes wal.Read calls: tidwall/wal reads mutate its
 	// segment cache under a shared lock and race with each other (#34).
 	readMu sync.Mutex
+	// reads counts the records read (Reads).
+	reads atomic.Uint64
 
 	// w is safe for one writer plus readMu-serialized readers; wal's own
 	// RWMutex orders writes against reads.
@@ -471,6 +474,13 @@ func (j *Journal) readExpanded(off pgq.Offset) ([]byte, int, error) {
 	return data, n, nil
 }
 
+// Reads is the number of records read from the journal since Open
+// (every call of Read, ReadSized, ReadRaw and ReadInfo, failed ones
+// included). The reads of one record contend on one
+// mutex (tidwall/wal#34), so this is what readers cost the journal: it
+// shows whether a reader passes over records without reading them.
+func (j *Journal) Reads() uint64 { return j.reads.Load() }
+
 // readStored returns a copy of the record at off as stored.
 func (j *Journal) readStored(off pgq.Offset) ([]byte, error) {
 	j.mu.Lock()
@@ -482,6 +492,7 @@ func (j *Journal) readStored(off pgq.Offset) ([]byte, error) {
 	if off == 0 || off < first || off > last {
 		return nil, fmt.Errorf("journal: read %d (have %d..%d): %w", off, first, last, ErrNotFound)
 	}
+	j.reads.Add(1)
 	j.readMu.Lock()
 	data, err := j.w.Read(uint64(off))
 	j.readMu.Unlock()
