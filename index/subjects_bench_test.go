@@ -84,6 +84,22 @@ func BenchmarkSelectorCount(b *testing.B) {
 			}
 		}
 	})
+	// A reader that keeps up: its cursor a few records behind the end,
+	// both moving by a batch between two lags (a status document's
+	// per-group lag with a thousand such groups).
+	b.Run("caught-up", func(b *testing.B) {
+		s := ix.NewSelector(ordersPred(&calls))
+		from, to := pgq.Offset(1), pgq.Offset(10)
+		for b.Loop() {
+			if _, err := s.Count(from, to); err != nil {
+				b.Fatal(err)
+			}
+			from, to = from+64, to+64
+			if to > n {
+				from, to = 1, 10
+			}
+		}
+	})
 }
 
 func mustAddB(b *testing.B, ix *Index, es []Entry) {

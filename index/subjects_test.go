@@ -104,6 +104,12 @@ func TestSelectorCounts(t *testing.T) {
 		from = min(from, to+1)
 		wantCount(t, s, es, from, to)
 	}
+	// A backlog longer than oneWalk: the ranges apart.
+	s2 := ix.NewSelector(ordersPred(&calls))
+	for from, to := pgq.Offset(1), pgq.Offset(oneWalk+100); to <= 700; from, to = from+pgq.Offset(1+rng.IntN(40)), to+pgq.Offset(rng.IntN(40)) {
+		wantCount(t, s2, es, from, to)
+	}
+	calls -= 4 // s2 evaluated the four sets once more
 	// Backwards and arbitrary ranges: afresh.
 	for range 50 {
 		a, b := pgq.Offset(1+rng.IntN(700)), pgq.Offset(1+rng.IntN(700))
