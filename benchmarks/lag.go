@@ -124,8 +124,11 @@ func (e *env) waitConfirmed(ctx context.Context, slot string, lsn interface{ Str
 	return fmt.Errorf("slot %s did not confirm %s within %s", slot, lsn, timeout)
 }
 
-// pct is the nearest-rank percentile of xs.
+// pct is the nearest-rank percentile of xs (0 when xs is empty).
 func pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	i := int(math.Ceil(p/100*float64(len(s)))) - 1
