@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pgq-dev/pgq"
@@ -397,6 +398,11 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 		unitSize int64
 	)
 	var verdicts []index.Verdict // verdicts[i]: the record at winFrom+i
+	if !filter.IsZero() {
+		buf := verdictBufs.Get().(*[maxVerdictWindow]index.Verdict)
+		defer verdictBufs.Put(buf)
+		verdicts = buf[:0]
+	}
 	winFrom := from
 	for off := from; off <= last; off++ {
 		if !inTx && (len(res.recs) >= req.Max || (len(res.recs) > 0 && bytes >= req.MaxBytes)) {
@@ -407,7 +413,14 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 			break
 		}
 		if !filter.IsZero() && off-winFrom >= pgq.Offset(len(verdicts)) {
-			winFrom, verdicts = off, m.verdicts(g, filter, off, last, verdicts)
+			// Each window after the first is four times the last, up to
+			// maxVerdictWindow: a fetch that stops early reads few index
+			// entries, one that passes over thousands opens few iterators.
+			win := verdictWindow
+			if n := len(verdicts); n > 0 {
+				win = min(4*n, maxVerdictWindow)
+			}
+			winFrom, verdicts = off, m.verdicts(g, filter, off, last, win, verdicts)
 		}
 		var v index.Verdict
 		if i := off - winFrom; i < pgq.Offset(len(verdicts)) {
@@ -460,26 +473,37 @@ func (m *Manager) scanRecord(g *group, off pgq.Offset, filter *Filter, v index.V
 	return p, pass, size, readCost, err
 }
 
-// verdictWindow is how many offsets ahead collect asks the index about
-// at a time: a fetch that stops after a few records reads a few index
-// entries, not its whole scan budget.
-const verdictWindow = 256
+// verdictWindow is how many offsets ahead collect first asks the index
+// about: a fetch that stops after a few records reads a few index
+// entries, not its whole scan budget. Later windows grow up to
+// maxVerdictWindow: each window is one walk of the index (one Pebble
+// iterator, and the entries of its first block before the window's
+// start decoded for nothing).
+const (
+	verdictWindow    = 256
+	maxVerdictWindow = 4096
+)
+
+// verdictBufs recycles collect's window buffers (maxVerdictWindow
+// verdicts, 32 KiB): a thousand filtered groups fetch many times a
+// second.
+var verdictBufs = sync.Pool{New: func() any { return new([maxVerdictWindow]index.Verdict) }}
 
 // verdicts is, for a filtered group, what the index knows of the records
-// of [from, last] (index.Selector's Verdicts; at most verdictWindow of
-// them, in buf's storage when it has room): collect passes over the ones
+// of [from, last] (index.Selector's Verdicts; at most win of them, in
+// buf's storage when it has room): collect passes over the ones
 // its filter rejects instead of decoding them. A group filtering one
 // table of many would else decode every record of every other table on
 // each fetch: with a thousand such groups, a thousand decodes of each
 // journaled record. Empty without a filter, or when the index cannot say
 // (collect then asks again at the next offset: one window per record at
 // most, each refused at once).
-func (m *Manager) verdicts(g *group, filter Filter, from, last pgq.Offset, buf []index.Verdict) []index.Verdict {
+func (m *Manager) verdicts(g *group, filter Filter, from, last pgq.Offset, win int, buf []index.Verdict) []index.Verdict {
 	if filter.IsZero() || last < from {
 		return buf[:0]
 	}
 	r := buf[:0]
-	if n := int(min(uint64(last-from)+1, verdictWindow)); cap(r) >= n {
+	if n := int(min(uint64(last-from)+1, uint64(win))); cap(r) >= n {
 		r = r[:n]
 	} else {
 		r = make([]index.Verdict, n)

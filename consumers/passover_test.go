@@ -128,7 +128,7 @@ func TestFilteredFetchPassesOver(t *testing.T) {
 	want := []string{"", R + P, R + P, "", "", R + F, R + F, R + P, "", R + P, R + P, R + F}
 	verdicts := func(m *Manager) []string {
 		var out []string
-		for _, v := range m.verdicts(&group{name: "probe"}, f, 1, j.LastOffset(), nil) {
+		for _, v := range m.verdicts(&group{name: "probe"}, f, 1, j.LastOffset(), verdictWindow, nil) {
 			s := ""
 			if v.Rejected {
 				s = R + map[index.End]string{index.EndPart: P, index.EndFinal: F, index.EndUnknown: "?"}[v.End]
