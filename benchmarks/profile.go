@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -36,6 +37,9 @@ func (e *env) profiledDrain(ctx context.Context, w walRange) (Row, error) {
 		return Row{}, fmt.Errorf("cpu profile: %w", err)
 	}
 	defer f.Close()
+	if err := writeAllocs(e.cfg.CPUProfile + ".allocs-before"); err != nil {
+		return Row{}, err
+	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		return Row{}, fmt.Errorf("cpu profile: %w", err)
 	}
@@ -61,6 +65,9 @@ wait:
 	el := time.Since(start)
 	reached := serverparts.Of(s).Journal.LastEndLSN() >= w.lastTx
 	pprof.StopCPUProfile()
+	if err := writeAllocs(e.cfg.CPUProfile + ".allocs"); err != nil {
+		return Row{}, err
+	}
 	cancel()
 	if err := errors.Join(runErr, <-done); err != nil {
 		return Row{}, fmt.Errorf("in-process sidecar: %w", err)
@@ -70,5 +77,20 @@ wait:
 	}
 	v := float64(w.changes) / el.Seconds()
 	return Row{Metric: "ingest throughput, in-process sidecar under pprof (" + e.cfg.ProfileRange + ")", Unit: "changes/s", PGQ: f64(v), Target: "-", Status: Info,
-		Note: fmt.Sprintf("%d changes in %.2fs; CPU profile written (go tool pprof)", w.changes, el.Seconds())}, nil
+		Note: fmt.Sprintf("%d changes in %.2fs; CPU profile and allocations written (go tool pprof; FILE.allocs -diff_base FILE.allocs-before is the drain's)", w.changes, el.Seconds())}, nil
+}
+
+// writeAllocs writes the allocation profile of the process so far to
+// name: one before and one after a profiled drain, so that pprof's
+// -diff_base leaves the drain's own allocations.
+func writeAllocs(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("allocation profile: %w", err)
+	}
+	runtime.GC() // the profile counts up to the last GC
+	if err := errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close()); err != nil {
+		return fmt.Errorf("allocation profile %s: %w", name, err)
+	}
+	return nil
 }

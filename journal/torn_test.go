@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -590,5 +591,91 @@ func TestCommitterMarksWaitingBatchesOnce(t *testing.T) {
 	}
 	if !slices.Equal(markedAtHook, []pgq.Offset{1, 3}) || !slices.Equal(hooked, []pgq.Offset{1, 2, 3}) {
 		t.Fatalf("marker at each hook %v, hooked offsets %v; want [1 3] and [1 2 3]", markedAtHook, hooked)
+	}
+}
+
+// TestCommitterGathersMarksWhileStreaming: while a producer keeps the
+// appending goroutine busy (each data fsync takes at least a millisecond
+// here, and transactions arrive faster), one marker write and fsync covers
+// up to markBatches batches made durable meanwhile, not one marker per batch
+// (each batch paid a second flush of the disk, the marker's, before).
+// Every hook still runs after a marker that covers its records, in order,
+// and the last batch is marked and published once the stream stops.
+func TestCommitterGathersMarksWhileStreaming(t *testing.T) {
+	dir := t.TempDir()
+	var markSyncs, dataSyncs atomic.Int64
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		switch {
+		case op.Kind == errorfs.OpFileSyncData && strings.HasSuffix(op.Path, DurableFile):
+			markSyncs.Add(1)
+			time.Sleep(time.Millisecond) // a disk flush, as slow as the data's
+		case op.Kind == errorfs.OpFileSync && filepath.Clean(op.Path) != filepath.Clean(dir) && !strings.HasSuffix(op.Path, ".sum"):
+			dataSyncs.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	j, err := Open(Options{Dir: dir, FS: errorfs.Wrap(vfs.Default, inj), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	c := NewCommitter(j, CommitterOptions{})
+	var hooked []pgq.Offset // written by the hook goroutine, read after Close
+	var behind []string
+	c.SetOnAppend(func(b []*Record) {
+		mp, ok, err := readDurable(vfs.Default, dir)
+		if last := b[len(b)-1].Tx.Offset; err != nil || !ok || mp.last < last {
+			behind = append(behind, fmt.Sprintf("hook of %d..%d: marker at %d (valid %v, %v)", b[0].Tx.Offset, last, mp.last, ok, err))
+		}
+		for _, r := range b {
+			hooked = append(hooked, r.Tx.Offset)
+		}
+	})
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	markSyncs.Store(0)
+	dataSyncs.Store(0)
+	const n = 2000
+	// A stream, not one burst: one transaction every 100µs (a spin, as
+	// sleeps that short last a millisecond or more).
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		for time.Since(start) < time.Duration(i)*100*time.Microsecond {
+			runtime.Gosched()
+		}
+		if err := c.Submit(ctx, wantTx(i), 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	marks, batches := markSyncs.Load(), dataSyncs.Load()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	if len(behind) > 0 {
+		t.Fatalf("hooks ran before their marker: %v", behind)
+	}
+	if want := slices.Collect(func(yield func(pgq.Offset) bool) {
+		for o := pgq.Offset(1); o <= n; o++ {
+			if !yield(o) {
+				return
+			}
+		}
+	}); !slices.Equal(hooked, want) {
+		t.Fatalf("hooked offsets %v, want 1..%d in order", hooked, n)
+	}
+	if mp, ok, err := readDurable(vfs.Default, dir); err != nil || !ok || mp.last != n {
+		t.Fatalf("marker after the stream: %d (valid %v, %v), want %d", mp.last, ok, err, n)
+	}
+	t.Logf("%d transactions: %d data fsyncs, %d marker fsyncs", n, batches, marks)
+	if batches < 10 || marks*2 > batches {
+		t.Fatalf("%d marker fsyncs for %d data fsyncs of a stream, want at most half as many (and 10 batches at least)", marks, batches)
 	}
 }
