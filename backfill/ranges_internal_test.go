@@ -87,3 +87,18 @@ func TestChunkSQLBounds(t *testing.T) {
 		t.Errorf("chunkSQL:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestRangeDepth: one or two ranges read four chunks deep, more ranges
+// fewer, never under two (one read while the one before is journaled),
+// and the chunks in memory for a table stay within 8 or 2 per range.
+func TestRangeDepth(t *testing.T) {
+	for ranges, want := range map[int]int{0: 4, 1: 4, 2: 4, 3: 2, 4: 2, 8: 2, 64: 2} {
+		got := rangeDepth(ranges)
+		if got != want {
+			t.Errorf("rangeDepth(%d) = %d, want %d", ranges, got, want)
+		}
+		if ranges > 0 && got*ranges > max(chunksInFlight, minDepth*ranges) {
+			t.Errorf("%d ranges × depth %d exceed the table's bound", ranges, got)
+		}
+	}
+}
