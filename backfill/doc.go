@@ -224,7 +224,8 @@
 // without a key. A table is read as a backfill reads it (the
 // publication's columns and row filter, PostgreSQL's text forms,
 // readChunk), through a cursor, one FETCH per chunk, sized to about
-// 2 MiB after the first one; a keyless table's read changes mark no key
+// 2 MiB after the first ones, one FETCH ahead in a pipeline (the server
+// produces the next chunk while ingest takes this one); a keyless table's read changes mark no key
 // column. Each chunk's record is handed to ingest, which copies it
 // before the reader reads the next one into the same storage. The first
 // error stops every reader and the load.
