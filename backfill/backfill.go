@@ -702,6 +702,7 @@ type inflight struct {
 	snap       snapshot  // the read's
 	buf        *chunkBuf // its storage
 	epoch      int       // tableRun.epoch when it was opened
+	footprint  int       // its storage's bytes once read (chunkBuf.footprint)
 }
 
 // runTable reads t's chunks after lastKey, several at a time (runRange):
@@ -751,7 +752,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 	depth := rangeDepth(len(todo))
 	for n, ri := range todo {
 		go func() {
-			ok, err := m.rangeOn(rctx, conn, n > 0, j, t, watches[n], where, ri, ranges[ri], limit, depth)
+			ok, err := m.rangeOn(rctx, conn, n > 0, j, t, watches[n], where, ri, ranges[ri], limit, depth, len(todo))
 			if !ok || err != nil {
 				cancel() // the other ranges stop too
 			}
@@ -773,7 +774,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 
 // rangeOn runs runRange on conn, or on a connection of its own when own
 // is set.
-func (m *Manager) rangeOn(ctx context.Context, conn *pgx.Conn, own bool, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit, depth int) (bool, error) {
+func (m *Manager) rangeOn(ctx context.Context, conn *pgx.Conn, own bool, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit, depth, ranges int) (bool, error) {
 	if own {
 		c, err := m.connect(ctx)
 		if err != nil {
@@ -782,7 +783,7 @@ func (m *Manager) rangeOn(ctx context.Context, conn *pgx.Conn, own bool, j *job,
 		defer c.Close(context.WithoutCancel(ctx))
 		conn = c
 	}
-	return m.runRange(ctx, conn, j, t, w, where, ri, r, limit, depth)
+	return m.runRange(ctx, conn, j, t, w, where, ri, r, limit, depth, ranges)
 }
 
 // firstError is the first of errs that is not a context's cancellation

@@ -51,7 +51,9 @@
 // N+1, N+2, … while N is journaled and its progress stored, up to a
 // depth of chunks in memory per range: 4 for one or two ranges, 2 for
 // four or more (at most 8 chunks per table beyond the least of 2 per
-// range; rangeDepth). Each chunk keeps its own window, from its low to
+// range; rangeDepth), and more than 2 only while the storage of a
+// range's chunks in memory stays within its share of 96 MiB per table
+// (wide rows or a large chunk size read two deep, as before). Each chunk keeps its own window, from its low to
 // its high watermark, and the read of N+1 still starts after its low
 // watermark committed; the high watermark of N and the low watermark of
 // N+1 sharing a transaction only makes N+1's window start where N's
@@ -225,8 +227,8 @@
 // publication's columns and row filter, PostgreSQL's text forms,
 // readChunk), through a cursor, one FETCH per chunk, sized to about
 // 2 MiB after the first ones, one FETCH ahead in a pipeline (the server
-// produces the next chunk while ingest takes this one); a keyless table's read changes mark no key
-// column. Each chunk's record is handed to ingest, which copies it
+// produces the next chunk while ingest takes this one); a keyless
+// table's read changes mark no key column. Each chunk's record is handed to ingest, which copies it
 // before the reader reads the next one into the same storage. The first
 // error stops every reader and the load.
 //

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 )
 
@@ -16,11 +18,15 @@ import (
 // went out and whose result (journaled and durable) is awaited. Two is
 // the least (one read while the one before is journaled); more hide a
 // journal fsync or a progress write that takes longer than a read, up to
-// maxDepth, within chunksInFlight chunks for all ranges of a table.
+// maxDepth, within chunksInFlight chunks for all ranges of a table, and
+// beyond minDepth only while the storage of a range's chunks in memory
+// stays within depthBytes shared by the ranges: wide rows or a large
+// chunk size read two deep, as before.
 const (
 	minDepth       = 2
 	maxDepth       = 4
 	chunksInFlight = 8
+	depthBytes     = 96 << 20
 )
 
 // rangeDepth is how many chunks each of ranges ranges keeps in memory.
@@ -44,12 +50,12 @@ func rangeDepth(ranges int) int {
 // abandoned (those whose high watermark went out are still awaited, so
 // their storage is freed only once nothing reads it) and reading restarts
 // at its start.
-func (m *Manager) runRange(ctx context.Context, conn *pgx.Conn, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit, depth int) (bool, error) {
+func (m *Manager) runRange(ctx context.Context, conn *pgx.Conn, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit, depth, ranges int) (bool, error) {
 	m.mu.Lock()
 	id := j.st.ID
 	m.mu.Unlock()
 	tr := &tableRun{m: m, conn: conn, j: j, t: t, w: w, where: where, id: id, limit: limit, ri: ri, rb: r.bounds(), lastKey: r.LastKey,
-		depth: max(depth, minDepth), pending: make(chan *inflight, max(depth, minDepth)), done: make(chan completion, max(depth, minDepth))}
+		depth: max(depth, minDepth), budget: depthBytes / max(ranges, 1), pending: make(chan *inflight, max(depth, minDepth)), done: make(chan completion, max(depth, minDepth))}
 	cctx, ccancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { tr.complete(cctx) })
@@ -87,6 +93,9 @@ type tableRun struct {
 	ri    int    // the range's index in the status
 	rb    bounds // the range's
 	depth int    // chunks in memory at most
+	// budget is the range's share of depthBytes; held the storage of
+	// the chunks the completer has (inflight.footprint).
+	budget, held int
 	// prev is the chunk read whose high watermark goes out next round
 	// trip, next the one read this round trip; nil when there is none.
 	prev, next *inflight
@@ -149,10 +158,7 @@ func (tr *tableRun) takeBuf() *chunkBuf {
 func (tr *tableRun) collect(ctx context.Context) (bool, error) {
 	for tr.awaited > 0 {
 		var c completion
-		// The next read holds prev and next besides the awaited ones;
-		// at the end nothing is read but everything must be settled.
-		full := tr.awaited+1+min(1, tr.count(tr.prev)) > tr.depth || (tr.end && tr.prev == nil)
-		if full {
+		if tr.mustWait() {
 			select {
 			case c = <-tr.done:
 			case <-ctx.Done():
@@ -166,11 +172,26 @@ func (tr *tableRun) collect(ctx context.Context) (bool, error) {
 			}
 		}
 		tr.awaited--
+		tr.held -= c.f.footprint
 		if ok, err := tr.settle(c); !ok || err != nil {
 			return false, err
 		}
 	}
 	return ctx.Err() == nil, nil
+}
+
+// mustWait reports whether the next round trip must wait for the
+// completer: the read it makes would hold more chunks than depth (prev
+// and next besides the awaited ones), or more than minDepth when their
+// storage is over budget; at the range's end nothing is read but every
+// chunk must be settled.
+func (tr *tableRun) mustWait() bool {
+	inMem := tr.awaited + tr.count(tr.prev) + 1
+	held := tr.held
+	if tr.prev != nil {
+		held += tr.prev.footprint
+	}
+	return inMem > tr.depth || (inMem > minDepth && held > tr.budget) || (tr.end && tr.prev == nil && tr.awaited > 0)
 }
 
 // count is 1 for a chunk, 0 for none.
@@ -280,6 +301,7 @@ func (tr *tableRun) roundTrip(ctx context.Context) error {
 		// Its high watermark went out: the completer takes it (never
 		// blocks: collect keeps awaited below depth).
 		tr.awaited++
+		tr.held += prev.footprint
 		tr.pending <- prev
 	}
 	if next != nil && len(r.rows) > 0 {
@@ -307,6 +329,7 @@ func (tr *tableRun) takeRead(r stepResult) {
 		return
 	}
 	next.snap, next.rows, next.end = r.snap, len(r.rows), tr.t.keyOf(r.rows[len(r.rows)-1].New)
+	next.footprint = next.buf.footprint()
 	tr.lastKey, tr.end = next.end, len(r.rows) < tr.limit
 }
 
@@ -335,4 +358,17 @@ func (tr *tableRun) redo(done *inflight, res ingest.ChunkResult) (bool, error) {
 	}
 	tr.lastKey, tr.end = done.start, false
 	return true, nil
+}
+
+// footprint is the bytes of b's storage: what a chunk read into it holds
+// in memory until its storage is free again.
+func (b *chunkBuf) footprint() int {
+	n := cap(b.changes)*int(unsafe.Sizeof(pgq.Change{})) + cap(b.encoded)
+	for _, v := range b.vals {
+		n += cap(v) * int(unsafe.Sizeof(pgq.Value{}))
+	}
+	for _, sl := range b.slabs {
+		n += cap(sl)
+	}
+	return n
 }

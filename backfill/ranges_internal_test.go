@@ -102,3 +102,33 @@ func TestRangeDepth(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineWaits: a range reads ahead up to its depth, no further
+// than two chunks when their storage is over its budget, and waits for
+// every awaited chunk at its end.
+func TestPipelineWaits(t *testing.T) {
+	chunk := &inflight{footprint: 5 << 20}
+	for _, c := range []struct {
+		name                  string
+		awaited, held, budget int
+		prev, end             bool
+		want                  bool
+	}{
+		{"two deep: prev and next", 0, 0, 48 << 20, true, false, false},
+		{"three deep", 1, 5 << 20, 48 << 20, true, false, false},
+		{"four deep", 2, 10 << 20, 48 << 20, true, false, false},
+		{"five would exceed the depth", 3, 15 << 20, 48 << 20, true, false, true},
+		{"over budget: two deep only", 1, 50 << 20, 48 << 20, true, false, true},
+		{"over budget but two deep", 0, 0, 1 << 20, true, false, false},
+		{"end with chunks awaited", 1, 5 << 20, 48 << 20, false, true, true},
+		{"end with none awaited", 0, 0, 48 << 20, false, true, false},
+	} {
+		tr := &tableRun{depth: 4, awaited: c.awaited, held: c.held, budget: c.budget, end: c.end}
+		if c.prev {
+			tr.prev = chunk
+		}
+		if got := tr.mustWait(); got != c.want {
+			t.Errorf("%s: mustWait() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
