@@ -701,18 +701,21 @@ type inflight struct {
 	rows       int
 	snap       snapshot  // the read's
 	buf        *chunkBuf // its storage
+	epoch      int       // tableRun.epoch when it was opened
+	footprint  int       // its storage's bytes once read (chunkBuf.footprint)
 }
 
-// runTable reads t's chunks after lastKey, two at a time: while ingest
-// takes chunk N at its high watermark (decoding up to it, journaling and
-// fsyncing the record), the server already reads chunk N+1. Each round
-// trip (step) emits N's high watermark and N+1's low watermark in one
-// transaction, then reads N+1 in its own REPEATABLE READ transaction; the
-// runner then waits for N's result and stores N's progress (only once its
-// record is durable, and in chunk order). Every chunk keeps its own
-// window from its low to its high watermark, so overlapping them changes
-// nothing for ingest. When N must be read again, N+1 is abandoned (its
-// high watermark is never emitted) and reading goes on from N's start.
+// runTable reads t's chunks after lastKey, several at a time (runRange):
+// while ingest takes chunk N at its high watermark (decoding up to it,
+// journaling and fsyncing the record), the server already reads chunk
+// N+1 and the ones after it. Each round trip (step) emits N's high
+// watermark and N+1's low watermark in one transaction, then reads N+1
+// in its own REPEATABLE READ transaction; a completer waits for N's
+// result and stores N's progress (only once its record is durable, and
+// in chunk order). Every chunk keeps its own window from its low to its
+// high watermark, so overlapping them changes nothing for ingest. When N
+// must be read again, the chunks read after it are abandoned and reading
+// goes on from N's start.
 //
 // The ranges of the table not done yet are read at once, each by
 // runRange on its own connection (conn for the first) with its own watch:
@@ -746,9 +749,10 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 		err error
 	}
 	out := make(chan result, len(todo))
+	depth := rangeDepth(len(todo))
 	for n, ri := range todo {
 		go func() {
-			ok, err := m.rangeOn(rctx, conn, n > 0, j, t, watches[n], where, ri, ranges[ri], limit)
+			ok, err := m.rangeOn(rctx, conn, n > 0, j, t, watches[n], where, ri, ranges[ri], limit, depth, len(todo))
 			if !ok || err != nil {
 				cancel() // the other ranges stop too
 			}
@@ -770,7 +774,7 @@ func (m *Manager) runTable(ctx context.Context, conn *pgx.Conn, j *job, t *table
 
 // rangeOn runs runRange on conn, or on a connection of its own when own
 // is set.
-func (m *Manager) rangeOn(ctx context.Context, conn *pgx.Conn, own bool, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit int) (bool, error) {
+func (m *Manager) rangeOn(ctx context.Context, conn *pgx.Conn, own bool, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit, depth, ranges int) (bool, error) {
 	if own {
 		c, err := m.connect(ctx)
 		if err != nil {
@@ -779,217 +783,7 @@ func (m *Manager) rangeOn(ctx context.Context, conn *pgx.Conn, own bool, j *job,
 		defer c.Close(context.WithoutCancel(ctx))
 		conn = c
 	}
-	return m.runRange(ctx, conn, j, t, w, where, ri, r, limit)
-}
-
-// runRange reads range ri of t (r) after its last key, chunk after chunk
-// as runTable describes, and marks it done at its end. It reports false
-// when the backfill was canceled or ctx ended.
-func (m *Manager) runRange(ctx context.Context, conn *pgx.Conn, j *job, t *table, w *ingest.Watch, where string, ri int, r keyRange, limit int) (bool, error) {
-	m.mu.Lock()
-	id := j.st.ID
-	m.mu.Unlock()
-	tr := &tableRun{m: m, conn: conn, j: j, t: t, w: w, where: where, id: id, limit: limit, ri: ri, rb: r.bounds(), lastKey: r.LastKey}
-	for {
-		if ctx.Err() != nil {
-			return false, nil
-		}
-		if !tr.end && !tr.openNext(ctx) {
-			return false, nil
-		}
-		if tr.prev == nil && tr.next == nil {
-			return tr.m.update(j, func(s *Status) { s.ranges[ri].Done = true })
-		}
-		// The server reads next while ingest takes prev at its high
-		// watermark and prev's progress is stored (a synced write).
-		sctx, scancel := context.WithCancel(ctx)
-		out := tr.readNext(sctx, scancel)
-		res, done, stopped, err := tr.journalPrev(sctx)
-		if stopped {
-			scancel()
-			<-out
-			return false, nil
-		}
-		if err != nil {
-			scancel()
-		}
-		r := <-out
-		scancel()
-		if err := firstError(err, r.err); err != nil {
-			return false, err
-		}
-		tr.takeRead(r)
-		if done != nil && res.Redo {
-			if ok, err := tr.redo(done, res); !ok {
-				return false, err
-			}
-			continue
-		}
-		tr.prev, tr.next = tr.next, nil
-	}
-}
-
-// tableRun is the state runTable keeps from one round trip to the next.
-type tableRun struct {
-	m     *Manager
-	conn  *pgx.Conn
-	j     *job
-	t     *table
-	w     *ingest.Watch
-	where string
-	id    string // the backfill's
-	limit int    // rows per chunk
-	ri    int    // the range's index in the status
-	rb    bounds // the range's
-	// prev is the chunk whose high watermark goes out this round, next
-	// the one read this round; nil when there is none.
-	prev, next *inflight
-	// free holds storage of chunks no one refers to any more, for the
-	// next ones: a chunk's is free once ingest never took it, dropped it,
-	// or journaled it durably (the committer then no longer reads it).
-	free    []*chunkBuf
-	lastKey []string // the key the next read starts after
-	end     bool     // nothing left after lastKey
-	redos   int      // consecutive redos of the chunk after lastKey
-}
-
-// reuse gives f's storage back for the next chunks.
-func (tr *tableRun) reuse(f *inflight) {
-	if f.buf != nil {
-		tr.free = append(tr.free, f.buf)
-		f.buf = nil
-	}
-}
-
-// openNext opens next, the chunk after lastKey, with storage, once the
-// pace allows. It reports false when ctx ended while it waited.
-func (tr *tableRun) openNext(ctx context.Context) bool {
-	// A chunk's worth of the cap before each read, so the stream's
-	// transactions meet idle cores and disk between chunks. When it is
-	// not there yet, prev's high watermark goes out alone first, so prev
-	// is journaled without waiting for it.
-	ready := tr.j.pace.AllowN(time.Now(), tr.limit)
-	if !ready && tr.prev == nil {
-		if !tr.j.waitPace(ctx, tr.limit) {
-			return false
-		}
-		ready = true
-	}
-	if !ready {
-		return true
-	}
-	tr.next = tr.m.open(tr.j, tr.w, tr.lastKey)
-	if n := len(tr.free); n > 0 {
-		tr.next.buf, tr.free = tr.free[n-1], tr.free[:n-1]
-	} else {
-		tr.next.buf = &chunkBuf{}
-	}
-	return true
-}
-
-// readNext runs one round trip (step) in its own goroutine: prev's high
-// watermark, next's low watermark and the read of next (only the high
-// watermark when there is no next). Its result comes on the returned
-// channel; a failure cancels sctx, ending the wait for prev's result too,
-// which may never come.
-func (tr *tableRun) readNext(sctx context.Context, scancel context.CancelFunc) <-chan stepResult {
-	prev, next := tr.prev, tr.next
-	var high, low *ingest.Watermark
-	if prev != nil {
-		high = &ingest.Watermark{ID: prev.id, Key: prev.ch.Key(), Kind: "high", Xmin: prev.snap.xmin, Xmax: prev.snap.xmax, Xip: prev.snap.xip}
-	}
-	if next != nil {
-		low = &ingest.Watermark{ID: next.id, Key: next.ch.Key(), Kind: "low"}
-	}
-	conn, t, where, limit, id, rb := tr.conn, tr.t, tr.where, tr.limit, tr.id, tr.rb
-	out := make(chan stepResult, 1)
-	go func(lastKey []string) {
-		var r stepResult
-		var buf *chunkBuf // nil when only prev's high watermark goes out: nothing is read
-		if next != nil {
-			buf = next.buf
-		}
-		r.rows, r.encoded, r.snap, r.err = step(sctx, conn, t, where, high, low, lastKey, rb, limit, id, buf)
-		if r.err != nil {
-			scancel() // the wait for prev's result too: it may never come
-		}
-		if r.err == nil && next != nil && len(r.rows) > 0 {
-			// Its high watermark goes out next round trip.
-			next.ch.SetChanges(t.columns, r.rows, r.encoded)
-		}
-		out <- r
-	}(tr.lastKey)
-	return out
-}
-
-// journalPrev waits for ingest's result for prev and, unless the chunk is
-// to be read again, stores its progress. It returns the result and prev
-// (done; nil when there was no prev). stopped reports that the backfill
-// is no longer running, so its progress was not stored.
-func (tr *tableRun) journalPrev(sctx context.Context) (res ingest.ChunkResult, done *inflight, stopped bool, err error) {
-	if tr.prev == nil {
-		return res, nil, false, nil
-	}
-	var reusable bool
-	res, reusable, err = tr.m.await(sctx, tr.prev)
-	done = tr.prev
-	tr.prev.ch.Close()
-	tr.prev = nil
-	if reusable {
-		tr.reuse(done)
-	}
-	if err != nil || res.Redo {
-		return res, done, false, err
-	}
-	tr.redos = 0
-	ok, err := tr.m.update(tr.j, func(s *Status) {
-		r := &s.ranges[tr.ri]
-		r.LastKey, r.Rows = done.end, r.Rows+int64(done.rows)
-		s.Rows, s.Dropped, s.Chunks = s.Rows+int64(done.rows), s.Dropped+int64(res.Dropped), s.Chunks+1
-	})
-	return res, done, err == nil && !ok, err
-}
-
-// takeRead records the read of next: an empty one means the table has
-// no rows after lastKey, and next is dropped.
-func (tr *tableRun) takeRead(r stepResult) {
-	next := tr.next
-	if next == nil {
-		return
-	}
-	if len(r.rows) == 0 {
-		if next.ch.Close() {
-			tr.reuse(next)
-		}
-		tr.next, tr.end = nil, true
-		return
-	}
-	next.snap, next.rows, next.end = r.snap, len(r.rows), tr.t.keyOf(r.rows[len(r.rows)-1].New)
-	tr.lastKey, tr.end = next.end, len(r.rows) < tr.limit
-}
-
-// redo abandons next and goes back to the start of done, which ingest
-// asked to be read again, up to MaxRedos times in a row. It reports false
-// when the backfill is to stop, with the error if any.
-func (tr *tableRun) redo(done *inflight, res ingest.ChunkResult) (bool, error) {
-	if tr.next != nil {
-		if tr.next.ch.Close() { // its high watermark was never emitted
-			tr.reuse(tr.next)
-		}
-		tr.next = nil
-	}
-	tr.redos++
-	j, t, redos := tr.j, tr.t, tr.redos
-	tr.m.o.Logger.Debug("backfill chunk read again", "id", j.st.ID, "table", t.qualified(), "reason", res.Reason, "times", redos)
-	if ok, err := tr.m.update(j, func(s *Status) { s.Redone++ }); !ok || err != nil {
-		return false, err
-	}
-	if redos >= tr.m.o.MaxRedos {
-		return false, fmt.Errorf("%w: the chunk of %s after key %v was read %d times in a row and never journaled; last reason: %s",
-			ErrRedoLimit, t.qualified(), done.start, redos, res.Reason)
-	}
-	tr.lastKey, tr.end = done.start, false
-	return true, nil
+	return m.runRange(ctx, conn, j, t, w, where, ri, r, limit, depth, ranges)
 }
 
 // firstError is the first of errs that is not a context's cancellation

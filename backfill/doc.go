@@ -40,19 +40,29 @@
 // the session's time zone and DateStyle with PostgreSQL's zone rules to
 // keep the bytes equal, which it does not attempt.
 //
-// Chunks are pipelined two deep, in one round trip each: one pipeline
-// (pgconn) sends the transaction that emits chunk N's high watermark and
-// chunk N+1's low watermark, then N+1's read transaction; while the
-// server reads N+1, ingest takes N at its high watermark (decodes up to
-// it, journals and fsyncs the record), and the runner waits for N's
-// result and stores N's progress (a synced write). Each chunk keeps its own window, from
-// its low to its high watermark, and the read of N+1 still starts after
-// its low watermark committed; the high watermark of N and the low
-// watermark of N+1 sharing a transaction only makes N+1's window start
-// where N's ends. When N must be read again, N+1 is abandoned (its high
-// watermark is never emitted; ingest ignores a chunk without one) and
-// reading restarts at N's first key. At most two chunks are in memory per
-// backfill.
+// Chunks are pipelined, in one round trip each: one pipeline (pgconn)
+// sends the transaction that emits chunk N's high watermark and chunk
+// N+1's low watermark, then N+1's read transaction. Round trips follow
+// one another on the range's connection while a completer goroutine
+// takes the chunks whose high watermark went out, in order: it waits
+// for ingest's result (ingest takes N at its high watermark: decodes up
+// to it, journals and fsyncs the record), then for the record to be
+// durable, and stores N's progress (a synced write). So the server reads
+// N+1, N+2, … while N is journaled and its progress stored, up to a
+// depth of chunks in memory per range: 4 for one or two ranges, 2 for
+// four or more (at most 8 chunks per table beyond the least of 2 per
+// range; rangeDepth), and more than 2 only while the storage of a
+// range's chunks in memory stays within its share of 96 MiB per table
+// (wide rows or a large chunk size read two deep, as before). Each chunk keeps its own window, from its low to
+// its high watermark, and the read of N+1 still starts after its low
+// watermark committed; the high watermark of N and the low watermark of
+// N+1 sharing a transaction only makes N+1's window start where N's
+// ends. When N must be read again, the chunk read after it whose high
+// watermark was not emitted is abandoned (ingest ignores a chunk without
+// one), the completer stores no progress for those after N whose high
+// watermark went out (they may still be journaled: each chunk is exact
+// alone, and consumers see those rows again, as after a restart), and
+// reading restarts at N's first key.
 //
 // Ingest's goroutine sees the watermarks in commit order, in the slot
 // itself. Between the low and the high watermark it collects the keys of
@@ -216,8 +226,9 @@
 // without a key. A table is read as a backfill reads it (the
 // publication's columns and row filter, PostgreSQL's text forms,
 // readChunk), through a cursor, one FETCH per chunk, sized to about
-// 2 MiB after the first one; a keyless table's read changes mark no key
-// column. Each chunk's record is handed to ingest, which copies it
+// 2 MiB after the first ones, one FETCH ahead in a pipeline (the server
+// produces the next chunk while ingest takes this one); a keyless
+// table's read changes mark no key column. Each chunk's record is handed to ingest, which copies it
 // before the reader reads the next one into the same storage. The first
 // error stops every reader and the load.
 //
@@ -228,13 +239,14 @@
 // second, short-lived goroutine during each round trip, while the first
 // waits for the previous chunk and stores its progress); tables of a
 // backfill are read one after the other, their ranges at once, each
-// range's chunks two at a time (above). Ranges share the backfill's pace
+// range's chunks up to its depth at a time (above), with one more
+// goroutine per range, the completer. Ranges share the backfill's pace
 // (a rate.Limiter, safe for concurrent use) and store their progress
 // through the Manager's mutex. The Manager's mutex
 // guards the statuses; ingest.Backfills has its own mutex, taken by
 // ingest's goroutine at each commit while chunks are open. Memory is
-// bounded by the chunk size times the parallelism (the rows of the two
-// chunks in flight per range, as changes and as their encoded record, plus the keys changed
+// bounded by the chunk size times the parallelism times the depth (the rows of the
+// chunks in flight per range, at most 8 per table beyond 2 per range, as changes and as their encoded record, plus the keys changed
 // in their windows), plus the keys of the transactions a watch keeps
 // until the next chunk's snapshot sees them. A chunk's storage serves a
 // later chunk once nothing refers to it (ingest never took the chunk,

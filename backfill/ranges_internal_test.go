@@ -87,3 +87,48 @@ func TestChunkSQLBounds(t *testing.T) {
 		t.Errorf("chunkSQL:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestRangeDepth: one or two ranges read four chunks deep, more ranges
+// fewer, never under two (one read while the one before is journaled),
+// and the chunks in memory for a table stay within 8 or 2 per range.
+func TestRangeDepth(t *testing.T) {
+	for ranges, want := range map[int]int{0: 4, 1: 4, 2: 4, 3: 2, 4: 2, 8: 2, 64: 2} {
+		got := rangeDepth(ranges)
+		if got != want {
+			t.Errorf("rangeDepth(%d) = %d, want %d", ranges, got, want)
+		}
+		if ranges > 0 && got*ranges > max(chunksInFlight, minDepth*ranges) {
+			t.Errorf("%d ranges × depth %d exceed the table's bound", ranges, got)
+		}
+	}
+}
+
+// TestPipelineWaits: a range reads ahead up to its depth, no further
+// than two chunks when their storage is over its budget, and waits for
+// every awaited chunk at its end.
+func TestPipelineWaits(t *testing.T) {
+	chunk := &inflight{footprint: 5 << 20}
+	for _, c := range []struct {
+		name                  string
+		awaited, held, budget int
+		prev, end             bool
+		want                  bool
+	}{
+		{"two deep: prev and next", 0, 0, 48 << 20, true, false, false},
+		{"three deep", 1, 5 << 20, 48 << 20, true, false, false},
+		{"four deep", 2, 10 << 20, 48 << 20, true, false, false},
+		{"five would exceed the depth", 3, 15 << 20, 48 << 20, true, false, true},
+		{"over budget: two deep only", 1, 50 << 20, 48 << 20, true, false, true},
+		{"over budget but two deep", 0, 0, 1 << 20, true, false, false},
+		{"end with chunks awaited", 1, 5 << 20, 48 << 20, false, true, true},
+		{"end with none awaited", 0, 0, 48 << 20, false, true, false},
+	} {
+		tr := &tableRun{depth: 4, awaited: c.awaited, held: c.held, budget: c.budget, end: c.end}
+		if c.prev {
+			tr.prev = chunk
+		}
+		if got := tr.mustWait(); got != c.want {
+			t.Errorf("%s: mustWait() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

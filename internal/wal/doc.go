@@ -37,8 +37,8 @@
 //     once the files are done, so reads stay right.
 //   - Options.OnSync reports the latency of every fsync (segment data and
 //     directory).
-//   - Options.OnSeal receives a segment's path and whole contents when a
-//     cycle seals it (after its fsync, before the next segment file is
+//   - Options.OnSeal receives a segment's path and whole contents (as
+//     consecutive pieces) when a cycle seals it (after its fsync, before the next segment file is
 //     created): pgq's journal writes the segment's checksum file there.
 //   - Concurrent Read calls no longer race on the segment cache
 //     (tidwall/wal#34): loading a sealed segment into the cache is
@@ -50,17 +50,20 @@
 //     flush). Entries are readable once written, before their fsync ends:
 //     callers that must expose only durable entries publish their own
 //     bound after the call returns, as pgq's journal does.
-//   - The tail segment's in-memory buffer doubles from 1 MiB up to a
-//     segment and a quarter (the last entry overshoots), or is taken over
-//     from the segment the cache evicts, instead of growing by append: Go
-//     grows a large slice by 1.25×, which copied a 16 MiB tail about 20
-//     times, a fifth of pgq's CPU with megabyte entries (backfill chunks,
-//     big transactions). It is not allocated whole at the first entry
-//     either: zeroing and faulting in 80 MiB that a short run never fills
-//     was two thirds of pgq's CPU draining 48,000 changes. Memory: the
-//     tail holds at most twice what was written to it (at least 1 MiB)
-//     and the cached segments each up to 1.25 × SegmentSize, as before
-//     once full.
+//   - The tail segment's bytes are kept in memory in blocks of 1 MiB
+//     (tail.go) rather than one buffer grown by append: an entry is
+//     copied once, into the last block and the ones it takes next, and
+//     nothing written is copied again as the segment grows (append grows
+//     a large slice by 1.25×, which copied a 16 MiB tail about 20 times,
+//     a fifth of pgq's CPU with megabyte entries; the doubling buffer
+//     that replaced it still copied and faulted in up to a segment and a
+//     quarter per segment, a tenth of pgq's CPU during a backfill). A
+//     fresh log takes one block for its first entry, not a segment's
+//     worth, and a write goes to the file a block at a time. The blocks
+//     of a segment the cache evicts serve the next tail segment.
+//     Memory: the tail holds what was written to it, rounded up to a
+//     block, and the cached segments each up to their size, as before.
+//     OnSeal receives the contents as those blocks, in order.
 //   - Removed: the JSON log format (and the gjson dependency), NoCopy,
 //     FilePerms, ClearCache and the ":memory:" path check. Paths are used
 //     as given, not made absolute.

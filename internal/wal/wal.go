@@ -98,10 +98,10 @@ type Options struct {
 	// OnSeal, when set, is called once a segment is sealed by a cycle:
 	// after its file was fsynced and closed, before the next segment file
 	// is created (so the directory fsync that follows covers what OnSeal
-	// creates), with the segment's path and its whole contents (read-only;
-	// valid during the call). It runs with the log locked. An error fails
-	// the log like a failed fsync.
-	OnSeal func(path string, data []byte) error
+	// creates), with the segment's path and its whole contents as
+	// consecutive pieces (read-only; valid during the call). It runs with
+	// the log locked. An error fails the log like a failed fsync.
+	OnSeal func(path string, data [][]byte) error
 }
 
 // DefaultOptions for Open().
@@ -136,18 +136,22 @@ type Log struct {
 	sfile      vfs.File    // tail segment file handle, nil once closed
 	wbatch     Batch       // reusable write batch
 	scache     tinylru.LRU // segment entries cache
-	// spare is the buffer of a segment evicted from scache, for the next
-	// tail segment (set with mu exclusive, or shared with cmu; taken with
-	// mu exclusive).
-	spare []byte
+	// free holds the blocks of segments evicted from scache, for the
+	// next tail segment (added with mu exclusive, or shared with cmu;
+	// taken with mu exclusive).
+	free [][]byte
 }
 
 // segment represents a single segment file.
 type segment struct {
 	path  string // path of segment file
 	index uint64 // first index of segment
-	ebuf  []byte // cached entries buffer
-	epos  []bpos // cached entries positions in buffer
+	// ebuf holds the entries read from the file (a sealed segment loaded
+	// by a read, or the tail as Open or a truncation found it), blocks
+	// what was written to it since, in tailBlock-sized blocks (tail.go).
+	ebuf   []byte
+	blocks [][]byte
+	epos   []bpos // entries' positions in ebuf and blocks (one sequence)
 }
 
 type bpos struct {
@@ -198,13 +202,8 @@ func (l *Log) pushCache(segIdx int) {
 		l.scache.SetEvicted(segIdx, l.segments[segIdx])
 	if evicted {
 		s := v.(*segment)
-		if cap(s.ebuf) >= l.opts.SegmentSize && cap(s.ebuf) <= 2*l.opts.SegmentSize {
-			// Nothing refers into it any more (reads copy out): the next
-			// tail segment takes it instead of a fresh, zeroed one.
-			l.spare = s.ebuf[:0]
-		}
-		s.ebuf = nil
-		s.epos = nil
+		l.recycle(s.blocks)
+		s.ebuf, s.blocks, s.epos = nil, nil, nil
 	}
 }
 
@@ -514,7 +513,7 @@ func (l *Log) cycle() error {
 		return err
 	}
 	if l.opts.OnSeal != nil {
-		if err := l.opts.OnSeal(tail.path, tail.ebuf); err != nil {
+		if err := l.opts.OnSeal(tail.path, tail.pieces(nil, 0, tail.size())); err != nil {
 			return err
 		}
 	}
@@ -531,43 +530,6 @@ func (l *Log) cycle() error {
 	l.pushCache(len(l.segments) - 1)
 	l.segments = append(l.segments, s)
 	return l.syncDir()
-}
-
-// growTail returns buf with room for n more bytes. An empty tail takes
-// the spare buffer of an evicted segment when there is one. Otherwise the
-// buffer doubles from 1 MiB, and the step that would reach the segment's
-// size gets it whole plus a quarter for the entry that overshoots it.
-// (append grows a large slice by 1.25× only, which copied the tail
-// segment's buffer about 20 times on the way to 16 MiB: with megabyte
-// entries, backfill chunks and big transactions, those copies were a
-// fifth of pgq's CPU. Taking the whole 80 MiB of a default segment at its
-// first entry instead zeroed and faulted in memory that a short run or a
-// quiet database never fills: two thirds of pgq's CPU when it drained
-// 48,000 changes, and 80 MiB of RSS from the start.) Doubling copies at
-// most the segment's size once over, and only until segments are
-// recycled through spare. An entry that overshoots the segment gets what
-// it needs.
-func (l *Log) growTail(buf []byte, n int) []byte {
-	if len(buf) == 0 && cap(l.spare) >= max(l.opts.SegmentSize, n) {
-		nb := l.spare
-		l.spare = nil
-		return nb
-	}
-	c := max(2*cap(buf), 1<<20)
-	if c >= l.opts.SegmentSize {
-		c = l.opts.SegmentSize + l.opts.SegmentSize/4 // the last entry overshoots
-	}
-	nb := make([]byte, len(buf), max(c, len(buf)+n))
-	copy(nb, buf)
-	return nb
-}
-
-func appendBinaryEntry(dst []byte, data []byte) (out []byte, epos bpos) {
-	// data_size + data
-	pos := len(dst)
-	dst = binary.AppendUvarint(dst, uint64(len(data)))
-	dst = append(dst, data...)
-	return dst, bpos{pos, len(dst)}
 }
 
 // Batch of entries. Used to write multiple entries at once using WriteBatch().
@@ -673,7 +635,7 @@ func (l *Log) writeBatch(b *Batch) error {
 	}
 	// load the tail segment
 	s := l.segments[len(l.segments)-1]
-	if len(s.ebuf) > l.opts.SegmentSize {
+	if s.size() > l.opts.SegmentSize {
 		// tail segment has reached capacity. Close it and create a new one.
 		if err := l.cycle(); err != nil {
 			return l.fail(err)
@@ -681,22 +643,24 @@ func (l *Log) writeBatch(b *Batch) error {
 		s = l.segments[len(l.segments)-1]
 	}
 
-	mark := len(s.ebuf)
+	// The entries are added to the tail's blocks (nothing written
+	// before is moved or copied again; tail.go) and written from there.
+	mark := s.size()
 	datas := b.datas
+	var hdr [binary.MaxVarintLen64]byte
 	for i := 0; i < len(b.entries); i++ {
 		data := b.entries[i].ref
 		if data == nil {
 			data, datas = datas[:b.entries[i].size], datas[b.entries[i].size:]
 		}
-		if need := len(data) + binary.MaxVarintLen64; cap(s.ebuf)-len(s.ebuf) < need {
-			s.ebuf = l.growTail(s.ebuf, need)
-		}
-		var epos bpos
-		s.ebuf, epos = appendBinaryEntry(s.ebuf, data)
-		s.epos = append(s.epos, epos)
-		if len(s.ebuf) >= l.opts.SegmentSize {
+		// data_size + data
+		pos := s.size()
+		s.appendBytes(l, hdr[:binary.PutUvarint(hdr[:], uint64(len(data)))])
+		s.appendBytes(l, data)
+		s.epos = append(s.epos, bpos{pos, s.size()})
+		if s.size() >= l.opts.SegmentSize {
 			// segment has reached capacity, cycle now
-			if err := l.write(s.ebuf[mark:]); err != nil {
+			if err := l.write(s, mark); err != nil {
 				return l.fail(err)
 			}
 			l.lastIndex = b.entries[i].index
@@ -707,8 +671,8 @@ func (l *Log) writeBatch(b *Batch) error {
 			mark = 0
 		}
 	}
-	if len(s.ebuf)-mark > 0 {
-		if err := l.write(s.ebuf[mark:]); err != nil {
+	if s.size() > mark {
+		if err := l.write(s, mark); err != nil {
 			return l.fail(err)
 		}
 		l.lastIndex = b.entries[len(b.entries)-1].index
@@ -717,17 +681,29 @@ func (l *Log) writeBatch(b *Batch) error {
 	return nil
 }
 
-// write appends p to the tail file. vfs.File.Write may modify p, so it
-// writes a copy when the FS is not the OS one.
-func (l *Log) write(p []byte) error {
-	if !vfsutil.IsDefault(l.fs) {
-		p = slices.Clone(p)
+// write appends the tail segment s's bytes from mark on to the tail
+// file, a block at a time.
+func (l *Log) write(s *segment, mark int) error {
+	var arr [8][]byte
+	return writePieces(l.fs, l.sfile, s.pieces(arr[:0], mark, s.size()))
+}
+
+// writePieces writes ps to f in order. vfs.File.Write may modify its
+// argument, so it writes copies when fs is not the OS one.
+func writePieces(fs vfs.FS, f vfs.File, ps [][]byte) error {
+	for _, p := range ps {
+		if !vfsutil.IsDefault(fs) {
+			p = slices.Clone(p)
+		}
+		n, err := f.Write(p)
+		if err == nil && n != len(p) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return err
+		}
 	}
-	n, err := l.sfile.Write(p)
-	if err == nil && n != len(p) {
-		err = io.ErrShortWrite
-	}
-	return err
+	return nil
 }
 
 // FirstIndex returns the index of the first entry in the log.
@@ -802,7 +778,7 @@ func (s *segment) setEntries(data []byte) error {
 		epos = append(epos, bpos{pos, pos + n})
 		pos += n
 	}
-	s.ebuf = ebuf
+	s.ebuf, s.blocks = ebuf, nil
 	s.epos = epos
 	return nil
 }
@@ -887,25 +863,26 @@ func readEntry(s *segment, index uint64) ([]byte, error) {
 		return nil, ErrCorrupt
 	}
 	epos := s.epos[index-s.index]
-	edata := s.ebuf[epos.pos:epos.end]
-	// binary read
-	size, n := binary.Uvarint(edata)
+	// binary read: the header, then the data (either may span blocks)
+	var hdr [binary.MaxVarintLen64]byte
+	h := hdr[:min(len(hdr), epos.end-epos.pos)]
+	s.copyAt(h, epos.pos)
+	size, n := binary.Uvarint(h)
 	if n <= 0 {
 		return nil, ErrCorrupt
 	}
-	if uint64(len(edata)-n) < size {
+	if uint64(epos.end-epos.pos-n) < size {
 		return nil, ErrCorrupt
 	}
 	data := make([]byte, size)
-	copy(data, edata[n:])
+	s.copyAt(data, epos.pos+n)
 	return data, nil
 }
 
 func (l *Log) clearCache() {
 	l.scache.Range(func(_, v interface{}) bool {
 		s := v.(*segment)
-		s.ebuf = nil
-		s.epos = nil
+		s.ebuf, s.blocks, s.epos = nil, nil, nil
 		return true
 	})
 	l.scache = tinylru.LRU{}
@@ -914,7 +891,7 @@ func (l *Log) clearCache() {
 
 // atomicWrite performs an temp write + rename to ensure the file writing is
 // and atomic operation. One os.WriteFile alone is not good enough.
-func (l *Log) atomicWrite(name string, data []byte) error {
+func (l *Log) atomicWrite(name string, data [][]byte) error {
 	// Create a TEMP file
 	tempName := name + ".TEMP"
 	defer func() { _ = l.fs.Remove(tempName) }()
@@ -923,7 +900,7 @@ func (l *Log) atomicWrite(name string, data []byte) error {
 		if err != nil {
 			return err
 		}
-		if _, err := f.Write(slices.Clone(data)); err != nil {
+		if err := writePieces(l.fs, f, data); err != nil {
 			_ = f.Close()
 			return err
 		}
@@ -978,7 +955,7 @@ func (l *Log) truncateFront(index uint64) (err error) {
 	}
 	var segIdx int
 	var s *segment
-	var ebuf []byte
+	var ebuf [][]byte
 	if index == l.lastIndex+1 {
 		// Truncate all entries, only care about the last segment
 		segIdx = len(l.segments) - 1
@@ -991,7 +968,7 @@ func (l *Log) truncateFront(index uint64) (err error) {
 			return err
 		}
 		epos := s.epos[index-s.index:]
-		ebuf = s.ebuf[epos[0].pos:]
+		ebuf = s.pieces(nil, epos[0].pos, s.size())
 	}
 	// Create a START file contains the truncated segment.
 	startName := l.join(segmentName(index) + ".START")
@@ -1039,7 +1016,7 @@ func (l *Log) truncateFront(index uint64) (err error) {
 		if data, err = l.openTail(newName); err != nil {
 			return err
 		}
-		if len(data) != len(ebuf) {
+		if len(data) != piecesLen(ebuf) {
 			err = errors.New("invalid seek")
 			return err
 		}
@@ -1097,7 +1074,7 @@ func (l *Log) truncateBack(index uint64) (err error) {
 	}
 	var segIdx int
 	var s *segment
-	var ebuf []byte
+	var ebuf [][]byte
 	if index == l.firstIndex-1 {
 		// Truncate all entries, only care about the first segment
 		segIdx = 0
@@ -1110,7 +1087,7 @@ func (l *Log) truncateBack(index uint64) (err error) {
 			return err
 		}
 		epos := s.epos[:index-s.index+1]
-		ebuf = s.ebuf[:epos[len(epos)-1].end]
+		ebuf = s.pieces(nil, 0, epos[len(epos)-1].end)
 	}
 	// Create an END file contains the truncated segment.
 	endName := l.join(segmentName(s.index) + ".END")
@@ -1151,7 +1128,7 @@ func (l *Log) truncateBack(index uint64) (err error) {
 	if data, err = l.openTail(newName); err != nil {
 		return err
 	}
-	if len(data) != len(ebuf) {
+	if len(data) != piecesLen(ebuf) {
 		err = errors.New("invalid seek")
 		return err
 	}

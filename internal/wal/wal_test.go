@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -215,7 +216,7 @@ func TestInterruptedTruncateCompat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.atomicWrite(l.join(segmentName(20)+".START"), s.ebuf[s.epos[20-s.index].pos:]); err != nil {
+	if err := l.atomicWrite(l.join(segmentName(20)+".START"), s.pieces(nil, s.epos[20-s.index].pos, s.size())); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
@@ -303,7 +304,7 @@ func TestReadsWhileTailBuffersRecycle(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if l.spare == nil && len(l.segments) < 3 {
+	if len(l.segments) < 3 {
 		t.Fatalf("only %d segments: nothing was evicted and recycled", len(l.segments))
 	}
 	checkRead(t, l, 1, total)
@@ -498,42 +499,96 @@ func BenchmarkWriteBatchLargeEntries(b *testing.B) {
 	}
 }
 
-// TestTailGrowsWithUse: the tail segment's buffer holds about what was
-// written (a fresh log of 64 MiB segments does not take 80 MiB for its
-// first entries), reaches the segment's size plus a quarter by doubling,
-// and a full segment's buffer is the one kept for recycling.
-func TestTailGrowsWithUse(t *testing.T) {
-	const seg = 8 << 20
-	l, err := Open(filepath.Join(t.TempDir(), "w"), &Options{SegmentSize: seg, NoSync: true})
+// TestTailKeepsBlocks: the tail segment holds what was written to it in
+// blocks that never move (nothing written is copied again as the segment
+// grows, and a fresh log does not take a segment's worth for its first
+// entry), entries that span blocks (headers included) read back whole
+// from the tail, the cache and the file, and the blocks of an evicted
+// segment serve the next tail.
+func TestTailKeepsBlocks(t *testing.T) {
+	const seg = 4 << 20
+	dir := filepath.Join(t.TempDir(), "w")
+	l, err := Open(dir, &Options{SegmentSize: seg, SegmentCacheSize: 1, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	entry := bytes.Repeat([]byte("x"), 4000)
+	defer func() { _ = l.Close() }()
+	// Sizes that put entry boundaries and headers across block bounds.
+	sizes := []int{10, tailBlock - 12, 300, tailBlock + 5, 1, 2*tailBlock + 7, 70, tailBlock/2 - 3}
+	entry := func(i uint64) []byte {
+		return bytes.Repeat([]byte{byte(i), byte(i >> 8), 'x'}, sizes[int(i)%len(sizes)]/3+1)
+	}
 	var b Batch
-	b.Write(1, entry)
+	b.Write(1, entry(1))
 	if err := l.WriteBatch(&b); err != nil {
 		t.Fatal(err)
 	}
-	if c := cap(l.segments[len(l.segments)-1].ebuf); c > 1<<20 {
-		t.Fatalf("after one entry of %d bytes the tail buffer holds %d bytes, want at most 1 MiB", len(entry), c)
+	if s := l.segments[0]; len(s.blocks) != 1 || cap(s.blocks[0]) != tailBlock {
+		t.Fatalf("after one small entry the tail holds %d blocks, want 1 of %d bytes", len(s.blocks), tailBlock)
 	}
-	caps := []int{}
+	first := &l.segments[0].blocks[0][:1][0]
+	var sealed []*byte // first bytes of the first segment's blocks
 	idx := uint64(2)
-	for len(l.segments) == 1 {
-		b.Write(idx, entry)
-		idx++
+	for len(l.segments) < 4 {
+		if len(l.segments) == 1 {
+			if p := &l.segments[0].blocks[0][:1][0]; p != first {
+				t.Fatalf("entry %d: the tail's first block moved", idx)
+			}
+		}
+		// two entries per batch: one write covers several blocks
+		b.Write(idx, entry(idx))
+		b.Write(idx+1, entry(idx+1))
+		idx += 2
 		if err := l.WriteBatch(&b); err != nil {
 			t.Fatal(err)
 		}
-		if len(l.segments) == 1 {
-			if c := cap(l.segments[0].ebuf); len(caps) == 0 || caps[len(caps)-1] != c {
-				caps = append(caps, c)
+		if blocks := l.segments[0].blocks; blocks != nil {
+			sealed = sealed[:0]
+			for _, blk := range blocks {
+				sealed = append(sealed, &blk[:1][0])
+			}
+		}
+		tail := l.segments[len(l.segments)-1]
+		if want := (tail.size() + tailBlock - 1) / tailBlock; len(tail.blocks) != want {
+			t.Fatalf("tail of %d bytes in %d blocks, want %d", tail.size(), len(tail.blocks), want)
+		}
+	}
+	// The third segment started after the first was evicted from the
+	// one-segment cache: it writes into the first's blocks.
+	b.Write(idx, entry(idx))
+	idx++
+	if err := l.WriteBatch(&b); err != nil {
+		t.Fatal(err)
+	}
+	if p := &l.segments[2].blocks[0][:1][0]; !slices.Contains(sealed, p) {
+		t.Fatal("the tail after an eviction took a new block, not one of the evicted segment's")
+	}
+	check := func(l *Log, when string) {
+		t.Helper()
+		for i := uint64(1); i < idx; i++ {
+			got, err := l.Read(i)
+			if err != nil {
+				t.Fatalf("%s: read %d: %v", when, i, err)
+			}
+			if !bytes.Equal(got, entry(i)) {
+				t.Fatalf("%s: entry %d: %d bytes differ from the %d written", when, i, len(got), len(entry(i)))
 			}
 		}
 	}
-	want := []int{1 << 20, 2 << 20, 4 << 20, seg + seg/4}
-	if fmt.Sprint(caps) != fmt.Sprint(want) {
-		t.Fatalf("tail buffer capacities %v, want %v", caps, want)
+	check(l, "open")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
+	l, err = Open(dir, &Options{SegmentSize: seg, SegmentCacheSize: 1, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(l, "reopened")
+	// Appending after a reopen adds blocks after the tail read from its file.
+	b.Write(idx, entry(idx))
+	idx++
+	if err := l.WriteBatch(&b); err != nil {
+		t.Fatal(err)
+	}
+	check(l, "appended after reopen")
 }
