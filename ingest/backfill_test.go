@@ -608,8 +608,10 @@ func TestBackfillInvisibleCommits(t *testing.T) {
 
 	// Before the start: the backfill reads nothing until it is visible.
 	release := hold(3)
-	// One range: the test follows its last key.
-	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1,
+	// One range: the test follows its last key. Paced at ten chunks a
+	// second: unpaced, a range reads ahead while its chunks are journaled
+	// and could finish its 40 chunks before the test takes the lock below.
+	st := startBackfill(t, r, map[string]any{"tables": []string{"bf"}, "chunk_size": 50, "parallelism": 1, "max_rate": 500,
 		"where": "(SELECT true FROM pg_advisory_xact_lock_shared(4242))"})
 	time.Sleep(time.Second)
 	if s := getBackfill(t, r, st.ID); s.State != "running" || s.Rows != 0 {
