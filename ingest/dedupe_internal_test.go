@@ -33,7 +33,7 @@ func TestResendDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := journal.NewCommitter(j, journal.CommitterOptions{})
-	in, err := New(Options{PGURL: "postgres://x", Slot: "s", Publication: "p", Journal: j, Committer: c}, nil)
+	in, err := New(Options{PGURL: "postgres://x", Slot: "s", Publication: "p", Journal: j, Committer: c})
 	if err != nil {
 		t.Fatal(err)
 	}

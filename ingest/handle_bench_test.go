@@ -73,7 +73,7 @@ func relationMessages() [][]byte {
 // and base types of relations from, spillDir where it spills.
 func offlineSession(ctx context.Context, tb testing.TB, c *journal.Committer, j *journal.Journal, pgURL, spillDir string) *session {
 	tb.Helper()
-	in, err := New(Options{PGURL: pgURL, Slot: "s", Publication: "p", Journal: j, Committer: c, SpillDir: spillDir}, nil)
+	in, err := New(Options{PGURL: pgURL, Slot: "s", Publication: "p", Journal: j, Committer: c, SpillDir: spillDir})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func BenchmarkHandleSmallTx(b *testing.B) {
 	}
 	defer j.Close()
 	c := journal.NewCommitter(j, journal.CommitterOptions{})
-	in, err := New(Options{PGURL: "postgres://x", Slot: "s", Publication: "p", Journal: j, Committer: c}, nil)
+	in, err := New(Options{PGURL: "postgres://x", Slot: "s", Publication: "p", Journal: j, Committer: c})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,8 +26,8 @@ import (
 )
 
 // Ingester reads one slot and appends committed transactions to the
-// journal. Run owns the replication connection; the committer goroutine
-// reports durability through onDurable.
+// journal. Run owns the replication connection; the committer's OnAppend
+// hook reports durability to it.
 type Ingester struct {
 	o       Options
 	tracker *feedback.Tracker
@@ -99,9 +99,9 @@ type Ingester struct {
 }
 
 // New validates o and prepares an Ingester. It installs itself as the
-// committer's OnAppend hook, calling onDurable (may be nil) after its own
-// bookkeeping for every durable batch (each record's offset and size set).
-func New(o Options, onDurable func([]*journal.Record)) (*Ingester, error) {
+// committer's OnAppend hook, which runs after a batch's durable-point
+// marker: only then may its LSNs be confirmed (journal.Committer).
+func New(o Options) (*Ingester, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -156,14 +156,8 @@ func New(o Options, onDurable func([]*journal.Record)) (*Ingester, error) {
 		in.o.Metrics.BatchSize.Observe(float64(len(batch)))
 		in.o.Metrics.JournalLastOff.Set(float64(last.Offset))
 		in.o.Metrics.JournalFirstOff.Set(float64(in.o.Journal.FirstOffset()))
-		// Wake the receive loop before onDurable (the index's update,
-		// which can wait for Pebble): the confirmation needs only the
-		// tracker, and a loop parked in a receive would otherwise send it
-		// only after the index.
+		// A loop parked in a receive sends the confirmation now.
 		in.wake()
-		if onDurable != nil {
-			onDurable(batch)
-		}
 	})
 	return in, nil
 }

@@ -49,6 +49,7 @@ type Committer struct {
 	writing    bool          // Run's appending goroutine is writing a batch
 	done       chan struct{} // closed when Run returns
 	onAppend   func(batch []*Record)
+	onWritten  func(batch []*Record)
 	// merged holds the records of several batches published together
 	// (only the publishing goroutine uses it).
 	merged []*Record
@@ -97,6 +98,22 @@ func (c *Committer) SetOnAppend(fn func(batch []*Record)) {
 	c.mu.Unlock()
 }
 
+// SetOnWritten sets a hook called for each batch as soon as its records
+// are fsynced, in batch order, on the goroutine that runs the OnAppend
+// hook, before the batch's durable-point marker (which may wait for later
+// batches: see gather) and so before OnAppend: the records are readable
+// then (LastOffset, Changed) and survive a crash, but are not yet
+// reported durable. It is for what may see records before they are
+// confirmed, an index or the wake-ups of waiting readers, so that the
+// marker's wait never delays them; a confirmation belongs in OnAppend.
+// Each record's Tx.Offset and Bytes are set. The hook must not call
+// Submit or Flush, nor keep batch after it returns.
+func (c *Committer) SetOnWritten(fn func(batch []*Record)) {
+	c.mu.Lock()
+	c.onWritten = fn
+	c.mu.Unlock()
+}
+
 // Run writes batches until ctx is done or Close is called, then flushes
 // what is queued and returns: nil after Close, ctx.Err() after ctx ends, or
 // the first Append error (after which Submit and Flush return it too).
@@ -136,7 +153,7 @@ func (c *Committer) Run(ctx context.Context) error {
 			// was written is published behind one marker write, and so
 			// is every one written within markDelay while the stream
 			// goes on.
-			waiting = takeWaiting(append(waiting[:0], b), appended)
+			waiting = c.takeWaiting(c.received(waiting[:0], b, !failed), appended, !failed)
 			if !failed {
 				waiting = c.gather(waiting, appended, gatherTimer)
 			}
@@ -196,11 +213,11 @@ const publishAhead = 8
 // batches instead of each batch paying a second fsync, the marker's,
 // beside its own (a second flush of the disk per group commit, which
 // halved the group commits a stream of small transactions got, the ~10 %
-// ingest lost to 40e4daf). Only the OnAppend hook (ingest's confirmation,
-// the index) and the publication wait, at most markDelay past the oldest
-// batch's fsync; the records are readable (Changed, LastOffset) as soon as
-// their own fsync returned, and ingest confirms at most every 10 ms
-// anyway. An appender with nothing to write means no batch is coming: the
+// ingest lost to 40e4daf). Only the OnAppend hook (ingest's confirmation)
+// and the publication wait, at most markDelay past the oldest batch's
+// fsync; the records are readable (Changed, LastOffset) and the OnWritten
+// hook (the index, filtered readers' wake-ups) runs as soon as their own
+// fsync returned, and ingest confirms at most every 10 ms anyway. An appender with nothing to write means no batch is coming: the
 // marker is written at once.
 const (
 	markBatches = 4
@@ -229,7 +246,7 @@ func (c *Committer) gather(bs []appendedBatch, ch <-chan appendedBatch, t *time.
 			if !ok {
 				return bs
 			}
-			bs = takeWaiting(append(bs, b), ch)
+			bs = c.takeWaiting(c.received(bs, b, true), ch, true)
 		case <-t.C:
 			return bs
 		}
@@ -245,20 +262,35 @@ func (c *Committer) busy() bool {
 	return c.writing || len(c.queue) > 0
 }
 
-// takeWaiting appends to bs the batches already waiting in ch, without
-// blocking.
-func takeWaiting(bs []appendedBatch, ch <-chan appendedBatch) []appendedBatch {
+// takeWaiting adds to bs (see received) the batches already waiting in
+// ch, without blocking.
+func (c *Committer) takeWaiting(bs []appendedBatch, ch <-chan appendedBatch, hook bool) []appendedBatch {
 	for {
 		select {
 		case b, ok := <-ch:
 			if !ok {
 				return bs
 			}
-			bs = append(bs, b)
+			bs = c.received(bs, b, hook)
 		default:
 			return bs
 		}
 	}
+}
+
+// received appends b, a batch the publishing goroutine took over, to bs,
+// having run the OnWritten hook on it first when hook is set (not after a
+// failed marker: nothing more is published then).
+func (c *Committer) received(bs []appendedBatch, b appendedBatch, hook bool) []appendedBatch {
+	if hook {
+		c.mu.Lock()
+		onWritten := c.onWritten
+		c.mu.Unlock()
+		if onWritten != nil {
+			onWritten(b.recs)
+		}
+	}
+	return append(bs, b)
 }
 
 // appendedBatch is a durable batch waiting for its hook and publication.

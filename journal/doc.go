@@ -258,8 +258,11 @@
 //
 // The Committer turns many producers into few fsyncs: Submit (or
 // SubmitRecord) queues, one Run goroutine appends everything queued as one
-// batch, and a second goroutine runs the OnAppend hook of each durable
-// batch (ingest's slot bookkeeping, package server's index update), then
+// batch, and a second goroutine runs the OnWritten hook of each batch as
+// it takes it over (package server's index update and the filtered
+// readers' wake-ups, which need the fsync but not the marker), and the
+// OnAppend hook of each durable batch after its marker (ingest's slot
+// bookkeeping and confirmation), then
 // publishes Durable and closes the DurableChanged channel, in batch order,
 // while the next batch is written: neither the hook nor the durable-point
 // marker delays the next fsync. Up to 8 durable batches wait for that

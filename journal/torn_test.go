@@ -621,7 +621,8 @@ func TestCommitterGathersMarksWhileStreaming(t *testing.T) {
 	}
 	defer j.Close()
 	c := NewCommitter(j, CommitterOptions{})
-	var hooked []pgq.Offset // written by the hook goroutine, read after Close
+	var hooked []pgq.Offset  // written by the hook goroutine, read after Close
+	var written []pgq.Offset // by the same goroutine (OnWritten)
 	var behind []string
 	c.SetOnAppend(func(b []*Record) {
 		mp, ok, err := readDurable(vfs.Default, dir)
@@ -630,6 +631,22 @@ func TestCommitterGathersMarksWhileStreaming(t *testing.T) {
 		}
 		for _, r := range b {
 			hooked = append(hooked, r.Tx.Offset)
+		}
+		if len(written) < len(hooked) {
+			behind = append(behind, fmt.Sprintf("OnAppend of ..%d before OnWritten saw it (written up to %d records)", b[len(b)-1].Tx.Offset, len(written)))
+		}
+	})
+	// OnWritten sees each batch at its fsync, before any marker names it
+	// (the index and the filtered readers' wake-ups must not wait for
+	// the gathered marker), in order, before OnAppend.
+	var late []string
+	c.SetOnWritten(func(b []*Record) {
+		mp, ok, err := readDurable(vfs.Default, dir)
+		if last := b[len(b)-1].Tx.Offset; err != nil || (ok && mp.last >= last) {
+			late = append(late, fmt.Sprintf("written hook of %d..%d: marker already at %d (%v)", b[0].Tx.Offset, last, mp.last, err))
+		}
+		for _, r := range b {
+			written = append(written, r.Tx.Offset)
 		}
 	})
 	ctx := t.Context()
@@ -661,6 +678,12 @@ func TestCommitterGathersMarksWhileStreaming(t *testing.T) {
 	}
 	if len(behind) > 0 {
 		t.Fatalf("hooks ran before their marker: %v", behind)
+	}
+	if len(late) > 0 {
+		t.Fatalf("written hooks waited for the marker: %v", late)
+	}
+	if !slices.Equal(written, hooked) {
+		t.Fatalf("written hook saw %d offsets, OnAppend %d: want the same, in order", len(written), len(hooked))
 	}
 	if want := slices.Collect(func(yield func(pgq.Offset) bool) {
 		for o := pgq.Offset(1); o <= n; o++ {

@@ -20,8 +20,8 @@ func (s *Server) openBackfills() (*backfill.Manager, error) {
 		FS:          s.o.FS,
 		// The committer's published LSN, not the journal's fsynced one: a
 		// chunk's buffer is reused once its record is durable, and the
-		// committer's after-append hook (indexBatch) still reads the
-		// encoded record after the fsync, until it publishes.
+		// committer's OnWritten hook (indexBatch) still reads the
+		// encoded record after the fsync, before it publishes.
 		Durable: func() pgq.LSN { _, lsn := s.committer.Durable(); return lsn },
 		Logger:  s.o.Logger,
 	})

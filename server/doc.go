@@ -61,8 +61,8 @@
 // it (package backfill); streaming is not affected.
 //
 // Concurrency: Run owns the lifetime of every goroutine it starts; the
-// committer goroutine feeds the index through the ingest OnAppend hook
-// (each update on a goroutine of its own, at most one at a time). Status
+// committer's publishing goroutine feeds the index and the filtered long
+// polls through its OnWritten hook, at each batch's fsync (each update on a goroutine of its own, at most one at a time). Status
 // is safe to call from any goroutine while Run runs. ReloadTLS is safe
 // from any goroutine at any time after Open; it and Run's TLS watcher
 // (one goroutine, stopped before Run returns) reload under one mutex, and

@@ -304,7 +304,11 @@ func (s *Server) openIngest(context.Context) error {
 		io.SpillDir = filepath.Join(s.o.DataDir, "spill")
 	}
 	s.wireInitialLoad(&io.InitialLoad) // backfill.go
-	in, err := ingest.New(io, s.indexBatch)
+	// The index and the filtered long polls follow each batch at its
+	// fsync, not at its durable-point marker, which may wait for the
+	// next batches (journal.Committer.SetOnWritten); confirmations wait.
+	s.committer.SetOnWritten(s.indexBatch)
+	in, err := ingest.New(io)
 	if err != nil {
 		return err
 	}
@@ -402,7 +406,7 @@ func fitFileLimit(l httpapi.Limits, limit uint64, log *slog.Logger) httpapi.Limi
 // index is derived: a disk that makes Pebble block must not stall ingest.
 const indexWait = 2 * time.Second
 
-// indexBatch runs in the committer's after-append hook. It waits for the
+// indexBatch runs in the committer's OnWritten hook. It waits for the
 // index update (so the index follows the journal batch by batch) but at
 // most indexWait: an update still blocked then is left running, and the
 // batches arriving meanwhile are skipped. The gap they leave makes the
