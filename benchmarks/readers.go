@@ -229,7 +229,11 @@ func writeAtRate(ctx context.Context, url string, c ReadersConfig, workers int, 
 		return fmt.Errorf("readers writer: %w", err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+	// On, as the other rows' writers: with it off (the throwaway
+	// cluster's default) a commit reaches the walsender only at the WAL
+	// writer's next flush, up to wal_writer_delay (200 ms) later, which
+	// commit → reader would count.
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = on"); err != nil {
 		return err
 	}
 	every := time.Duration(float64(time.Second) * float64(workers) / float64(c.Rate))
