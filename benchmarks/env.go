@@ -358,9 +358,15 @@ func (p *pgqProc) metric(ctx context.Context, name string) (float64, error) {
 	return 0, fmt.Errorf("metric %s not exported", name)
 }
 
-// waitJournaled polls /v1/status until the journal holds every transaction
-// committed before target, and returns when that was first seen.
+// waitJournaled polls /v1/status every 5 ms until the journal holds every
+// transaction committed before target, and returns when that was first
+// seen.
 func (p *pgqProc) waitJournaled(ctx context.Context, target pgq.LSN, timeout time.Duration) (time.Time, pgqStatus, error) {
+	return p.waitJournaledEvery(ctx, target, timeout, 5*time.Millisecond)
+}
+
+// waitJournaledEvery is waitJournaled polling every interval.
+func (p *pgqProc) waitJournaledEvery(ctx context.Context, target pgq.LSN, timeout, every time.Duration) (time.Time, pgqStatus, error) {
 	deadline := time.Now().Add(timeout)
 	var last pgqStatus
 	var lastErr error
@@ -383,7 +389,7 @@ func (p *pgqProc) waitJournaled(ctx context.Context, target pgq.LSN, timeout tim
 		} else {
 			lastErr = err
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(every)
 	}
 	return time.Time{}, last, fmt.Errorf("pgq did not journal up to %s within %s (journal end %s, last error %v)", target, timeout, last.JournalLastEndLSN, lastErr)
 }

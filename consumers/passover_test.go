@@ -140,6 +140,14 @@ func TestFilteredFetchPassesOver(t *testing.T) {
 	if got := verdicts(indexed); !slices.Equal(got, want) {
 		t.Fatalf("verdicts %q, want %q", got, want)
 	}
+	// A record passed over unread counts for max_bytes with the index's
+	// size: the stored size a header read (ReadInfo) reports.
+	for i, v := range indexed.verdicts(&group{name: "probe"}, f, 1, j.LastOffset(), verdictWindow, nil) {
+		_, size, err := j.ReadInfo(pgq.Offset(i + 1))
+		if err != nil || int(v.Bytes) != size || size == 0 {
+			t.Fatalf("offset %d: index size %d, ReadInfo %d, %v", i+1, v.Bytes, size, err)
+		}
+	}
 	wantOlder := slices.Clone(want)
 	for i, w := range wantOlder {
 		if w != "" {

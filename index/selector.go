@@ -34,9 +34,7 @@ type Count struct {
 // A Selector remembers its last answer: a Count whose range starts at or
 // after the last one's start and ends at or after its end reads only the
 // offsets the two ranges do not share, so a group's lag costs what the
-// cursor and the journal moved since the last call, not the backlog
-// (a backlog of up to oneWalk records is walked too: one walk of the
-// whole, one Pebble iterator, costs less than three of its parts). A
+// cursor and the journal moved since the last call, not the backlog. A
 // Reset of the index voids the memo. Safe for concurrent use.
 type Selector struct {
 	ix   *Index
@@ -171,19 +169,9 @@ func (s *Selector) Verdicts(from pgq.Offset, out []Verdict) error {
 	return nil
 }
 
-// oneWalk bounds the offsets the two ranges of extend may share for it
-// to walk [memo from, to] once: a walk opens one Pebble iterator, which
-// costs as much as walking a few hundred entries of a block, and a reader
-// that keeps up has a short backlog between two lags, so one walk of it
-// beats the two or three of the ranges apart.
-const oneWalk = 2 * blockLen
-
 // extend derives the count of [from, to] from the memo's (see Count).
 func (s *Selector) extend(from, to pgq.Offset) (Count, error) {
 	m := &s.memo
-	if m.to+1-from <= oneWalk {
-		return s.extendOnce(from, to)
-	}
 	c := m.c
 	if from > m.from {
 		sub, err := s.scan(m.from, from-1, false)
@@ -213,40 +201,6 @@ func (s *Selector) extend(from, to pgq.Offset) (Count, error) {
 		if c.First == 0 {
 			c.First, c.FirstTime = add.First, add.FirstTime
 		}
-	}
-	return c, nil
-}
-
-// extendOnce is extend in one walk of [memo from, to]: it subtracts
-// what lies before from, adds what lies past the memo's end, and finds
-// the first passing offset from from on.
-func (s *Selector) extendOnce(from, to pgq.Offset) (Count, error) {
-	m := &s.memo
-	c := m.c
-	c.First, c.FirstTime = 0, time.Time{}
-	want, err := s.ix.walkRange(m.from, to, func(e *stored) bool {
-		if !s.passes(e.set) {
-			return true
-		}
-		switch {
-		case e.Offset < from:
-			c.Records--
-			c.Bytes -= int64(e.Bytes)
-			return true
-		case e.Offset > m.to:
-			c.Records++
-			c.Bytes += int64(e.Bytes)
-		}
-		if c.First == 0 {
-			c.First, c.FirstTime = e.Offset, e.CommitTime
-		}
-		return true
-	})
-	if err != nil {
-		return Count{}, err
-	}
-	if want <= to {
-		return Count{}, fmt.Errorf("%w: offset %d", ErrNotFound, want) // a hole
 	}
 	return c, nil
 }
