@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/api"
 	"github.com/pgq-dev/pgq/client"
 )
@@ -206,7 +207,7 @@ func (e *env) readersPhase(ctx context.Context, p *pgqProc, c ReadersConfig) (fl
 			return 0, err
 		}
 	}
-	end, err := e.currentLSN(ctx)
+	end, err := e.closingCommit(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -219,6 +220,30 @@ func (e *env) readersPhase(ctx context.Context, p *pgqProc, c ReadersConfig) (fl
 		return 0, err
 	}
 	return float64(st1.RecordsWritten-st0.RecordsWritten) / done.Sub(start).Seconds(), nil
+}
+
+// closingCommit commits one more row (into rt0) after the writers and
+// returns an LSN inside that transaction: its commit ends past it, so the
+// journal reaches it exactly when the last transaction is journaled.
+// pg_current_wal_lsn after the writers may name a WAL record that is no
+// transaction's (the running-xacts record PostgreSQL logs every 15 s
+// under wal_level logical), where the journal never ends: the wait for
+// it then timed out now and then.
+func (e *env) closingCommit(ctx context.Context) (pgq.LSN, error) {
+	var s string
+	err := pgx.BeginFunc(ctx, e.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO rt0 (v) VALUES (-1)"); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("readers: closing commit: %w", err)
+	}
+	return pgq.ParseLSN(s)
 }
 
 // writeAtRate is one of workers writers sharing c.Rate: it inserts into
