@@ -65,12 +65,13 @@ wait:
 	el := time.Since(start)
 	reached := serverparts.Of(s).Journal.LastEndLSN() >= w.lastTx
 	pprof.StopCPUProfile()
-	if err := writeAllocs(e.cfg.CPUProfile + ".allocs"); err != nil {
-		return Row{}, err
-	}
+	allocErr := writeAllocs(e.cfg.CPUProfile + ".allocs")
 	cancel()
 	if err := errors.Join(runErr, <-done); err != nil {
 		return Row{}, fmt.Errorf("in-process sidecar: %w", err)
+	}
+	if allocErr != nil {
+		return Row{}, allocErr
 	}
 	if !reached {
 		return Row{}, fmt.Errorf("in-process sidecar stopped before the end of the workload")
