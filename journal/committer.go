@@ -30,6 +30,9 @@ type CommitterOptions struct {
 type Committer struct {
 	j    *Journal
 	opts CommitterOptions
+	// markDelay is the package's markDelay (tests lengthen it so that
+	// only markBatches bounds a marker's wait on a slow machine).
+	markDelay time.Duration
 
 	// mu guards every field below.
 	mu         sync.Mutex
@@ -76,6 +79,7 @@ func NewCommitter(j *Journal, opts CommitterOptions) *Committer {
 	return &Committer{
 		j:          j,
 		opts:       opts,
+		markDelay:  markDelay,
 		durableOff: off,
 		durableLSN: lsn,
 		durableCh:  make(chan struct{}),
@@ -233,7 +237,7 @@ func (c *Committer) gather(bs []appendedBatch, ch <-chan appendedBatch, t *time.
 	if c.j.opts.NoSync || c.j.opts.noDurable {
 		return bs
 	}
-	deadline := bs[0].at.Add(markDelay)
+	deadline := bs[0].at.Add(c.markDelay)
 	for len(bs) < markBatches && c.busy() {
 		wait := time.Until(deadline)
 		if wait <= 0 {
