@@ -475,8 +475,9 @@ func (j *Journal) readExpanded(off pgq.Offset) ([]byte, int, error) {
 }
 
 // Reads is the number of records read from the journal since Open
-// (every call of Read, ReadSized, ReadRaw and ReadInfo, failed ones
-// included). The reads of one record contend on one
+// (every call of Read, ReadSized, ReadRaw and ReadInfo that reaches the
+// log, failed ones included; an offset outside the journal is refused
+// before and not counted). The reads of one record contend on one
 // mutex (tidwall/wal#34), so this is what readers cost the journal: it
 // shows whether a reader passes over records without reading them.
 func (j *Journal) Reads() uint64 { return j.reads.Load() }
