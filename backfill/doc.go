@@ -226,11 +226,13 @@
 // without a key. A table is read as a backfill reads it (the
 // publication's columns and row filter, PostgreSQL's text forms,
 // readChunk), through a cursor, one FETCH per chunk, sized to about
-// 2 MiB after the first ones, one FETCH ahead in a pipeline (the server
-// produces the next chunk while ingest takes this one); a keyless
-// table's read changes mark no key column. Each chunk's record is handed to ingest, which copies it
+// 2 MiB after the first one; a keyless table's read changes mark no key
+// column. Each chunk's record is handed to ingest, which copies it
 // before the reader reads the next one into the same storage. The first
-// error stops every reader and the load.
+// error stops every reader and the load. (A FETCH sent one ahead in a
+// pipeline, so that the server would produce the next chunk while
+// ingest takes this one, showed no gain beyond the shared machine's
+// noise in two A/B series, benchmarks/README.md, and was removed.)
 //
 // # Concurrency
 //
