@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgq-dev/pgq/ingest"
 	"github.com/pgq-dev/pgq/internal/pgtest"
@@ -31,6 +32,9 @@ import (
 //     changes and their record), chunk after chunk;
 //   - select-text: the same keyset query alone, rows received and
 //     dropped;
+//   - select-checked, select-interval, select-prepared,
+//     select-numeric-binary: variants of it (readByVariant), and
+//     select-50k: it with chunks of 50,000 rows;
 //   - copy-text: the same query as COPY (…) TO STDOUT, text format (what
 //     a COPY-based chunk reader would receive);
 //   - select-binary, copy-binary: both in binary format, which a backfill
@@ -78,6 +82,13 @@ func BenchmarkChunkRead(b *testing.B) {
 		{"copy-text", func(b *testing.B, conn *pgx.Conn) int { return readByQuery(ctx, b, conn, tbl, chunk, true, 0) }},
 		{"select-binary", func(b *testing.B, conn *pgx.Conn) int { return readByQuery(ctx, b, conn, tbl, chunk, false, 1) }},
 		{"copy-binary", func(b *testing.B, conn *pgx.Conn) int { return readByQuery(ctx, b, conn, tbl, chunk, true, 1) }},
+		{"select-checked", func(b *testing.B, conn *pgx.Conn) int { return readByVariant(ctx, b, conn, tbl, chunk, "checked") }},
+		{"select-interval", func(b *testing.B, conn *pgx.Conn) int { return readByVariant(ctx, b, conn, tbl, chunk, "interval") }},
+		{"select-prepared", func(b *testing.B, conn *pgx.Conn) int { return readByVariant(ctx, b, conn, tbl, chunk, "prepared") }},
+		{"select-numeric-binary", func(b *testing.B, conn *pgx.Conn) int {
+			return readByVariant(ctx, b, conn, tbl, chunk, "numeric-binary")
+		}},
+		{"select-50k", func(b *testing.B, conn *pgx.Conn) int { return readByQuery(ctx, b, conn, tbl, 5*chunk, false, 0) }},
 	}
 	var backend int
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
@@ -109,7 +120,7 @@ func BenchmarkChunkRead(b *testing.B) {
 			b.ReportMetric(server[0].Seconds()/server[i+1].Seconds(), "xcpu-"+w.name)
 		}
 		for i, w := range ways {
-			b.Logf("%-13s best %6.3fs  server CPU %6.3fs  client CPU %6.3fs (%d rounds)", w.name, best[i].Seconds(), server[i].Seconds(), client[i].Seconds(), rounds)
+			b.Logf("%-21s best %6.3fs  server CPU %6.3fs  client CPU %6.3fs (%d rounds)", w.name, best[i].Seconds(), server[i].Seconds(), client[i].Seconds(), rounds)
 		}
 	}
 }
@@ -195,6 +206,65 @@ func readByQuery(ctx context.Context, b *testing.B, conn *pgx.Conn, t *table, ch
 		}
 		n += got
 		last += int64(got) // the keys are 1..rows
+		if got < chunk {
+			return n
+		}
+	}
+}
+
+// readByVariant reads t's rows (the key is the first column, a bigint
+// from 1 up) by a variant of the chunk query, in text format, dropping
+// the rows, and returns the rows read:
+//
+//   - checked: each row also says whether it comes after the last key,
+//     what chunkSQL sends with a where predicate (here "true");
+//   - interval: no ORDER BY … LIMIT, rows of a key interval (id > $1 AND
+//     id <= $1 + chunk), the chunks a range planner could bound;
+//   - prepared: the chunk query prepared once and executed per chunk;
+//   - numeric-binary: the numeric column in binary format, the others
+//     in text.
+func readByVariant(ctx context.Context, b *testing.B, conn *pgx.Conn, t *table, chunk int, variant string) int {
+	var last int64
+	n := 0
+	sql := t.chunkSQL("", true, chunk, bounds{})
+	formats := []int16{0}
+	switch variant {
+	case "checked":
+		sql = t.chunkSQL("true", true, chunk, bounds{})
+	case "interval":
+		sql = "SELECT id, account, amount, note, created FROM bench WHERE id > $1::text::bigint AND id <= $2::text::bigint"
+	case "prepared":
+		if _, err := conn.PgConn().Prepare(ctx, "chunk", sql, nil); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			if _, err := conn.PgConn().Exec(ctx, "DEALLOCATE chunk").ReadAll(); err != nil {
+				b.Fatal(err)
+			}
+		}()
+	case "numeric-binary":
+		formats = []int16{0, 0, 1, 0, 0}
+	}
+	for {
+		args := [][]byte{fmt.Append(nil, last)}
+		if variant == "interval" {
+			args = append(args, fmt.Append(nil, last+int64(chunk)))
+		}
+		var rr *pgconn.ResultReader
+		if variant == "prepared" {
+			rr = conn.PgConn().ExecPrepared(ctx, "chunk", args, nil, formats)
+		} else {
+			rr = conn.PgConn().ExecParams(ctx, sql, args, nil, nil, formats)
+		}
+		got := 0
+		for rr.NextRow() {
+			got++
+		}
+		if _, err := rr.Close(); err != nil {
+			b.Fatal(variant, err)
+		}
+		n += got
+		last += int64(chunk)
 		if got < chunk {
 			return n
 		}

@@ -38,7 +38,14 @@
 // the benchmark's table, mostly in timestamptz and numeric output, but
 // the journal holds text forms: pgq would have to render timestamptz in
 // the session's time zone and DateStyle with PostgreSQL's zone rules to
-// keep the bytes equal, which it does not attempt.
+// keep the bytes equal, which it does not attempt; numeric alone in
+// binary saved nothing measurable (BenchmarkChunkRead). Without a where
+// predicate the chunk's SELECT sends the table's columns only (with
+// one, each row also says whether it comes after the last key: see
+// ErrNoProgress); that column cost the server up to a sixth of a chunk's
+// CPU time. Neither chunks bounded by key intervals instead of ORDER BY
+// … LIMIT (the same index scan), nor a prepared statement, nor 50,000-row
+// chunks cost the server measurably less (benchmarks/README.md).
 //
 // Chunks are pipelined, in one round trip each: one pipeline (pgconn)
 // sends the transaction that emits chunk N's high watermark and chunk
@@ -226,11 +233,13 @@
 // without a key. A table is read as a backfill reads it (the
 // publication's columns and row filter, PostgreSQL's text forms,
 // readChunk), through a cursor, one FETCH per chunk, sized to about
-// 2 MiB after the first ones, one FETCH ahead in a pipeline (the server
-// produces the next chunk while ingest takes this one); a keyless
-// table's read changes mark no key column. Each chunk's record is handed to ingest, which copies it
+// 2 MiB after the first one; a keyless table's read changes mark no key
+// column. Each chunk's record is handed to ingest, which copies it
 // before the reader reads the next one into the same storage. The first
-// error stops every reader and the load.
+// error stops every reader and the load. (A FETCH sent one ahead in a
+// pipeline, so that the server would produce the next chunk while
+// ingest takes this one, showed no gain beyond the shared machine's
+// noise in two A/B series, benchmarks/README.md, and was removed.)
 //
 // # Concurrency
 //

@@ -77,7 +77,13 @@ func TestChunkSQLBounds(t *testing.T) {
 	tb.columns = []pgq.Column{{Name: "id", TypeOID: oidInt4, Key: true}, {Name: "v", TypeOID: 25}}
 	lo, hi := "10", "20"
 	got := tb.chunkSQL("", true, 5, bounds{after: &lo, upTo: &hi})
-	want := `SELECT "id", "v", ("id") > ($1::text::integer) FROM "public"."t" WHERE ("id") > ($1::text::integer) AND "id" > $2::text::integer AND "id" <= $3::text::integer ORDER BY "id" LIMIT 5`
+	want := `SELECT "id", "v" FROM "public"."t" WHERE ("id") > ($1::text::integer) AND "id" > $2::text::integer AND "id" <= $3::text::integer ORDER BY "id" LIMIT 5`
+	if got != want {
+		t.Errorf("chunkSQL:\n got %s\nwant %s", got, want)
+	}
+	// With a where, each row says whether it comes after the key.
+	got = tb.chunkSQL("v <> 'x'", true, 5, bounds{after: &lo, upTo: &hi})
+	want = `SELECT "id", "v", ("id") > ($1::text::integer) FROM "public"."t" WHERE ("id") > ($1::text::integer) AND "id" > $2::text::integer AND "id" <= $3::text::integer AND (v <> 'x'` + "\n" + `) ORDER BY "id" LIMIT 5`
 	if got != want {
 		t.Errorf("chunkSQL:\n got %s\nwant %s", got, want)
 	}

@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/ingest"
 )
 
@@ -234,90 +232,26 @@ func readTask(ctx context.Context, conn *pgx.Conn, lt loadTask, worker int, id s
 	if _, err := conn.Exec(ctx, "DECLARE "+cursor+" NO SCROLL CURSOR FOR "+lt.sql()); err != nil {
 		return fmt.Errorf("backfill: load %s: %w", lt.t.qualified(), err)
 	}
-	if err := fetchAll(ctx, conn.PgConn(), lt, cursor, id, buf, emit); err != nil {
-		return fmt.Errorf("backfill: load %s: %w", lt.t.qualified(), err)
+	rows := loadFirstRows
+	pc := conn.PgConn()
+	for {
+		rr := pc.ExecParams(ctx, "FETCH FORWARD "+strconv.Itoa(rows)+" FROM "+cursor, nil, nil, nil, nil)
+		changes, encoded, err := readChunk(rr, lt.t, nil, rows, id, buf)
+		if _, cerr := rr.Close(); cerr != nil || err != nil {
+			return fmt.Errorf("backfill: load %s: %w", lt.t.qualified(), errors.Join(cerr, err))
+		}
+		if len(changes) == 0 {
+			break
+		}
+		if err := emit(ingest.LoadChunk{Table: lt.t.qualified(), Rows: len(changes), Encoded: encoded}); err != nil {
+			return err
+		}
+		rows = nextFetch(rows, len(changes), len(encoded))
 	}
 	if _, err := conn.Exec(ctx, "CLOSE "+cursor); err != nil {
 		return fmt.Errorf("backfill: load %s: %w", lt.t.qualified(), err)
 	}
 	return nil
-}
-
-// fetchAll reads cursor to its end, a FETCH per chunk, one FETCH ahead
-// in a pipeline: the server already produces chunk k+1 (into the
-// socket's buffers) while chunk k is handed to emit, which copies it
-// before its storage (buf) takes k+1. A FETCH's row count is chosen
-// before the rows of the one before it arrive, from the chunk before
-// that (nextFetch).
-func fetchAll(ctx context.Context, pc *pgconn.PgConn, lt loadTask, cursor, id string, buf *chunkBuf, emit func(ingest.LoadChunk) error) (err error) {
-	p := pc.StartPipeline(ctx)
-	defer func() {
-		if cerr := p.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	var asked []int // row counts of the FETCHes sent and not read yet, oldest first
-	send := func(rows int) error {
-		p.SendQueryParams("FETCH FORWARD "+strconv.Itoa(rows)+" FROM "+cursor, nil, nil, nil, nil)
-		asked = append(asked, rows)
-		return p.Sync()
-	}
-	next := loadFirstRows
-	if err := send(next); err != nil {
-		return err
-	}
-	for {
-		if err := send(next); err != nil {
-			return err
-		}
-		rows := asked[0]
-		asked = asked[1:]
-		changes, encoded, err := readFetch(p, lt, rows, id, buf)
-		if err != nil {
-			return err
-		}
-		if len(changes) > 0 {
-			if err := emit(ingest.LoadChunk{Table: lt.t.qualified(), Rows: len(changes), Encoded: encoded}); err != nil {
-				return err
-			}
-		}
-		if len(changes) < rows {
-			// The cursor's end: the FETCH sent ahead finds nothing.
-			for len(asked) > 0 {
-				asked = asked[1:]
-				if _, _, err := readFetch(p, lt, rows, id, buf); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		next = nextFetch(rows, len(changes), len(encoded))
-	}
-}
-
-// readFetch reads the result of the oldest FETCH of p (readChunk) and the
-// sync after it.
-func readFetch(p *pgconn.Pipeline, lt loadTask, rows int, id string, buf *chunkBuf) (changes []pgq.Change, encoded []byte, err error) {
-	r, err := p.GetResults()
-	if err != nil {
-		return nil, nil, err
-	}
-	rr, ok := r.(*pgconn.ResultReader)
-	if !ok {
-		return nil, nil, fmt.Errorf("unexpected %T for a FETCH", r)
-	}
-	changes, encoded, err = readChunk(rr, lt.t, nil, rows, id, buf)
-	if _, cerr := rr.Close(); cerr != nil || err != nil {
-		return nil, nil, errors.Join(cerr, err)
-	}
-	r, err = p.GetResults()
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, ok := r.(*pgconn.PipelineSync); !ok {
-		return nil, nil, fmt.Errorf("unexpected %T after a FETCH", r)
-	}
-	return changes, encoded, nil
 }
 
 // nextFetch is the row count of the next FETCH: as many rows as fit

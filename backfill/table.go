@@ -142,11 +142,15 @@ func describeTable(ctx context.Context, conn *pgx.Conn, qualified string, needKe
 }
 
 // chunkSQL is the keyset query of one chunk: rows after the last key
-// (none: from the start), in key order. After a key, each row also has
-// a last column, true when the row's key comes after it: step checks it
-// (see ErrNoProgress), PostgreSQL computing it by its own types and
-// collations; the select list comes before the predicate, so nothing
-// pasted in the predicate changes it.
+// (none: from the start), in key order. After a key and with a where
+// predicate, each row also has a last column, true when the row's key
+// comes after it: step checks it (see ErrNoProgress), PostgreSQL
+// computing it by its own types and collations; the select list comes
+// before the predicate, so nothing pasted in the predicate changes it.
+// Without a where the predicate is pgq's own key comparison, which
+// PostgreSQL applies to every row, so the column is left out: computing
+// and sending it cost the server 12-16 % of a chunk's CPU time
+// (BenchmarkChunkRead, select-text against select-unchecked).
 //
 // Within a range (rb), the chunk's rows are also those whose first key
 // column is above rb.after and at most rb.upTo; their parameters follow
@@ -163,7 +167,9 @@ func (t *table) chunkSQL(where string, after bool, limit int, rb bounds) string 
 			r = append(r, fmt.Sprintf("$%d::text::%s", n+1, t.types[i]))
 		}
 		past := "(" + strings.Join(l, ", ") + ") > (" + strings.Join(r, ", ") + ")"
-		b.WriteString(", " + past)
+		if checked(where) {
+			b.WriteString(", " + past)
+		}
 		conds = append(conds, past)
 	}
 	n := 0
@@ -199,6 +205,11 @@ func (t *table) chunkSQL(where string, after bool, limit int, rb bounds) string 
 	fmt.Fprintf(&b, " LIMIT %d", limit)
 	return b.String()
 }
+
+// checked reports whether a chunk read with predicate where checks that
+// each row comes after the last key (see chunkSQL): only a where pasted
+// into the query can make a row that does not.
+func checked(where string) bool { return where != "" }
 
 // writeColumns writes t's columns, quoted, as a select list.
 func (t *table) writeColumns(b *strings.Builder) {
@@ -351,7 +362,11 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 				snap, err = parseSnapshot(rr.Values()[0])
 			}
 		case read:
-			rows, encoded, err = readChunk(rr, t, lastKey, limit, backfill, buf)
+			var after []string // the key each row is checked to come after
+			if checked(where) {
+				after = lastKey
+			}
+			rows, encoded, err = readChunk(rr, t, after, limit, backfill, buf)
 		}
 		if _, cerr := rr.Close(); cerr != nil || err != nil {
 			return nil, nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
@@ -372,10 +387,10 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 
 // readChunk turns the rows of a chunk's read into its read changes and
 // their record (see step), each row as it arrives, while the server is
-// still sending the next ones. After a key, it checks each row's last
-// column (see chunkSQL) and drops the row's values of it: a row that
-// does not come after lastKey is an ErrNoProgress (the rest is read and
-// dropped).
+// still sending the next ones. After a key (lastKey, given only when
+// the query checks it: chunkSQL), it checks each row's last column and
+// drops the row's values of it: a row that does not come after lastKey
+// is an ErrNoProgress (the rest is read and dropped).
 func readChunk(rr *pgconn.ResultReader, t *table, lastKey []string, limit int, backfill string, buf *chunkBuf) (rows []pgq.Change, encoded []byte, err error) {
 	buf.reset()
 	rows = buf.changes[:0]

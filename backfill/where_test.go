@@ -249,6 +249,19 @@ func TestChunkNoProgress(t *testing.T) {
 	if rows, err := read("", nil); err != nil || len(rows) != 10 || string(rows[0].New[0].Data) != "0" {
 		t.Fatalf("first chunk: %d rows, %v", len(rows), err)
 	}
+	// Without a where, nothing but the key comparison selects the rows
+	// and the query has no check column: the rows after the key, each
+	// with the table's values only.
+	rows, err = read("", []string{"10", "k1"})
+	if err != nil || len(rows) != 10 {
+		t.Fatalf("after key (10, k1): %d rows, %v", len(rows), err)
+	}
+	for i, r := range rows {
+		want := []string{strconv.Itoa(11 + i/2), "k" + strconv.Itoa(i%2), "v"}
+		if len(r.New) != 3 || string(r.New[0].Data) != want[0] || string(r.New[1].Data) != want[1] || string(r.New[2].Data) != want[2] {
+			t.Fatalf("row %d after key (10, k1): %q, want %q", i, r.New, want)
+		}
+	}
 }
 
 // TestResumeRechecksWhere: a running backfill stored with a predicate
