@@ -2,76 +2,70 @@ package consumers
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/journal"
 )
 
-// When each recent record was journaled, for
-// pgq_journal_to_delivery_seconds.
+// The bytes journaled up to each recent record, for a woken fetch's
+// skip-ahead (wakeStart): the bytes of the records it starts after
+// count towards MaxBytes as a collect over them would have counted them.
 //
-// Manager.Appended runs at each batch's fsync (the server calls it from
-// the committer's after-append hook), so the time it runs is when the
-// batch's records became durable: "journaled". journaledTimes keeps that
-// time for the last journaledRing offsets in a ring indexed by offset,
-// so memory does not grow with the journal (512 KiB), and a delivery
-// looks its record up with two atomic loads and no lock: one writer (the
-// committer's hook, batch after batch, in offset order) and any number of
-// readers (fetches).
-//
-// A record older than the ring (journaled by this process more than
-// journaledRing records ago) is observed with the age of the oldest time
-// the ring still holds: a lower bound, never a smaller figure than the
-// truth. Records journaled before the process started, or by a writer
-// that does not call Appended, are not observed.
+// Manager.Appended takes in each durable batch in offset order;
+// journaledBytes keeps, for the last journaledRing offsets, the running
+// total of their stored sizes in a ring indexed by offset, so memory
+// does not grow with the journal (512 KiB). One writer (the committer's
+// hook), any number of readers (fetches), no lock: a slot is stored
+// before the newest offset that covers it, and a reader checks after
+// reading that its slots were not overwritten meanwhile.
 
 // journaledRing is how many offsets the ring covers: at 1,000
-// transactions a second, a minute.
+// transactions a second, a minute; wakeStart needs fewer than scanLimit.
 const journaledRing = 1 << 16
 
-type journaledTimes struct {
-	// base is the origin of the times: monotonic, so a wall clock step
-	// does not skew a figure.
-	base time.Time
-	// first is the first offset recorded (0: none yet); last the newest.
+type journaledBytes struct {
+	// first is the first offset of the dense run recorded (0: none yet);
+	// last the newest.
 	first, last atomic.Uint64
-	// at[off % journaledRing] is when off was journaled, in nanoseconds
-	// since base.
-	at [journaledRing]atomic.Int64
+	// cum[off % journaledRing] is the stored bytes of the records
+	// first..off; total is that of last (the writer's alone).
+	cum   [journaledRing]atomic.Int64
+	total int64
 }
 
-func newJournaledTimes() *journaledTimes { return &journaledTimes{base: time.Now()} }
-
-// note records that the offsets from..to were journaled now.
-func (jt *journaledTimes) note(from, to pgq.Offset) {
-	if to < from {
-		return
+// note takes in the records of batch (dense, in offset order) with
+// their stored sizes: entries[i]'s Bytes when it is batch[i]'s index
+// entry (the size collect counts for a record it passes over), else the
+// record's.
+func (jb *journaledBytes) note(batch []*journal.Record, entries []index.Entry) {
+	for i, r := range batch {
+		off := uint64(r.Tx.Offset)
+		size := r.Bytes
+		if i < len(entries) && entries[i].Offset == r.Tx.Offset {
+			size = entries[i].Bytes
+		}
+		if l := jb.last.Load(); l != 0 && off != l+1 {
+			jb.first.Store(0) // not dense (not with the committer's hook): start over
+		}
+		jb.total += int64(size)
+		jb.cum[off%journaledRing].Store(jb.total)
+		jb.first.CompareAndSwap(0, off)
+		jb.last.Store(off) // after the slot: a reader that sees it sees the slot
 	}
-	now := int64(time.Since(jt.base))
-	if uint64(to-from) >= journaledRing {
-		from = to - journaledRing + 1
-	}
-	for off := from; off <= to; off++ {
-		jt.at[uint64(off)%journaledRing].Store(now)
-	}
-	jt.first.CompareAndSwap(0, uint64(from))
-	jt.last.Store(uint64(to)) // after the times: a reader that sees it sees them
 }
 
-// age returns how long ago off was journaled (a lower bound when off is
-// older than the ring); false when not known.
-func (jt *journaledTimes) age(off pgq.Offset, now time.Time) (time.Duration, bool) {
-	o := uint64(off)
-	first, last := jt.first.Load(), jt.last.Load()
-	if first == 0 || o < first || o > last {
+// between returns the stored bytes of the records from..to, when the
+// ring holds them all.
+func (jb *journaledBytes) between(from, to pgq.Offset) (int64, bool) {
+	a, b := uint64(from)-1, uint64(to) // cum(b) - cum(a)
+	first, last := jb.first.Load(), jb.last.Load()
+	if first == 0 || from == 0 || a < first || b > last || b < a || last-a >= journaledRing {
 		return 0, false
 	}
-	oldest := max(first, last-min(last, journaledRing-1))
-	if o < oldest {
-		o = oldest // overwritten: the oldest time kept bounds it from below
+	n := jb.cum[b%journaledRing].Load() - jb.cum[a%journaledRing].Load()
+	if jb.last.Load()-a >= journaledRing || jb.first.Load() != first {
+		return 0, false // overwritten or restarted while read
 	}
-	// A slot overwritten meanwhile holds a later time: still a lower
-	// bound of off's age.
-	t := jt.at[o%journaledRing].Load()
-	return now.Sub(jt.base) - time.Duration(t), true
+	return n, true
 }

@@ -8,6 +8,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/index"
+	"github.com/pgq-dev/pgq/journal"
 )
 
 // journalDeliveryOf returns the count and sum of
@@ -68,26 +70,45 @@ func TestJournalToDeliveryHistogram(t *testing.T) {
 	}
 }
 
-// TestJournaledTimesRing: the ring knows only what it was told; an
-// offset it overwrote is answered with a lower bound (the oldest time it
-// holds), never with more than the truth.
-func TestJournaledTimesRing(t *testing.T) {
-	jt := newJournaledTimes()
-	if _, ok := jt.age(1, time.Now()); ok {
+// noteRange notes the records from..to, each of size bytes, as one
+// batch with no index entries.
+func noteRange(jb *journaledBytes, from, to pgq.Offset, size int) {
+	var batch []*journal.Record
+	for off := from; off <= to; off++ {
+		batch = append(batch, &journal.Record{Tx: &pgq.Transaction{Offset: off}, Bytes: size})
+	}
+	jb.note(batch, nil)
+}
+
+// TestJournaledBytesRing: the bytes between two offsets are known only
+// while the ring holds both ends, and count an index entry's size where
+// the batch came with one.
+func TestJournaledBytesRing(t *testing.T) {
+	jb := new(journaledBytes)
+	if _, ok := jb.between(1, 1); ok {
 		t.Fatal("an empty ring knows offset 1")
 	}
-	jt.note(5, 9)
-	time.Sleep(20 * time.Millisecond)
-	now := time.Now()
-	for off, want := range map[uint64]bool{4: false, 5: true, 9: true, 10: false} {
-		d, ok := jt.age(pgq.Offset(off), now)
-		if ok != want || (ok && d < 20*time.Millisecond) {
-			t.Errorf("offset %d: %s, %v; want known %v, ≥ 20ms", off, d, ok, want)
+	noteRange(jb, 5, 9, 10)
+	jb.note([]*journal.Record{{Tx: &pgq.Transaction{Offset: 10}, Bytes: 999}},
+		[]index.Entry{{Offset: 10, Bytes: 7}}) // the index entry's size counts
+	for _, c := range []struct {
+		from, to pgq.Offset
+		n        int64
+		ok       bool
+	}{{6, 10, 47, true}, {6, 9, 40, true}, {7, 7, 10, true}, {5, 9, 0, false}, {6, 11, 0, false}} {
+		if n, ok := jb.between(c.from, c.to); n != c.n || ok != c.ok {
+			t.Errorf("bytes %d..%d: %d, %v; want %d, %v", c.from, c.to, n, ok, c.n, c.ok)
 		}
 	}
-	jt.note(10, 9+journaledRing) // overwrites 5..9
-	d, ok := jt.age(5, time.Now())
-	if !ok || d > 20*time.Millisecond {
-		t.Errorf("overwritten offset 5: %s, %v; want known, a lower bound (about 0)", d, ok)
+	noteRange(jb, 11, 10+journaledRing, 1) // overwrites 5..10
+	if _, ok := jb.between(7, 20); ok {
+		t.Error("bytes from an overwritten offset known")
+	}
+	if n, ok := jb.between(100, 199); !ok || n != 100 {
+		t.Errorf("bytes 100..199: %d, %v; want 100", n, ok)
+	}
+	noteRange(jb, 5, 5, 1) // not dense: starts over
+	if _, ok := jb.between(100, 199); ok {
+		t.Error("bytes known across a restart")
 	}
 }

@@ -30,8 +30,8 @@ var journalDeliveryBuckets = prometheus.ExponentialBuckets(0.0005, 1.2, 51)
 // observeJournalDelivery observes journaled → now of the record at off,
 // when its journaling time is known.
 func (m *Manager) observeJournalDelivery(off pgq.Offset) {
-	if d, ok := m.journaled.age(off, time.Now()); ok {
-		m.journalDelivery.Observe(d.Seconds())
+	if t, ok := m.j.WrittenAt(off); ok {
+		m.journalDelivery.Observe(time.Since(t).Seconds())
 	}
 }
 
@@ -42,7 +42,7 @@ func (m *Manager) observeJournalDelivery(off pgq.Offset) {
 // labelled by group, and the
 // histograms pgq_tail_delivery_seconds (commit → fetch answer of the
 // transactions long polls waited for) and pgq_journal_to_delivery_seconds
-// (journaling → fetch answer, journaled.go).
+// (journaling, journal.WrittenAt → fetch answer).
 func (m *Manager) Collector() prometheus.Collector {
 	l := []string{"group"}
 	return &collector{
