@@ -50,6 +50,14 @@ import (
 //
 // Waking is closing the waiter's channel; the fetch then reads the journal
 // itself as before, so a spurious wake costs one read and is never wrong.
+// A waiter woken by a transaction the registry judged (not an unknown
+// one) gets a hint, the transaction's first part, when no transaction of
+// more than one part ended since the waiter's seen: every transaction
+// between seen and the hint was then judged against the waiter, rejected,
+// and is one record. The fetch starts collecting at the hint instead of
+// walking those records' index entries again (fetch.go, wakeStart): a
+// group filtering one table of a thousand is woken about once a second
+// and would walk a thousand entries each time.
 // Groups without a filter keep waiting on Changed: every transaction
 // passes them. Waiters with only literal table patterns (public.orders,
 // the usual filter) are found through a map by table; the others (globs,
