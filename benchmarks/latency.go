@@ -254,6 +254,7 @@ func (r *refReader) stop() (map[uint32]time.Time, error) {
 // the Go runtime's counters.
 type pgqSnapshot struct {
 	durable, delivered []bucket // pgq_commit_to_durable_seconds, pgq_tail_delivery_seconds
+	journaled          []bucket // pgq_journal_to_delivery_seconds
 	gcCycles, alloc    float64  // go_gc_duration_seconds_count, go_memstats_alloc_bytes_total
 	err                error
 }
@@ -289,6 +290,8 @@ func (p *pgqProc) snapshot(ctx context.Context) pgqSnapshot {
 			s.durable = append(s.durable, bucket{leOf(name), v})
 		case strings.HasPrefix(name, "pgq_tail_delivery_seconds_bucket{le="):
 			s.delivered = append(s.delivered, bucket{leOf(name), v})
+		case strings.HasPrefix(name, "pgq_journal_to_delivery_seconds_bucket{le="):
+			s.journaled = append(s.journaled, bucket{leOf(name), v})
 		}
 	}
 	return s
@@ -334,6 +337,32 @@ func quantile(before, after []bucket, q float64) (time.Duration, bool) {
 		lo, below = after[i].le, n
 	}
 	return 0, false
+}
+
+// addDelta adds to acc (nil: none yet) what a histogram observed between
+// two snapshots, bucket by bucket; quantile(zeroed(acc), acc, q) then
+// reads the quantiles of several phases together. Mismatched snapshots
+// (a failed scrape) leave acc as it was.
+func addDelta(acc, before, after []bucket) []bucket {
+	if len(after) == 0 || len(before) != len(after) || (acc != nil && len(acc) != len(after)) {
+		return acc
+	}
+	if acc == nil {
+		acc = zeroed(after)
+	}
+	for i := range after {
+		acc[i].n += after[i].n - before[i].n
+	}
+	return acc
+}
+
+// zeroed returns b's bounds with no observations.
+func zeroed(b []bucket) []bucket {
+	z := make([]bucket, len(b))
+	for i := range b {
+		z[i].le = b[i].le
+	}
+	return z
 }
 
 // stageNote splits pgq's side of the latency by its own histograms:

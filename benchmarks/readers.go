@@ -100,6 +100,7 @@ func (e *env) readersRows(ctx context.Context) []Row {
 	peakRSS := p.samplePeakRSS(100 * time.Millisecond)
 	peakFDs := sampleFDs(p.cmd.Process.Pid)
 	var alone, with []float64
+	var journaled, durable []bucket // pgq's histograms over the phases with readers
 	rd := &readers{addr: p.addr, c: c}
 	for round := range 2 {
 		for _, withReaders := range []bool{false, true} {
@@ -107,11 +108,18 @@ func (e *env) readersRows(ctx context.Context) []Row {
 				if err := rd.skipBacklog(ctx, cl); err != nil {
 					return fail(fmt.Errorf("round %d: %w", round, err))
 				}
+			}
+			var before pgqSnapshot
+			if withReaders {
+				before = p.snapshot(ctx)
 				rd.start(ctx)
 			}
 			rate, err := e.readersPhase(ctx, p, c)
 			if withReaders {
 				rd.stop()
+				after := p.snapshot(ctx)
+				journaled = addDelta(journaled, before.journaled, after.journaled)
+				durable = addDelta(durable, before.durable, after.durable)
 			}
 			if err != nil {
 				return fail(fmt.Errorf("round %d: %w", round, err))
@@ -130,16 +138,57 @@ func (e *env) readersRows(ctx context.Context) []Row {
 		Note: fmt.Sprintf("%d exclusive groups (one table each of %d, one connection each) + %d members of one shared group, long-polling; %d tx/s offered for %s per phase, phases alternate 2×; --http-max-conns %d, open-file limit %d; journaled tx/s alone %s, with readers %s",
 			c.Groups, c.Tables, c.Shared, c.Rate, c.For, conns, fdLimit, fmtRates(alone), fmtRates(with))}
 	ing.check(w/a >= 0.95)
-	p99 := pct(lat, 99) * 1000
-	latRow := Row{Metric: "commit → reader p99, 1,000+ readers", Unit: "ms", PGQ: f64(p99), Target: "≤ 50 ms",
-		Note: fmt.Sprintf("%d deliveries in %d fetches (%d failed calls), commit_time → receipt (includes commit → journal) of the transactions committed while the readers ran (each phase with readers starts with every group moved to the journal's end); p50 %.1f ms; shared group's members alone p50 %.1f ms, p99 %.1f ms", len(lat), fetches, errs, pct(lat, 50)*1000, pct(latSh, 50)*1000, pct(latSh, 99)*1000)}
-	latRow.check(p99 <= 50 && len(lat) > 0 && errs == 0)
+	latRows := readersLatency(lat, latSh, fetches, errs, journaled, durable)
 	rssRow := Row{Metric: "pgq peak RSS, 1,000+ readers", Unit: "MiB", PGQ: f64(float64(rss) / (1 << 20)), Target: "≤ 256 MiB"}
 	rssRow.check(rss <= 256<<20)
 	fdRow := Row{Metric: "pgq peak open files, 1,000+ readers", PGQ: f64(float64(fds)), Reference: f64(float64(fdLimit)), RefName: "open-file limit",
 		Ratio: f64(float64(fds) / float64(fdLimit)), Target: "within the limit", Note: "/proc/<pid>/fd, sampled every 100 ms"}
 	fdRow.check(fds > 0 && uint64(fds) < fdLimit)
-	return []Row{ing, latRow, rssRow, fdRow}
+	return append(append([]Row{ing}, latRows...), rssRow, fdRow)
+}
+
+// readersLatency makes the latency rows of the readers phases. The
+// goal's row is journaling → reader: pgq's histogram
+// pgq_journal_to_delivery_seconds (the fsync of the transaction's record
+// → the fetch answer handing it out: exclusive answers once written,
+// shared ones once chosen), over every delivery of the phases with
+// readers, bucket-interpolated; the readers' own commit_time → receipt,
+// exact per delivery but including commit → journal (the walsender and
+// the fsync, pgq's ingest latency), stays as the second row, as before.
+func readersLatency(lat, latSh []float64, fetches, errs int, journaled, durable []bucket) []Row {
+	jRow := Row{Metric: "journaling → reader p99, 1,000+ readers", Unit: "ms", Target: "≤ 50 ms"}
+	p50, ok50 := quantile(zeroed(journaled), journaled, 0.5)
+	p99, ok99 := quantile(zeroed(journaled), journaled, 0.99)
+	d50, okd50 := quantile(zeroed(durable), durable, 0.5)
+	d99, okd99 := quantile(zeroed(durable), durable, 0.99)
+	if !ok50 || !ok99 {
+		jRow = notMeasured(jRow.Metric, jRow.Target, "pgq_journal_to_delivery_seconds observed nothing in the phases with readers")
+	} else {
+		n := 0.0
+		if len(journaled) > 0 {
+			n = journaled[len(journaled)-1].n
+		}
+		jRow.PGQ = f64(ms(p99))
+		jRow.Note = fmt.Sprintf("pgq_journal_to_delivery_seconds over the phases with readers: %.0f deliveries, p50 %.1f ms, p99 %.1f ms (buckets ×1.2 apart, interpolated: ±10 %%); commit → journal fsync (pgq_commit_to_durable_seconds, same phases) p50 %s, p99 %s",
+			n, ms(p50), ms(p99), fmtMS(d50, okd50), fmtMS(d99, okd99))
+		jRow.check(ms(p99) <= 50 && errs == 0)
+	}
+	c99 := pct(lat, 99) * 1000
+	cRow := Row{Metric: "commit → reader p99, 1,000+ readers", Unit: "ms", PGQ: f64(c99), Status: Info,
+		Note: fmt.Sprintf("%d deliveries in %d fetches (%d failed calls), commit_time → receipt (includes commit → journal) of the transactions committed while the readers ran (each phase with readers starts with every group moved to the journal's end); p50 %.1f ms; shared group's members alone p50 %.1f ms, p99 %.1f ms", len(lat), fetches, errs, pct(lat, 50)*1000, pct(latSh, 50)*1000, pct(latSh, 99)*1000)}
+	if len(lat) == 0 || errs > 0 {
+		cRow.Status = Fail
+	}
+	return []Row{jRow, cRow}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func fmtMS(d time.Duration, ok bool) string {
+	if !ok {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f ms", ms(d))
 }
 
 func fmtRates(v []float64) string {

@@ -98,6 +98,9 @@
 // ManagerOptions.WakeFromAppends: no record read) or else by its one
 // goroutine reading it while anyone waits, and wakes only the waiters
 // whose filter the finished transaction passes (its state under
-// wakers.mu). Every waiting fetch also wakes on
+// wakers.mu); a woken fetch starts collecting at the first part of that
+// transaction when the registry knows everything before it rejected
+// (waiter.hint, wakeStart; the bytes it passes over come from a
+// lock-free ring Appended fills, journaled.go). Every waiting fetch also wakes on
 // lease release, on Close and on its context.
 package consumers

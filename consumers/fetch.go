@@ -265,12 +265,16 @@ func (m *Manager) waitLease(ctx context.Context, free <-chan struct{}, exp time.
 // waiting for the journal to grow in between.
 func (m *Manager) fetchData(ctx context.Context, g *group, name string, req *FetchRequest, gen uint64, deadline time.Time, timer *time.Timer) (*fetchBatch, error) {
 	waited := false // the records now coming were appended during this fetch
+	// hint is where the wake that ended the last wait says the data
+	// starts; next the first offset not delivered before that wait.
+	var hint, next pgq.Offset
 	for {
 		changed, seen := m.j.Changed(), m.j.LastOffset()
 		g.mu.Lock()
 		from := g.delivered + 1
 		g.mu.Unlock()
-		res, lastRead, nonFinal, more, err := m.collect(g, from, *req)
+		start, carried := m.wakeStart(from, next, hint)
+		res, lastRead, nonFinal, more, err := m.collect(g, start, carried, *req)
 		if err != nil {
 			return nil, err
 		}
@@ -283,17 +287,46 @@ func (m *Manager) fetchData(ctx context.Context, g *group, name string, req *Fet
 		if len(res.recs) > 0 || !time.Now().Before(deadline) {
 			return res, nil
 		}
+		hint, next = 0, res.next
 		if more {
 			continue // only filtered-out records so far and more to read
 		}
 		waited = true
 		wake, release := m.dataWake(g, changed, seen)
 		err = m.waitData(ctx, wake, timer)
-		release()
+		hint = release()
 		if err != nil {
 			return nil, err
 		}
 	}
+}
+
+// wakeStart is where a filtered fetch woken by the wakers registry
+// starts collecting, and the stored bytes of the records it passes over
+// by starting there (which count towards MaxBytes as collect would have
+// counted them): hint, the first part of the transaction that woke it,
+// when everything in [from, hint) is known to be rejected, else from.
+// The round before the wait collected up to the journal's end and
+// delivered everything before next, leaving at most an open transaction
+// there; the registry judged every transaction ending after what that
+// round saw, and gives a hint only when those before hint all have one
+// part and none passes the filter (waiter.hint). So the records of
+// [next, hint) are whole rejected transactions of one part: a collect
+// from next would pass over them, deliver nothing, count their bytes
+// and no non-final part, and go on at hint as this one does. It is
+// taken only when nothing moved delivery meanwhile (from == next), the
+// records are in the journal still, the journaling ring knows their
+// bytes and there are fewer than scanLimit of them (a collect from next
+// could not have stopped at its budget before hint).
+func (m *Manager) wakeStart(from, next, hint pgq.Offset) (pgq.Offset, int64) {
+	if hint <= from || from != next || hint-from >= scanLimit || from < m.j.FirstOffset() {
+		return from, 0
+	}
+	n, ok := m.journaled.between(from, hint-1)
+	if !ok {
+		return from, 0
+	}
+	return hint, n
 }
 
 // markDelivered records what collect read from offset from up to lastRead
@@ -338,19 +371,27 @@ func (m *Manager) observeTailDelivery(recs []planned) {
 
 // dataWake returns the channel a long poll of g that looked at the
 // journal up to seen waits on for data, and the function to call when done
-// waiting: changed (the journal's Changed, taken before seen) for a group
-// without a filter, which every transaction passes, else a wake of the
-// wakers registry, closed only by a transaction g's filter passes
-// (wake.go).
-func (m *Manager) dataWake(g *group, changed <-chan struct{}, seen pgq.Offset) (<-chan struct{}, func()) {
+// waiting, which returns the wake's hint (waiter.hint; 0: none): changed
+// (the journal's Changed, taken before seen) for a group without a
+// filter, which every transaction passes, else a wake of the wakers
+// registry, closed only by a transaction g's filter passes (wake.go).
+func (m *Manager) dataWake(g *group, changed <-chan struct{}, seen pgq.Offset) (<-chan struct{}, func() pgq.Offset) {
 	g.mu.Lock()
 	f := g.st.Filter
 	g.mu.Unlock()
 	if f.IsZero() {
-		return changed, func() {}
+		return changed, func() pgq.Offset { return 0 }
 	}
 	w := m.wk.register(&f, seen)
-	return w.ch, func() { m.wk.unregister(w) }
+	return w.ch, func() pgq.Offset {
+		m.wk.unregister(w)
+		select {
+		case <-w.ch: // closed after hint was set
+			return w.hint
+		default:
+			return 0
+		}
+	}
 }
 
 // waitData waits for the journal to change. When the fetch's timer fires
@@ -374,12 +415,13 @@ func (m *Manager) waitData(ctx context.Context, changed <-chan struct{}, timer *
 // only its offset, so it holds one record at a time. A record the index
 // says the group's filter rejects is passed over without a read when the
 // index knows whether it ends its transaction, by its header alone when
-// not (verdicts). It returns the records to deliver, the last offset
+// not (verdicts). carried is the bytes of records before from that
+// count towards MaxBytes (wakeStart's). It returns the records to deliver, the last offset
 // consumed (delivered or filtered out; from-1 when none), the non-final
 // parts among them, and whether it stopped at its scan budget (scanCost)
 // with more records to read. The limits apply between transactions only:
 // a transaction is delivered whole.
-func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fetchBatch, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
+func (m *Manager) collect(g *group, from pgq.Offset, carried int64, req FetchRequest) (res *fetchBatch, consumed pgq.Offset, nonFinal []pgq.Offset, more bool, err error) {
 	g.mu.Lock()
 	filter := g.st.Filter
 	g.mu.Unlock()
@@ -390,7 +432,7 @@ func (m *Manager) collect(g *group, from pgq.Offset, req FetchRequest) (res *fet
 		return nil, 0, nil, false, errf(ErrOutOfRange, "group %q: next offset %d is below the journal start %d (removed by retention); reset the group", g.name, from, first)
 	}
 	var (
-		bytes    int64
+		bytes    = carried
 		cost     int
 		inTx     bool      // a transaction's first part was read, not its last
 		unit     []planned // the parts of that transaction that pass

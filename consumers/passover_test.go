@@ -62,7 +62,7 @@ func collectReads(t *testing.T, m *Manager) (recs int, reads uint64) {
 		t.Fatal(err)
 	}
 	before := m.j.Reads()
-	res, _, _, _, err := m.collect(g, 1, FetchRequest{Max: 1000, MaxBytes: 1 << 30})
+	res, _, _, _, err := m.collect(g, 1, 0, FetchRequest{Max: 1000, MaxBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func BenchmarkFilteredCollect(b *testing.B) {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				res, _, _, _, err := m.collect(g, 1, FetchRequest{Max: 1000, MaxBytes: 1 << 30})
+				res, _, _, _, err := m.collect(g, 1, 0, FetchRequest{Max: 1000, MaxBytes: 1 << 30})
 				if err != nil || len(res.recs) != 4 {
 					b.Fatalf("collect: %v, %d records", err, len(res.recs))
 				}

@@ -114,6 +114,9 @@ func (s *RecordStream) Records() iter.Seq2[FetchedRecord, error] {
 			if !yield(r, nil) {
 				return
 			}
+			if p.final { // written: the transaction is handed out
+				s.m.observeJournalDelivery(p.off)
+			}
 		}
 	}
 }

@@ -773,6 +773,9 @@ func (m *Manager) fetchSharedStep(g *group, max int, emit deliverFunc) (n int, n
 		sh.inFlight++
 		seq = sh.queueDelivery(msg, 0)
 		emit(msg.id.off, msg.tx, msg.id.idx, msg.delivery, formatAckID(msg.id, msg.delivery, sh.epoch))
+		if msg.delivery == 1 {
+			m.observeJournalDelivery(msg.id.off)
+		}
 		n++
 	}
 	sh.low = sh.lowLocked()

@@ -50,6 +50,14 @@ import (
 //
 // Waking is closing the waiter's channel; the fetch then reads the journal
 // itself as before, so a spurious wake costs one read and is never wrong.
+// A waiter woken by a transaction the registry judged (not an unknown
+// one) gets a hint, the transaction's first part, when no transaction of
+// more than one part ended since the waiter's seen: every transaction
+// between seen and the hint was then judged against the waiter, rejected,
+// and is one record. The fetch starts collecting at the hint instead of
+// walking those records' index entries again (fetch.go, wakeStart): a
+// group filtering one table of a thousand is woken about once a second
+// and would walk a thousand entries each time.
 // Groups without a filter keep waiting on Changed: every transaction
 // passes them. Waiters with only literal table patterns (public.orders,
 // the usual filter) are found through a map by table; the others (globs,
@@ -75,6 +83,11 @@ type waiter struct {
 	ch   chan struct{} // closed on wake
 	keys []string      // literal tables it is filed under in byTable; nil: in others
 	woke bool
+	// hint, when not zero (set before ch is closed), is the first part of
+	// the transaction that woke the waiter, of which the registry knows
+	// that every transaction ending in (seen, hint) has one part only and
+	// does not pass f: the fetch may start collecting there (fetchData).
+	hint pgq.Offset
 }
 
 // recentTx is a transaction the registry read: its final part and
@@ -108,6 +121,12 @@ type wakers struct {
 	recent     []recentTx // ring, oldest first once full
 	acc        []index.Subject
 	accUnknown bool // acc misses parts of the open transaction
+	// accFirst is the first part of the open transaction (valid when
+	// !accUnknown); lastMulti the final part of the newest transaction
+	// of more than one part or of unknown parts: a hint is given only to
+	// a waiter that had seen it (waiter.hint).
+	accFirst  pgq.Offset
+	lastMulti pgq.Offset
 	// decoded caches the subjects of the sets seen (a few per table), so
 	// that a set is decoded once, not per record.
 	decoded map[index.SubjectSet][]index.Subject
@@ -332,7 +351,7 @@ func (wk *wakers) feed(batch []*journal.Record, entries []index.Entry) {
 func (wk *wakers) takeLocked(off pgq.Offset, part uint32, final bool, set index.SubjectSet) {
 	wk.processed = off
 	if part == 0 {
-		wk.acc, wk.accUnknown = wk.acc[:0], false
+		wk.acc, wk.accUnknown, wk.accFirst = wk.acc[:0], false, off
 	}
 	if !wk.accUnknown {
 		subj, known := wk.subjects(set)
@@ -371,6 +390,10 @@ func (wk *wakers) subjects(set index.SubjectSet) ([]index.Subject, bool) {
 func (wk *wakers) finishLocked(off pgq.Offset, unknown bool) {
 	subj := append([]index.Subject(nil), wk.acc...)
 	wk.acc, wk.accUnknown = wk.acc[:0], false
+	first, multiBefore := wk.accFirst, wk.lastMulti
+	if unknown || first != off {
+		wk.lastMulti = off
+	}
 	if len(wk.recent) == recentMax {
 		wk.recentFrom = wk.recent[0].final + 1
 		copy(wk.recent, wk.recent[1:])
@@ -379,6 +402,9 @@ func (wk *wakers) finishLocked(off pgq.Offset, unknown bool) {
 	wk.recent = append(wk.recent, recentTx{final: off, subj: subj, unknown: unknown})
 	wake := func(w *waiter) {
 		if w.seen < off {
+			if multiBefore <= w.seen {
+				w.hint = first
+			}
 			wk.removeLocked(w)
 			wk.wakeLocked(w)
 		}

@@ -244,6 +244,11 @@
 //   - mu guards the published state: first and last offsets, LastEndLSN,
 //     the closed flag, the failure and the Changed channel. It is held only briefly and
 //     never across I/O.
+//   - WrittenAt reads a ring of the last 65,536 records' write times (the
+//     fsync's return; written.go) with atomic loads and no lock: Append
+//     stores a batch's times before it publishes the batch, so a record
+//     that can be read has its time. It is for latency metrics
+//     (pgq_journal_to_delivery_seconds) and is not kept across restarts.
 //
 // Changed returns a channel closed by the next Append: readers take it,
 // check LastOffset, and wait on it, so they never poll and never miss a
