@@ -3,9 +3,11 @@ package backfill
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,8 +23,9 @@ import (
 
 // BenchmarkChunkRead measures a backfill's read path on a table of the
 // backfill benchmark's shape (benchmarks/backfill.go: bigint key, int,
-// numeric(12,2), text, timestamptz; 300,000 rows) against COPY (SELECT *
-// FROM t) TO STDOUT of the table into io.Discard, on the same server in
+// numeric(12,2), text, timestamptz; 300,000 rows unless -chunkread.rows
+// says otherwise) against COPY (SELECT * FROM t) TO STDOUT of the table
+// into io.Discard, on the same server in
 // the same run: each round times every way once, interleaved, and each
 // figure is the best of the rounds (a shared machine only ever slows a
 // way down). The ways, each as a ratio to COPY (x-…, above 1 is faster):
@@ -50,8 +53,10 @@ import (
 // It is also what -cpuprofile/-memprofile of the read path profile:
 //
 //	go test -run '^$' -bench ChunkRead -benchtime=1x ./backfill
+//	go test -run '^$' -bench ChunkRead -benchtime=1x -v ./backfill -args \
+//		-chunkread.rows 1000000 -chunkread.ways step,select-text,select-checked
 func BenchmarkChunkRead(b *testing.B) {
-	const rows, chunk, rounds = 300_000, DefaultChunkSize, 5
+	rows, chunk, rounds := *chunkReadRows, DefaultChunkSize, *chunkReadRounds
 	ctx := context.Background()
 	db := pgtest.Shared(b).NewDB(b)
 	db.Exec(b, fmt.Sprintf(`CREATE TABLE bench (id bigint PRIMARY KEY, account int, amount numeric(12,2), note text, created timestamptz);
@@ -90,6 +95,16 @@ func BenchmarkChunkRead(b *testing.B) {
 		}},
 		{"select-50k", func(b *testing.B, conn *pgx.Conn) int { return readByQuery(ctx, b, conn, tbl, 5*chunk, false, 0) }},
 	}
+	if *chunkReadWays != "" {
+		pick := strings.Split(*chunkReadWays, ",")
+		kept := ways[:1]
+		for _, w := range ways[1:] {
+			if slices.Contains(pick, w.name) {
+				kept = append(kept, w)
+			}
+		}
+		ways = kept
+	}
 	var backend int
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
 		b.Fatal(err)
@@ -113,7 +128,6 @@ func BenchmarkChunkRead(b *testing.B) {
 				client[i] += selfCPU(b) - c0
 			}
 		}
-		b.ReportMetric(float64(rows)/best[1].Seconds(), "step-rows/s")
 		b.ReportMetric(float64(rows)/best[0].Seconds(), "copy-rows/s")
 		for i, w := range ways[1:] {
 			b.ReportMetric(best[0].Seconds()/best[i+1].Seconds(), "x-"+w.name)
@@ -124,6 +138,18 @@ func BenchmarkChunkRead(b *testing.B) {
 		}
 	}
 }
+
+// The table's size and the rounds of BenchmarkChunkRead: -args
+// -chunkread.rows 1000000 makes the table (about 100 MB with its index)
+// larger than the test cluster's shared_buffers (64 MB), as the backfill
+// benchmark's 1M and 5M-row tables are; -chunkread.ways picks ways by
+// name (a comma-separated list; copy is always measured, as the
+// reference).
+var (
+	chunkReadRows   = flag.Int("chunkread.rows", 300_000, "BenchmarkChunkRead: rows of the table")
+	chunkReadRounds = flag.Int("chunkread.rounds", 5, "BenchmarkChunkRead: rounds (each way once per round)")
+	chunkReadWays   = flag.String("chunkread.ways", "", "BenchmarkChunkRead: ways to measure besides copy, comma-separated (empty: all)")
+)
 
 // procCPU is the CPU time process pid used so far (user and system,
 // /proc/PID/stat, in clock ticks of 10 ms).

@@ -149,8 +149,8 @@ func describeTable(ctx context.Context, conn *pgx.Conn, qualified string, needKe
 // before the predicate, so nothing pasted in the predicate changes it.
 // Without a where the predicate is pgq's own key comparison, which
 // PostgreSQL applies to every row, so the column is left out: computing
-// and sending it cost the server 12-16 % of a chunk's CPU time
-// (BenchmarkChunkRead, select-text against select-unchecked).
+// and sending it cost the server 6-16 % of a chunk's CPU time
+// (BenchmarkChunkRead, select-checked against select-text).
 //
 // Within a range (rb), the chunk's rows are also those whose first key
 // column is above rb.after and at most rb.upTo; their parameters follow

@@ -176,9 +176,14 @@ func (e *env) backfillRow(ctx context.Context, cl *client.Client, p *pgqProc, ro
 // cpuSample is the CPU time (user and system) pgq's process and
 // PostgreSQL (the postmaster and every process it started, those that
 // ended included) spent up to a point.
-type cpuSample struct{ pgq, pg time.Duration }
+// walsender is the part of pg that running walsenders spent (pgq's slot
+// decoding the stream and the watermarks): beside it, pg is the
+// backends' work, the chunk reads' above all.
+type cpuSample struct{ pgq, pg, walsender time.Duration }
 
-func (a cpuSample) sub(b cpuSample) cpuSample { return cpuSample{a.pgq - b.pgq, a.pg - b.pg} }
+func (a cpuSample) sub(b cpuSample) cpuSample {
+	return cpuSample{a.pgq - b.pgq, a.pg - b.pg, a.walsender - b.walsender}
+}
 
 // cpuNow samples the CPU time of p and of the cluster (/proc, clock
 // ticks of 10 ms): on a machine others share, CPU time says where a
@@ -212,6 +217,9 @@ func (e *env) cpuNow(ctx context.Context, p *pgqProc) (cpuSample, error) {
 		}
 		if f, err := procStat(pid); err == nil && f[1] == postmaster {
 			s.pg += ticks(f, 11, 12)
+			if title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.HasPrefix(title, []byte("postgres: walsender")) {
+				s.walsender += ticks(f, 11, 12)
+			}
 		}
 	}
 	pf, err := procStat(p.cmd.Process.Pid)
@@ -259,8 +267,8 @@ func cpuNote(rows int, copied, filled cpuSample, err error) string {
 		return "CPU time unknown (" + trimErr(err) + ")"
 	}
 	per := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(rows) }
-	return fmt.Sprintf("CPU s per million rows: backfill pgq %.2f + PostgreSQL %.2f (%.2f× COPY's), COPY PostgreSQL %.2f (the backfill's figures include the 100 tx/s stream)",
-		per(filled.pgq), per(filled.pg), per(filled.pg)/max(per(copied.pg), 1e-9), per(copied.pg))
+	return fmt.Sprintf("CPU s per million rows: backfill pgq %.2f + PostgreSQL %.2f (%.2f× COPY's; walsenders %.2f of it), COPY PostgreSQL %.2f (the backfill's figures include the 100 tx/s stream)",
+		per(filled.pgq), per(filled.pg), per(filled.pg)/max(per(copied.pg), 1e-9), per(filled.walsender), per(copied.pg))
 }
 
 // copyTable is the reference of the backfill rows: COPY (SELECT * FROM
