@@ -106,8 +106,15 @@ sample:
 	return rows, nil
 }
 
-// waitConfirmed waits until slot's confirmed_flush_lsn reaches lsn.
+// waitConfirmed waits until slot's confirmed_flush_lsn reaches lsn,
+// looking every 50 ms.
 func (e *env) waitConfirmed(ctx context.Context, slot string, lsn interface{ String() string }, timeout time.Duration) error {
+	return e.waitConfirmedEvery(ctx, slot, lsn, timeout, 50*time.Millisecond)
+}
+
+// waitConfirmedEvery is waitConfirmed looking every interval: it asks
+// PostgreSQL, and costs pgq nothing.
+func (e *env) waitConfirmedEvery(ctx context.Context, slot string, lsn interface{ String() string }, timeout, every time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		var ok bool
@@ -118,7 +125,7 @@ func (e *env) waitConfirmed(ctx context.Context, slot string, lsn interface{ Str
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 	return fmt.Errorf("slot %s did not confirm %s within %s", slot, lsn, timeout)

@@ -158,6 +158,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (GroupInfo, err
 	if err := m.persist(g); err != nil { // g is not published: we own it alone
 		return GroupInfo{}, err
 	}
+	if st.HoldSlot {
+		m.hold.any.Store(true) // before holders can find it
+	}
 	m.mu.Lock()
 	m.groups[req.Name] = g
 	m.mu.Unlock()

@@ -244,6 +244,9 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 			}
 		}
 		m.groups[name] = g
+		if st.HoldSlot {
+			m.hold.any.Store(true)
+		}
 	}
 	m.hold.init()
 	m.RefreshHold()
