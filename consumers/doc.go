@@ -101,6 +101,11 @@
 // wakers.mu); a woken fetch starts collecting at the first part of that
 // transaction when the registry knows everything before it rejected
 // (waiter.hint, wakeStart; the bytes it passes over come from a
-// lock-free ring Appended fills, journaled.go). Every waiting fetch also wakes on
-// lease release, on Close and on its context.
+// lock-free ring Appended fills, journaled.go). With WakeFromAppends, the
+// waiting members of a shared group queue per group instead
+// (sharedwait.go; Manager.sw, its own mutex, taken after group.mu, never
+// before): an append or a settle wakes one of them, and a member that
+// delivered wakes the next, so a hundred members do not all run for each
+// transaction. Every waiting fetch also wakes on lease release, on Close
+// and on its context.
 package consumers

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgq-dev/pgq"
@@ -150,6 +151,9 @@ type group struct {
 	// sh is the in-memory delivery state of a shared group (nil for an
 	// exclusive one), rebuilt from st.Cursor after a restart.
 	sh *sharedRun
+	// shWakes counts wakeSharedLocked's calls (read without mu, by
+	// waitShared).
+	shWakes atomic.Uint64
 	// sel counts the records the group's filter passes (lag, retention;
 	// lagsel.go), built on first use.
 	sel *index.Selector
@@ -177,8 +181,13 @@ type Manager struct {
 
 	done chan struct{} // closed by Close: wakes long polls
 	// wk wakes the long polls of filtered groups by filter (wake.go).
-	wk        *wakers
-	closeOnce sync.Once
+	wk *wakers
+	// sw queues shared groups' waiting members (sharedwait.go; used with
+	// WakeFromAppends).
+	sw sharedWaits
+	// sharedSteps counts the steps of shared long polls (tests read it).
+	sharedSteps atomic.Uint64
+	closeOnce   sync.Once
 
 	// retentionLost counts, per group, records an age or size cap dropped
 	// before the group consumed them (exported by Collector).
@@ -269,6 +278,7 @@ func (m *Manager) Appended(batch []*journal.Record, entries []index.Entry) {
 	m.journaled.note(batch, entries)
 	if m.wk.fed {
 		m.wk.feed(batch, entries)
+		m.wakeSharedOnAppend()
 	}
 }
 

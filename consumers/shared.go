@@ -660,10 +660,14 @@ func (m *Manager) fetchShared(ctx context.Context, name string, req FetchRequest
 	}
 	deadline := time.Now().Add(req.Wait)
 	for {
-		changed, seen := m.j.Changed(), m.j.LastOffset()
+		changed, seen, gen := m.j.Changed(), m.j.LastOffset(), g.shWakes.Load()
+		m.sharedSteps.Add(1)
 		n, notify, next, err := m.fetchSharedStep(g, req.Max, emit)
 		if err != nil {
 			return err
+		}
+		if n > 0 && m.wk.fed {
+			m.wakeNextShared(g) // what this step left, if anything, is the next member's
 		}
 		if n > 0 || !time.Now().Before(deadline) {
 			return nil
@@ -674,23 +678,38 @@ func (m *Manager) fetchShared(ctx context.Context, name string, req FetchRequest
 			d = min(d, max(next.Sub(m.o.Now()), time.Millisecond), 50*time.Millisecond)
 		}
 		t := time.NewTimer(d)
-		wake, release := m.dataWake(g, changed, seen)
+		if m.wk.fed {
+			notify = nil // a settle wakes one waiter of the queue instead
+		}
+		wake, release := m.sharedDataWake(g, changed, seen, gen)
 		select {
 		case <-wake:
 		case <-notify:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			release()
+			release(false)
 			return ctx.Err()
 		case <-m.done:
 			t.Stop()
-			release()
+			release(false)
 			return ErrClosed
 		}
 		t.Stop()
-		release()
+		release(true) // the loop steps next
 	}
+}
+
+// sharedDataWake is dataWake for a shared group's member: with
+// WakeFromAppends, a place in the group's queue of waiters, woken one at
+// a time (sharedwait.go); else the wait of dataWake. release says
+// whether a step follows the wait.
+func (m *Manager) sharedDataWake(g *group, changed <-chan struct{}, seen pgq.Offset, gen uint64) (<-chan struct{}, func(stepped bool)) {
+	if m.wk.fed {
+		return m.waitShared(g, seen, gen)
+	}
+	wake, release := m.dataWake(g, changed, seen)
+	return wake, func(bool) { release() }
 }
 
 // fetchSharedStep is one round of fetchShared: it hands each message it
@@ -888,7 +907,7 @@ func (m *Manager) settleLocked(g *group, ackIDs []string, kind int, delay time.D
 		seq = g.settleMsgLocked(msg, kind, delay, cfg, now, seq)
 	}
 	sh.low = sh.lowLocked()
-	sh.wake()
+	m.wakeSharedLocked(g)
 	return sh, len(msgs), seq, nil
 }
 
@@ -1117,7 +1136,7 @@ func (m *Manager) parkedActionLocked(g *group, want map[msgID]bool, all, requeue
 		}
 	}
 	if requeue {
-		sh.wake()
+		m.wakeSharedLocked(g)
 	}
 	return sh, len(hit), seq, nil
 }

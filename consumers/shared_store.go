@@ -302,7 +302,7 @@ func (m *Manager) resetSharedLocked(g *group) error {
 	}
 	sh.pend, sh.synced = map[msgID]pendOp{}, sh.seq
 	g.st.Parked = nil
-	sh.wake()
+	m.wakeSharedLocked(g)
 	nsh := newSharedRun(g.st.Cursor)
 	nsh.parked = sh.parked
 	g.sh = nsh
