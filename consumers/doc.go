@@ -100,9 +100,9 @@
 // whose filter the finished transaction passes (its state under
 // wakers.mu); a woken fetch starts collecting at the first part of that
 // transaction when the registry knows everything before it rejected
-// (waiter.hint, wakeStart; the bytes it passes over come from a
-// lock-free ring Appended fills, journaled.go). With WakeFromAppends, the
-// waiting members of a shared group queue per group instead
+// (waiter.hint, wakeStart; the bytes it passes over come from the
+// journal's lock-free ring, journal.Journal.StoredBytes). With
+// WakeFromAppends, the waiting members of a shared group queue per group instead
 // (sharedwait.go; Manager.sw, its own mutex, taken after group.mu, never
 // before): an append or a settle wakes one of them, and a member that
 // delivered wakes the next, so a hundred members do not all run for each

@@ -315,14 +315,14 @@ func (m *Manager) fetchData(ctx context.Context, g *group, name string, req *Fet
 // from next would pass over them, deliver nothing, count their bytes
 // and no non-final part, and go on at hint as this one does. It is
 // taken only when nothing moved delivery meanwhile (from == next), the
-// records are in the journal still, the journaling ring knows their
-// bytes and there are fewer than scanLimit of them (a collect from next
+// records are in the journal still, the journal's ring knows their
+// bytes (journal.Journal.StoredBytes) and there are fewer than scanLimit of them (a collect from next
 // could not have stopped at its budget before hint).
 func (m *Manager) wakeStart(from, next, hint pgq.Offset) (pgq.Offset, int64) {
 	if hint <= from || from != next || hint-from >= scanLimit || from < m.j.FirstOffset() {
 		return from, 0
 	}
-	n, ok := m.journaled.between(from, hint-1)
+	n, ok := m.j.StoredBytes(from, hint-1)
 	if !ok {
 		return from, 0
 	}

@@ -6,10 +6,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/pgq-dev/pgq"
-	"github.com/pgq-dev/pgq/index"
-	"github.com/pgq-dev/pgq/journal"
 )
 
 // journalDeliveryOf returns the count and sum of
@@ -67,48 +63,5 @@ func TestJournalToDeliveryHistogram(t *testing.T) {
 	}
 	if n3, sum3 := journalDeliveryOf(t, m); n3 != n+3 || sum3-sum < 3*waited.Seconds() {
 		t.Fatalf("shared: %d observations (want 3), sum %.3fs", n3-n, sum3-sum)
-	}
-}
-
-// noteRange notes the records from..to, each of size bytes, as one
-// batch with no index entries.
-func noteRange(jb *journaledBytes, from, to pgq.Offset, size int) {
-	var batch []*journal.Record
-	for off := from; off <= to; off++ {
-		batch = append(batch, &journal.Record{Tx: &pgq.Transaction{Offset: off}, Bytes: size})
-	}
-	jb.note(batch, nil)
-}
-
-// TestJournaledBytesRing: the bytes between two offsets are known only
-// while the ring holds both ends, and count an index entry's size where
-// the batch came with one.
-func TestJournaledBytesRing(t *testing.T) {
-	jb := new(journaledBytes)
-	if _, ok := jb.between(1, 1); ok {
-		t.Fatal("an empty ring knows offset 1")
-	}
-	noteRange(jb, 5, 9, 10)
-	jb.note([]*journal.Record{{Tx: &pgq.Transaction{Offset: 10}, Bytes: 999}},
-		[]index.Entry{{Offset: 10, Bytes: 7}}) // the index entry's size counts
-	for _, c := range []struct {
-		from, to pgq.Offset
-		n        int64
-		ok       bool
-	}{{6, 10, 47, true}, {6, 9, 40, true}, {7, 7, 10, true}, {5, 9, 0, false}, {6, 11, 0, false}} {
-		if n, ok := jb.between(c.from, c.to); n != c.n || ok != c.ok {
-			t.Errorf("bytes %d..%d: %d, %v; want %d, %v", c.from, c.to, n, ok, c.n, c.ok)
-		}
-	}
-	noteRange(jb, 11, 10+journaledRing, 1) // overwrites 5..10
-	if _, ok := jb.between(7, 20); ok {
-		t.Error("bytes from an overwritten offset known")
-	}
-	if n, ok := jb.between(100, 199); !ok || n != 100 {
-		t.Errorf("bytes 100..199: %d, %v; want 100", n, ok)
-	}
-	noteRange(jb, 5, 5, 1) // not dense: starts over
-	if _, ok := jb.between(100, 199); ok {
-		t.Error("bytes known across a restart")
 	}
 }

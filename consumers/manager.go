@@ -195,9 +195,6 @@ type Manager struct {
 	// tailDelivery observes commit time → fetch answer of the records a
 	// long poll waited for (exported by Collector).
 	tailDelivery prometheus.Histogram
-	// journaled holds the bytes journaled up to the recent records
-	// (Appended; journaled.go).
-	journaled *journaledBytes
 	// journalDelivery observes journaled (journal.WrittenAt) → fetch
 	// answer (exported by Collector).
 	journalDelivery prometheus.Histogram
@@ -227,7 +224,6 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 			Help:    "PostgreSQL commit timestamp to the fetch answer carrying the transaction, for transactions a long-polling fetch waited for (the live tail; includes clock skew between hosts).",
 			Buckets: tailDeliveryBuckets,
 		}),
-		journaled: new(journaledBytes),
 		journalDelivery: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pgq_journal_to_delivery_seconds",
 			Help:    "Journaling (the fsync of the transaction's record) to the fetch answer handing it out: each final part an exclusive fetch writes, each shared message's first delivery; only records this process journaled.",
@@ -269,13 +265,12 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 // Final set) and the index entries made of it (index.EntryOf,
 // index.EntryOfStored; entries[i] of batch[i]), in offset order, batch
 // after batch: the filtered long polls its transactions pass are woken
-// (wake.go); with ManagerOptions.WakeFromAppends unset, no one is woken.
-// It also keeps the running total of the records' sizes (journaled.go),
-// which lets a woken fetch start at the transaction that woke it. It
-// takes one lock and reads nothing: call it from the committer's
+// (wake.go), and one waiting member of each shared group with waiters
+// (sharedwait.go); with ManagerOptions.WakeFromAppends unset, no one is
+// woken.
+// It takes one lock and reads nothing: call it from the committer's
 // after-append hook, at the batch's fsync.
 func (m *Manager) Appended(batch []*journal.Record, entries []index.Entry) {
-	m.journaled.note(batch, entries)
 	if m.wk.fed {
 		m.wk.feed(batch, entries)
 		m.wakeSharedOnAppend()

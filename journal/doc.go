@@ -244,11 +244,13 @@
 //   - mu guards the published state: first and last offsets, LastEndLSN,
 //     the closed flag, the failure and the Changed channel. It is held only briefly and
 //     never across I/O.
-//   - WrittenAt reads a ring of the last 65,536 records' write times (the
-//     fsync's return; written.go) with atomic loads and no lock: Append
-//     stores a batch's times before it publishes the batch, so a record
-//     that can be read has its time. It is for latency metrics
-//     (pgq_journal_to_delivery_seconds) and is not kept across restarts.
+//   - WrittenAt and StoredBytes read rings of the last 65,536 records'
+//     write times (the fsync's return) and running stored sizes
+//     (written.go) with atomic loads and no lock: Append stores a batch's
+//     slots before it publishes the batch, so a record that can be read
+//     has them. They serve latency metrics
+//     (pgq_journal_to_delivery_seconds) and a woken fetch's skip-ahead,
+//     and are not kept across restarts.
 //
 // Changed returns a channel closed by the next Append: readers take it,
 // check LastOffset, and wait on it, so they never poll and never miss a

@@ -130,7 +130,8 @@ type Journal struct {
 	readMu sync.Mutex
 	// reads counts the records read (Reads).
 	reads atomic.Uint64
-	// written knows when the recent records were written (WrittenAt).
+	// written knows when the recent records were written and their
+	// sizes (WrittenAt, StoredBytes).
 	written *writtenTimes
 
 	// w is safe for one writer plus readMu-serialized readers; wal's own
@@ -406,7 +407,7 @@ func (j *Journal) appendRecords(batch []*Record) (durablePoint, error) {
 	for i, r := range batch {
 		r.Tx.Offset = last + pgq.Offset(i) + 1
 	}
-	j.written.note(last+1, last+pgq.Offset(len(batch))) // before it is published
+	j.written.note(batch) // before it is published
 	j.mu.Lock()
 	if j.first == 0 {
 		j.first = last + 1
