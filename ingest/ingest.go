@@ -146,7 +146,14 @@ func New(o Options) (*Ingester, error) {
 		for _, r := range batch {
 			changes += r.ChangeCount()
 			if r.Tx.Final {
-				in.o.Metrics.CommitToDurable.Observe(now.Sub(r.Tx.CommitTime).Seconds())
+				// This hook runs after the batch's durable-point marker,
+				// up to a gather window after the fsync the histogram
+				// measures to: the journal noted that time.
+				at, ok := in.o.Journal.WrittenAt(r.Tx.Offset)
+				if !ok {
+					at = now
+				}
+				in.o.Metrics.CommitToDurable.Observe(at.Sub(r.Tx.CommitTime).Seconds())
 			}
 		}
 		in.recordsWritten.Add(uint64(len(batch)))
