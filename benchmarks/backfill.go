@@ -141,14 +141,17 @@ func (e *env) backfillRow(ctx context.Context, cl *client.Client, p *pgqProc, ro
 		_, err := e.pgbench(sctx, latencyScript, "-c", "1", "-R", "100", "-T", "3600")
 		streamDone <- err
 	}()
+	byRole := e.startPGCPUByRole(ctx)
 	bf, err := runBackfill(ctx, cl, 0, par, 30*time.Minute)
 	stopStream()
 	<-streamDone
 	if err != nil {
+		byRole.end(rows, 0)
 		return notMeasured(metric, target, trimErr(err))
 	}
 	cpu2, err := e.cpuNow(ctx, p)
 	cpuErr = errors.Join(cpuErr, err)
+	roles := byRole.end(rows, cpu2.sub(cpu1).pg)
 	// The backfill's own run, from its start to its last chunk's progress
 	// stored, as pgq stamped them: not the status polling's granularity.
 	if bf.FinishedAt == nil {
@@ -169,7 +172,7 @@ func (e *env) backfillRow(ctx context.Context, cl *client.Client, p *pgqProc, ro
 	}
 	r.Note = fmt.Sprintf("%d rows, parallelism %d: backfill %.2fs (%d chunks, %d redone, %d dropped by the window) vs COPY %.2fs (mean of %.2fs before and %.2fs after); 100 tx/s streamed meanwhile; pgq's peak RSS so far %s; %s",
 		rows, bf.Parallelism, took.Seconds(), bf.Chunks, bf.Redone, bf.Dropped, copyTook.Seconds(), copyBefore.Seconds(), copyAfter.Seconds(), peakRSS(p),
-		cpuNote(rows, cpu1.sub(cpu0), cpu2.sub(cpu1), cpuErr))
+		cpuNote(rows, cpu1.sub(cpu0), cpu2.sub(cpu1), cpuErr)+" ("+roles+")")
 	return r
 }
 

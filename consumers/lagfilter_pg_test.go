@@ -73,6 +73,7 @@ func TestFilteredLagCountsOnlyItsRecords(t *testing.T) {
 		{Name: "orders", From: "latest", Tables: []string{"public.orders"}},
 		{Name: "deletes", From: "latest", Tables: []string{"public.orders"}, Ops: []string{"delete"}},
 		{Name: "all", From: "latest"},
+		{Name: "bigreads", From: "latest", Tables: []string{"public.big"}, Ops: []string{"read"}},
 	} {
 		if _, err := e.C.CreateGroup(ctx, g); err != nil {
 			t.Fatal(err)
@@ -99,11 +100,18 @@ func TestFilteredLagCountsOnlyItsRecords(t *testing.T) {
 		t.Fatalf("backfill %+v", bf)
 	}
 	e.WaitLast(t, serverparts.Of(e.S).Journal.LastOffset())
-	if reads := offsetsOf(t, e, start, "big", pgq.OpRead); len(reads) < 6 {
+	reads := offsetsOf(t, e, start, "big", pgq.OpRead)
+	if len(reads) < 6 {
 		t.Fatalf("the backfill journaled %d read records, want its chunks", len(reads))
 	}
 	if l := groupLag(t, e, "orders"); l != (api.Lag{}) {
 		t.Fatalf("orders group lag after other traffic and a backfill = %+v, want zero", l)
+	}
+	// The chunks' subjects come from their producer's word
+	// (journal.Record.ReadsTable), not from their bytes: a group of big's
+	// reads counts exactly them.
+	if l := groupLag(t, e, "bigreads"); l.Records != uint64(len(reads)) || l.Bytes != recordsOf(t, e, reads) {
+		t.Fatalf("big's reads group lag %+v, want the %d chunk records of %d bytes", l, len(reads), recordsOf(t, e, reads))
 	}
 	all := groupLag(t, e, "all")
 	if all.Records < 106 || all.Bytes < 3000*200 {

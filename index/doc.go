@@ -133,9 +133,11 @@
 // records it does not want without reading them. Subjects come from
 // the record's changes (EntryOf) or, for a record journaled from its
 // encoded form, from those bytes without decoding values (EntryOfStored,
-// resolving the compact form's relation ids in the journal's catalog);
-// the end from the transaction's Final (EntryOf) or the encoded header
-// (EntryOfStored).
+// resolving the compact form's relation ids in the journal's catalog),
+// or, for a backfill chunk, from its producer's word that it holds reads
+// of one table (EntryOfReads: walking ten thousand rows per chunk cost a
+// tenth of pgq's CPU time in a backfill); the end from the transaction's
+// Final (EntryOf, EntryOfReads) or the encoded header (EntryOfStored).
 //
 // Only full blocks are written while the index runs: the block being
 // filled (the tail) lives in memory and is written, as a partial block

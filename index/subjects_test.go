@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -412,6 +413,38 @@ func TestSelectorConcurrentWithAdd(t *testing.T) {
 		}
 		if got.Records != want {
 			t.Fatalf("Count(%d, %d) = %d records, want %d", from, to, got.Records, want)
+		}
+	}
+}
+
+// TestEntryOfReads: the entry of a backfill chunk's record taken from
+// its producer's word (EntryOfReads) equals the one read from its bytes
+// (EntryOfStored), in the record form and the journal's compact form.
+func TestEntryOfReads(t *testing.T) {
+	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "note", TypeOID: 25}}
+	enc := record.NewReadsEncoder(nil, "public", "orders", cols)
+	for i := range 50 {
+		enc.Add([]pgq.Value{{Kind: pgq.ValueText, Data: []byte(strconv.Itoa(i))}, {Kind: pgq.ValueText, Data: []byte("row")}})
+	}
+	hdr := &pgq.Transaction{Xid: 9, CommitLSN: 300, EndLSN: 400, Final: true}
+	v1, n, err := record.RestampInPlace(enc.Finish("b1"), hdr)
+	if err != nil || n != 50 {
+		t.Fatalf("RestampInPlace: %d changes, %v", n, err)
+	}
+	var rels [][]byte
+	compact, err := record.Compact(nil, v1, func(rel []byte) (uint64, error) {
+		rels = append(rels, append([]byte(nil), rel...))
+		return uint64(len(rels)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := func(id uint64) ([]byte, error) { return rels[id-1], nil }
+	got := EntryOfReads(hdr, len(compact), n, "public", "orders")
+	for name, b := range map[string][]byte{"record form": v1, "compact form": compact} {
+		want := EntryOfStored(hdr, b, len(compact), n, rel)
+		if !want.Subjects.Known() || got != want {
+			t.Fatalf("%s: EntryOfReads %+v (subjects %q), EntryOfStored %+v (subjects %q)", name, got, got.Subjects.Subjects(), want, want.Subjects.Subjects())
 		}
 	}
 }

@@ -406,7 +406,7 @@ func (b *Backfills) takeWatermarks(tx *pgq.Transaction, log *slog.Logger) (highs
 // usual, in parts when it is too large).
 func (ch *Chunk) encodedRecord(tx *pgq.Transaction, res ChunkResult, maxBytes int) *journal.Record {
 	// Every row journaled (none dropped: then tx.Changes is ch.changes).
-	if ch.encoded == nil || res.Rows != len(ch.changes) || len(ch.encoded) > maxBytes {
+	if ch.encoded == nil || len(ch.changes) == 0 || res.Rows != len(ch.changes) || len(ch.encoded) > maxBytes {
 		return nil
 	}
 	hdr := *tx
@@ -416,7 +416,8 @@ func (ch *Chunk) encodedRecord(tx *pgq.Transaction, res ChunkResult, maxBytes in
 		return nil // a header longer than the headroom (an origin name beyond PostgreSQL's limit)
 	}
 	hdr.Backfill = ch.backfill
-	return &journal.Record{Tx: &hdr, Encoded: enc, EncodedChanges: n}
+	c := &ch.changes[0] // every row reads the chunk's table
+	return &journal.Record{Tx: &hdr, Encoded: enc, EncodedChanges: n, ReadsSchema: c.Schema, ReadsTable: c.Table}
 }
 
 // backfillStreamed is ingest's hook for a streamed transaction journaled

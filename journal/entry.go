@@ -17,6 +17,12 @@ type Record struct {
 	// then holds the stored form) and writes it without a copy.
 	Encoded        []byte
 	EncodedChanges int
+	// ReadsSchema and ReadsTable, when ReadsTable is set with Encoded,
+	// say every change of Encoded reads that one table (a backfill
+	// chunk's record, record.ReadsEncoder): the index takes the record's
+	// subjects from them (index.EntryOfReads) instead of walking every
+	// change of a record of thousands of rows.
+	ReadsSchema, ReadsTable string
 	// Bytes is the record's encoded size; Append sets it.
 	Bytes int
 }

@@ -416,7 +416,11 @@ func (s *Server) indexBatch(batch []*journal.Record) {
 	s.consumers.KickHold() // a holder's lag grew
 	entries := make([]index.Entry, len(batch))
 	for i, r := range batch {
-		if r.Encoded != nil { // a spilled part or a backfill chunk: no Tx.Changes
+		if r.Encoded != nil && r.ReadsTable != "" { // a backfill chunk
+			entries[i] = index.EntryOfReads(r.Tx, r.Bytes, r.EncodedChanges, r.ReadsSchema, r.ReadsTable)
+			continue
+		}
+		if r.Encoded != nil { // a spilled part: no Tx.Changes
 			entries[i] = index.EntryOfStored(r.Tx, r.Encoded, r.Bytes, r.EncodedChanges, s.journal.Relation)
 			continue
 		}
