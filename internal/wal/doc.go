@@ -54,8 +54,9 @@
 //     flush). Entries are readable once written, before their fsync ends:
 //     callers that must expose only durable entries publish their own
 //     bound after the call returns, as pgq's journal does.
-//   - The tail segment's bytes are kept in memory in blocks of 1 MiB
-//     (tail.go) rather than one buffer grown by append: an entry is
+//   - The tail segment's bytes (but its big entries, below) are kept in
+//     memory in blocks of 1 MiB (tail.go) rather than one buffer grown by
+//     append: an entry is
 //     copied once, into the last block and the ones it takes next, and
 //     nothing written is copied again as the segment grows (append grows
 //     a large slice by 1.25×, which copied a 16 MiB tail about 20 times,
