@@ -13,7 +13,10 @@
 //
 //	uvarint(len(payload)) | payload
 //
-// back to back. A segment is closed once it reaches Options.SegmentSize
+// back to back. The tail segment's entries are kept in memory too, for
+// readers of recent records, but those of 256 KiB or more (a backfill
+// chunk, a big transaction's part), which internal/wal writes to the file
+// straight from the batch's buffer and reads back from it. A segment is closed once it reaches Options.SegmentSize
 // (the last entry may overshoot it) and a new one is started: the old
 // segment is fsynced, the new file created and the directory fsynced, all
 // inside the write that rolled, before Append returns. Offsets are tidwall/wal indexes: dense,
@@ -48,6 +51,9 @@
 //
 //	"PGQS" | version (1 byte, 1) | file length (8 bytes LE) |
 //	CRC32C of the file (4 bytes LE) | CRC32C of the preceding 17 bytes (4 bytes LE)
+//
+// The length and CRC32C are the ones internal/wal kept while it wrote the
+// segment: nothing is read or summed again at the seal.
 //
 // RunScrub (a goroutine of pgq run's, --scrub-rate) reads every sealed
 // segment at a bounded rate, pass after pass: it checks each entry's

@@ -102,10 +102,12 @@ func checkInvariants(t *testing.T, fs vfs.FS, dir string, a acked, exact bool) {
 }
 
 // shortFS makes the file write that follows arm() write half its bytes and
-// fail with ENOSPC: a torn write, as a full disk leaves it.
+// fail with ENOSPC: a torn write, as a full disk leaves it. With skip, that
+// many writes after arm() go through first.
 type shortFS struct {
 	vfs.FS
 	armed bool
+	skip  int
 }
 
 func (fs *shortFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
@@ -133,6 +135,10 @@ type shortFile struct {
 
 func (f *shortFile) Write(p []byte) (int, error) {
 	if !f.fs.armed {
+		return f.File.Write(p)
+	}
+	if f.fs.skip > 0 {
+		f.fs.skip--
 		return f.File.Write(p)
 	}
 	f.fs.armed = false
@@ -403,6 +409,49 @@ func TestShortWriteFailStop(t *testing.T) {
 			_ = j.Close()
 			checkInvariants(t, base, dir, acked{last: 3, endLSN: wantTx(3).EndLSN}, true)
 		})
+	}
+}
+
+// TestBigRecordShortWrite: a record of 256 KiB or more, which internal/wal
+// writes to the segment file straight from the batch (its header, then
+// its bytes), torn by a short write of either: the Append fails, the
+// journal is failed, and a reopen cuts the torn record and keeps exactly
+// the acknowledged ones.
+func TestBigRecordShortWrite(t *testing.T) {
+	for _, sys := range []string{"mem", "disk"} {
+		for skip, torn := range []string{"header", "data"} {
+			t.Run(sys+"/"+torn, func(t *testing.T) {
+				var base vfs.FS = vfs.NewMem()
+				dir := "/journal"
+				if sys == "disk" {
+					base, dir = vfs.Default, filepath.Join(t.TempDir(), "journal")
+				}
+				short := &shortFS{FS: base}
+				j, err := Open(Options{Dir: dir, FS: short, Logger: discardLogger})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := j.Append(nextBatch(1, 3)); err != nil {
+					t.Fatal(err)
+				}
+				short.armed, short.skip = true, skip
+				err = j.Append([]*pgq.Transaction{bigTx(4)})
+				if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrFailed) {
+					t.Fatalf("Append of a big record with a short write: %v", err)
+				}
+				if short.armed {
+					t.Fatalf("the append made %d writes, the %s was not torn", skip, torn)
+				}
+				if err := j.Append(nextBatch(4, 1)); !errors.Is(err, ErrFailed) {
+					t.Fatalf("Append after the short write: %v, want ErrFailed", err)
+				}
+				if _, err := j.Read(3); err != nil {
+					t.Fatalf("read of an acknowledged record after the failure: %v", err)
+				}
+				_ = j.Close()
+				checkInvariants(t, base, dir, acked{last: 3, endLSN: wantTx(3).EndLSN}, true)
+			})
+		}
 	}
 }
 

@@ -1,8 +1,10 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,36 +13,71 @@ import (
 	"github.com/pgq-dev/pgq"
 )
 
-// TestSealWritesSum: every sealed segment has a valid checksum file that
-// matches its bytes; the tail has none.
+// TestSealWritesSum: every sealed segment has a valid checksum file whose
+// length and CRC32C are its file's, also for segments holding big records
+// (which internal/wal writes from the batch and keeps only in the file)
+// and for the tail of a reopened journal sealed later; the tail has none.
 func TestSealWritesSum(t *testing.T) {
 	dir := t.TempDir()
 	j, err := Open(Options{Dir: dir, SegmentSize: 4096, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }()
 	for i := 1; i <= 200; i++ {
-		if err := j.Append([]*pgq.Transaction{mkTx(i, 3)}); err != nil {
+		tx := mkTx(i, 3)
+		if i%40 == 7 {
+			tx = bigTx(i)
+		}
+		if err := j.Append([]*pgq.Transaction{tx}); err != nil {
 			t.Fatal(err)
+		}
+		if i == 120 {
+			// The tail read back from its file is sealed later.
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if j, err = Open(Options{Dir: dir, SegmentSize: 4096, Logger: testLogger(t)}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	segs, err := j.Segments()
 	if err != nil || len(segs) < 3 {
 		t.Fatalf("segments %v %v", segs, err)
 	}
+	bigs := 0
 	for _, s := range segs[:len(segs)-1] {
 		sum, ok, err := j.readSum(s.Path)
 		if err != nil || !ok {
 			t.Fatalf("%s: no valid sum (%v)", s.Path, err)
 		}
-		if sum.Bytes != s.Bytes {
-			t.Fatalf("%s: sum says %d bytes, file has %d", s.Path, sum.Bytes, s.Bytes)
+		data, err := os.ReadFile(s.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Bytes != int64(len(data)) || sum.CRC != crc32.Checksum(data, castagnoli) {
+			t.Fatalf("%s: sum says %d bytes, CRC %08x; the file has %d, %08x", s.Path, sum.Bytes, sum.CRC, len(data), crc32.Checksum(data, castagnoli))
+		}
+		if len(data) > 256<<10 {
+			bigs++
 		}
 	}
 	if _, ok, _ := j.readSum(segs[len(segs)-1].Path); ok {
 		t.Fatal("the tail has a checksum file")
 	}
+	if bigs < 4 {
+		t.Fatalf("%d sealed segments with a big record, want at least 4", bigs)
+	}
+}
+
+// bigTx returns transaction i of mkTx's with one value of 300 KiB: its
+// record is stored whole in the tail's file only (internal/wal's big
+// entries, 256 KiB and more).
+func bigTx(i int) *pgq.Transaction {
+	tx := mkTx(i, 3)
+	tx.Changes[1].New[1].Data = bytes.Repeat([]byte{'y', byte(i)}, 150<<10)
+	return tx
 }
 
 // TestScrubFindsFlippedByte: a byte flipped in an older sealed segment is

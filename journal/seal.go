@@ -62,14 +62,12 @@ func decodeSum(b []byte) (segmentSum, error) {
 }
 
 // onSeal is internal/wal's OnSeal hook: it writes the checksum file of the
-// segment the log just sealed. The log's directory fsync, which follows
-// before the write that rolled returns, makes its name durable.
-func (j *Journal) onSeal(path string, data [][]byte) error {
-	var s segmentSum
-	for _, p := range data {
-		s.Bytes += int64(len(p))
-		s.CRC = crc32.Update(s.CRC, castagnoli, p)
-	}
+// segment the log just sealed, from the length and CRC32C the log kept as
+// it wrote the file (its big records are not in memory to sum again).
+// The log's directory fsync, which follows before the write that rolled
+// returns, makes its name durable.
+func (j *Journal) onSeal(path string, size int64, crc uint32) error {
+	s := segmentSum{Bytes: size, CRC: crc}
 	if err := j.writeSum(path, s); err != nil {
 		return fmt.Errorf("seal %s: %w", path, err)
 	}

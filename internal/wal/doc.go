@@ -37,9 +37,13 @@
 //     once the files are done, so reads stay right.
 //   - Options.OnSync reports the latency of every fsync (segment data and
 //     directory).
-//   - Options.OnSeal receives a segment's path and whole contents (as
-//     consecutive pieces) when a cycle seals it (after its fsync, before the next segment file is
-//     created): pgq's journal writes the segment's checksum file there.
+//   - Options.OnSeal receives a segment's path, file length and CRC32C
+//     (Castagnoli) of its file's bytes when a cycle seals it (after its
+//     fsync, before the next segment file is created): pgq's journal
+//     writes the segment's checksum file there. The log keeps the CRC
+//     running as it writes the tail (a tail read from its file starts
+//     from the CRC of what was read), since big entries are not in
+//     memory to sum at the seal.
 //   - Concurrent Read calls no longer race on the segment cache
 //     (tidwall/wal#34): loading a sealed segment into the cache is
 //     serialized by a mutex of its own.
@@ -50,8 +54,9 @@
 //     flush). Entries are readable once written, before their fsync ends:
 //     callers that must expose only durable entries publish their own
 //     bound after the call returns, as pgq's journal does.
-//   - The tail segment's bytes are kept in memory in blocks of 1 MiB
-//     (tail.go) rather than one buffer grown by append: an entry is
+//   - The tail segment's bytes (but its big entries, below) are kept in
+//     memory in blocks of 1 MiB (tail.go) rather than one buffer grown by
+//     append: an entry is
 //     copied once, into the last block and the ones it takes next, and
 //     nothing written is copied again as the segment grows (append grows
 //     a large slice by 1.25×, which copied a 16 MiB tail about 20 times,
@@ -61,9 +66,22 @@
 //     fresh log takes one block for its first entry, not a segment's
 //     worth, and a write goes to the file a block at a time. The blocks
 //     of a segment the cache evicts serve the next tail segment.
-//     Memory: the tail holds what was written to it, rounded up to a
-//     block, and the cached segments each up to their size, as before.
-//     OnSeal receives the contents as those blocks, in order.
+//   - An entry of 256 KiB or more (bigEntry, tail.go) is written to the
+//     segment file straight from the batch's bytes (after the smaller
+//     entries before it, so the file is the same) and is not kept in
+//     the tail's memory: it skips the copy into the blocks, whose page
+//     faults of fresh memory were the cost of a backfill's megabyte
+//     records. A read of such an entry reads the file (a ReadAt on a
+//     handle opened through Options.FS), copying into the slice it
+//     returns as other reads copy out of memory; a sealed segment keeps
+//     them out of the cache the same way, and a truncation that keeps
+//     them reads them back from the file. Entries read from a file (the
+//     tail at Open or after a truncation, a segment loaded by a read)
+//     are kept whole in memory, as before.
+//     Memory: the tail holds the small entries written to it, rounded
+//     up to a block, and what Open or a truncation read; the cached
+//     segments each up to their size (less their big entries when
+//     sealed from the tail), as before.
 //   - Removed: the JSON log format (and the gjson dependency), NoCopy,
 //     FilePerms, ClearCache and the ":memory:" path check. Paths are used
 //     as given, not made absolute.

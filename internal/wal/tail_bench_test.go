@@ -2,17 +2,26 @@ package wal
 
 import (
 	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
 // BenchmarkTailAppend fills three 64 MiB tail segments with 1.2 MB
 // entries (a backfill chunk's record), each segment's buffers recycled
 // as the cache evicts the one before the last, as a journal's writes do:
-// "blocks" is the tail as kept now (tail.go), "doubling" the buffer it
-// replaced (doubling from 1 MiB to a segment and a quarter, a spare
-// taken over from the evicted segment), kept here as the reference. Run
-// both in one process and compare: go test -run '^$' -bench TailAppend
-// -benchtime 20x ./internal/wal.
+// "blocks" is the tail as kept for small entries (tail.go), "doubling"
+// the buffer it replaced (doubling from 1 MiB to a segment and a quarter,
+// a spare taken over from the evicted segment), kept here as the
+// reference. "log-blocks" and "log-file" write the same entries through
+// a Log to its files (no fsync, one cached segment as the journal has),
+// the first copying them into the blocks and writing from there (as
+// every entry was before bigEntry), the second writing them from the
+// batch and keeping them only in the file (entries of bigEntry bytes or
+// more). Run them in one process and compare: go test -run '^$' -bench
+// TailAppend -benchtime 20x ./internal/wal.
 func BenchmarkTailAppend(b *testing.B) {
 	const seg = 64 << 20
 	entry := make([]byte, 1200_000)
@@ -38,6 +47,34 @@ func BenchmarkTailAppend(b *testing.B) {
 			}
 		}
 	})
+	for _, mode := range []struct {
+		name string
+		big  int
+	}{{"log-blocks", math.MaxInt}, {"log-file", bigEntry}} {
+		b.Run(mode.name, func(b *testing.B) {
+			b.SetBytes(3 * seg)
+			dir := filepath.Join(b.TempDir(), "w")
+			for b.Loop() {
+				l, err := Open(dir, &Options{SegmentSize: seg, SegmentCacheSize: 1, NoSync: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.bigEntry = mode.big
+				var batch Batch
+				for i := uint64(1); len(l.segments) <= 3; i++ {
+					batch.WriteRef(i, entry)
+					if err := l.WriteBatch(&batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer() // a segment's worth per iteration stays on the disk otherwise
+				if err := errors.Join(l.Close(), os.RemoveAll(dir)); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
 	b.Run("doubling", func(b *testing.B) {
 		b.SetBytes(3 * seg)
 		for b.Loop() {

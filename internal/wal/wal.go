@@ -98,10 +98,12 @@ type Options struct {
 	// OnSeal, when set, is called once a segment is sealed by a cycle:
 	// after its file was fsynced and closed, before the next segment file
 	// is created (so the directory fsync that follows covers what OnSeal
-	// creates), with the segment's path and its whole contents as
-	// consecutive pieces (read-only; valid during the call). It runs with
-	// the log locked. An error fails the log like a failed fsync.
-	OnSeal func(path string, data [][]byte) error
+	// creates), with the segment's path, its file's length and the
+	// CRC32C (Castagnoli) of its file's bytes, kept as they were written
+	// (the segment's big entries are not in memory to sum at the seal).
+	// It runs with the log locked. An error fails the log like a failed
+	// fsync.
+	OnSeal func(path string, size int64, crc uint32) error
 }
 
 // DefaultOptions for Open().
@@ -140,6 +142,9 @@ type Log struct {
 	// next tail segment (added with mu exclusive, or shared with cmu;
 	// taken with mu exclusive).
 	free [][]byte
+	// bigEntry is the size from which a written entry is kept only in
+	// the file (the constant bigEntry; tests change it).
+	bigEntry int
 }
 
 // segment represents a single segment file.
@@ -148,14 +153,22 @@ type segment struct {
 	index uint64 // first index of segment
 	// ebuf holds the entries read from the file (a sealed segment loaded
 	// by a read, or the tail as Open or a truncation found it), blocks
-	// what was written to it since, in tailBlock-sized blocks (tail.go).
+	// what was written to it since, in tailBlock-sized blocks (tail.go),
+	// but the entries written of bigEntry bytes or more: gaps lists
+	// those, which only the file holds. ebuf, then blocks, is the
+	// segment's memory; without gaps, the file's bytes.
 	ebuf   []byte
 	blocks [][]byte
-	epos   []bpos // entries' positions in ebuf and blocks (one sequence)
+	gaps   []gap
+	epos   []bpos // entries' positions in the file
+	// crc is the CRC32C of the file's bytes written so far, once summed
+	// (sum, tail.go): what OnSeal receives.
+	crc    uint32
+	summed bool
 }
 
 type bpos struct {
-	pos int // byte position
+	pos int // byte position in the file
 	end int // one byte past pos
 }
 
@@ -180,7 +193,7 @@ func Open(path string, opts *Options) (*Log, error) {
 	if path == "" {
 		return nil, errors.New("wal: empty path")
 	}
-	l := &Log{path: path, opts: o, fs: o.FS}
+	l := &Log{path: path, opts: o, fs: o.FS, bigEntry: bigEntry}
 	l.scache.Resize(l.opts.SegmentCacheSize)
 	if err := l.fs.MkdirAll(path, l.opts.DirPerms); err != nil {
 		return nil, err
@@ -203,7 +216,7 @@ func (l *Log) pushCache(segIdx int) {
 	if evicted {
 		s := v.(*segment)
 		l.recycle(s.blocks)
-		s.ebuf, s.blocks, s.epos = nil, nil, nil
+		s.ebuf, s.blocks, s.gaps, s.epos = nil, nil, nil, nil
 	}
 }
 
@@ -513,7 +526,7 @@ func (l *Log) cycle() error {
 		return err
 	}
 	if l.opts.OnSeal != nil {
-		if err := l.opts.OnSeal(tail.path, tail.pieces(nil, 0, tail.size())); err != nil {
+		if err := l.opts.OnSeal(tail.path, int64(tail.size()), tail.sum()); err != nil {
 			return err
 		}
 	}
@@ -643,9 +656,13 @@ func (l *Log) writeBatch(b *Batch) error {
 		s = l.segments[len(l.segments)-1]
 	}
 
-	// The entries are added to the tail's blocks (nothing written
-	// before is moved or copied again; tail.go) and written from there.
-	mark := s.size()
+	// A small entry is added to the tail's blocks (nothing written
+	// before is moved or copied again; tail.go) and written from there;
+	// a big one (l.bigEntry) is written from the batch's bytes, valid
+	// until WriteBatch returns, after the small ones before it, and
+	// kept only in the file. mark is the memory position of the first
+	// small bytes not written yet.
+	mark := s.memSize()
 	datas := b.datas
 	var hdr [binary.MaxVarintLen64]byte
 	for i := 0; i < len(b.entries); i++ {
@@ -655,8 +672,20 @@ func (l *Log) writeBatch(b *Batch) error {
 		}
 		// data_size + data
 		pos := s.size()
-		s.appendBytes(l, hdr[:binary.PutUvarint(hdr[:], uint64(len(data)))])
-		s.appendBytes(l, data)
+		h := hdr[:binary.PutUvarint(hdr[:], uint64(len(data)))]
+		if len(data) >= l.bigEntry {
+			if err := l.write(s, mark); err != nil {
+				return l.fail(err)
+			}
+			mark = s.memSize()
+			if err := l.writeFile(s, [][]byte{h, data}); err != nil {
+				return l.fail(err)
+			}
+			s.gaps = append(s.gaps, gap{pos: pos, end: pos + len(h) + len(data), before: pos - s.memSize()})
+		} else {
+			s.appendBytes(l, h)
+			s.appendBytes(l, data)
+		}
 		s.epos = append(s.epos, bpos{pos, s.size()})
 		if s.size() >= l.opts.SegmentSize {
 			// segment has reached capacity, cycle now
@@ -671,21 +700,22 @@ func (l *Log) writeBatch(b *Batch) error {
 			mark = 0
 		}
 	}
-	if s.size() > mark {
-		if err := l.write(s, mark); err != nil {
-			return l.fail(err)
-		}
-		l.lastIndex = b.entries[len(b.entries)-1].index
+	if err := l.write(s, mark); err != nil {
+		return l.fail(err)
 	}
+	l.lastIndex = b.entries[len(b.entries)-1].index
 	b.Clear()
 	return nil
 }
 
-// write appends the tail segment s's bytes from mark on to the tail
+// write appends the tail segment s's memory from mark on to the tail
 // file, a block at a time.
 func (l *Log) write(s *segment, mark int) error {
+	if mark == s.memSize() {
+		return nil
+	}
 	var arr [8][]byte
-	return writePieces(l.fs, l.sfile, s.pieces(arr[:0], mark, s.size()))
+	return l.writeFile(s, s.pieces(arr[:0], mark, s.memSize()))
 }
 
 // writePieces writes ps to f in order. vfs.File.Write may modify its
@@ -778,8 +808,9 @@ func (s *segment) setEntries(data []byte) error {
 		epos = append(epos, bpos{pos, pos + n})
 		pos += n
 	}
-	s.ebuf, s.blocks = ebuf, nil
+	s.ebuf, s.blocks, s.gaps = ebuf, nil, nil
 	s.epos = epos
+	s.crc, s.summed = 0, false
 	return nil
 }
 
@@ -844,7 +875,7 @@ func (l *Log) Read(index uint64) (data []byte, err error) {
 	}
 	if lseg := l.segments[len(l.segments)-1]; index >= lseg.index {
 		// The tail changes only under the write lock.
-		return readEntry(lseg, index)
+		return l.readEntry(lseg, index)
 	}
 	// Loading a sealed segment mutates the cache and may evict (nil out)
 	// another reader's segment: one reader at a time (tidwall/wal#34).
@@ -854,19 +885,33 @@ func (l *Log) Read(index uint64) (data []byte, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return readEntry(s, index)
+	return l.readEntry(s, index)
 }
 
-// readEntry returns a copy of the data of entry index of s.
-func readEntry(s *segment, index uint64) ([]byte, error) {
+// readEntry returns a copy of the data of entry index of s: from its
+// memory, or for an entry only its file holds (a gap), from the file.
+func (l *Log) readEntry(s *segment, index uint64) ([]byte, error) {
 	if index-s.index >= uint64(len(s.epos)) {
 		return nil, ErrCorrupt
 	}
 	epos := s.epos[index-s.index]
+	if _, ok := s.gapAt(epos.pos); ok {
+		// One read of header and data; the data is returned in place.
+		buf := make([]byte, epos.end-epos.pos)
+		if err := l.readAt(s.path, buf, epos.pos); err != nil {
+			return nil, err
+		}
+		size, n := binary.Uvarint(buf)
+		if n <= 0 || uint64(len(buf)-n) != size {
+			return nil, ErrCorrupt
+		}
+		return buf[n:], nil
+	}
+	mpos := s.memPos(epos.pos)
 	// binary read: the header, then the data (either may span blocks)
 	var hdr [binary.MaxVarintLen64]byte
 	h := hdr[:min(len(hdr), epos.end-epos.pos)]
-	s.copyAt(h, epos.pos)
+	s.copyAt(h, mpos)
 	size, n := binary.Uvarint(h)
 	if n <= 0 {
 		return nil, ErrCorrupt
@@ -875,14 +920,14 @@ func readEntry(s *segment, index uint64) ([]byte, error) {
 		return nil, ErrCorrupt
 	}
 	data := make([]byte, size)
-	s.copyAt(data, epos.pos+n)
+	s.copyAt(data, mpos+n)
 	return data, nil
 }
 
 func (l *Log) clearCache() {
 	l.scache.Range(func(_, v interface{}) bool {
 		s := v.(*segment)
-		s.ebuf, s.blocks, s.epos = nil, nil, nil
+		s.ebuf, s.blocks, s.gaps, s.epos = nil, nil, nil, nil
 		return true
 	})
 	l.scache = tinylru.LRU{}
@@ -968,7 +1013,9 @@ func (l *Log) truncateFront(index uint64) (err error) {
 			return err
 		}
 		epos := s.epos[index-s.index:]
-		ebuf = s.pieces(nil, epos[0].pos, s.size())
+		if ebuf, err = l.contents(s, epos[0].pos, s.size()); err != nil {
+			return err
+		}
 	}
 	// Create a START file contains the truncated segment.
 	startName := l.join(segmentName(index) + ".START")
@@ -1087,7 +1134,9 @@ func (l *Log) truncateBack(index uint64) (err error) {
 			return err
 		}
 		epos := s.epos[:index-s.index+1]
-		ebuf = s.pieces(nil, 0, epos[len(epos)-1].end)
+		if ebuf, err = l.contents(s, 0, epos[len(epos)-1].end); err != nil {
+			return err
+		}
 	}
 	// Create an END file contains the truncated segment.
 	endName := l.join(segmentName(s.index) + ".END")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -513,6 +514,7 @@ func TestTailKeepsBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Close() }()
+	l.bigEntry = math.MaxInt // every entry through the blocks (TestBigEntries: the others)
 	// Sizes that put entry boundaries and headers across block bounds.
 	sizes := []int{10, tailBlock - 12, 300, tailBlock + 5, 1, 2*tailBlock + 7, 70, tailBlock/2 - 3}
 	entry := func(i uint64) []byte {
@@ -583,6 +585,7 @@ func TestTailKeepsBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.bigEntry = math.MaxInt
 	check(l, "reopened")
 	// Appending after a reopen adds blocks after the tail read from its file.
 	b.Write(idx, entry(idx))
