@@ -804,10 +804,9 @@ func firstError(errs ...error) error {
 
 // stepResult is what step returned.
 type stepResult struct {
-	rows    []pgq.Change // read changes
-	encoded []byte       // their record (ingest.Chunk.SetChanges)
-	snap    snapshot
-	err     error
+	read chunkRead
+	snap snapshot
+	err  error
 }
 
 // open registers the next chunk of w's table, after lastKey, with ingest.

@@ -31,8 +31,8 @@ import (
 // way down). The ways, each as a ratio to COPY (x-…, above 1 is faster):
 //
 //   - step: what a backfill does per chunk (step: a low watermark, the
-//     snapshot, the keyset SELECT in text format, the rows turned into
-//     changes and their record), chunk after chunk;
+//     snapshot, the keyset SELECT in text format, the rows encoded into
+//     their record), chunk after chunk;
 //   - select-text: the same keyset query alone, rows received and
 //     dropped;
 //   - select-checked, select-interval, select-prepared,
@@ -183,15 +183,15 @@ func readByStep(ctx context.Context, b *testing.B, conn *pgx.Conn, t *table, chu
 	var last []string
 	n := 0
 	for {
-		got, _, _, err := step(ctx, conn, t, "", nil, low, last, bounds{}, chunk, "bench", &buf)
+		got, _, err := step(ctx, conn, t, "", nil, low, last, bounds{}, chunk, "bench", &buf)
 		if err != nil {
 			b.Fatal(err)
 		}
-		n += len(got)
-		if len(got) < chunk {
+		n += got.rows
+		if got.rows < chunk {
 			return n
 		}
-		last = t.keyOf(got[len(got)-1].New)
+		last = got.lastKey
 	}
 }
 

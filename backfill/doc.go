@@ -20,10 +20,11 @@
 //     statement records the snapshot (pg_current_snapshot: xmin, xmax,
 //     in-progress transactions),
 //  4. hands the rows (PostgreSQL's text forms, as pgoutput sends them) to
-//     ingest as read changes and as their record, both built as the rows
-//     arrive (Chunk.SetChanges; record.ReadsEncoder), and emits the high
-//     watermark {"kind":"high", "xmin","xmax","xip":[...]} in its own
-//     transaction.
+//     ingest as their record of read changes, encoded straight from the
+//     connection's buffer as the rows arrive, with no change per row and
+//     no other copy of their values (ingest.Chunk.SetRecord;
+//     record.ReadsEncoder), and emits the high watermark
+//     {"kind":"high", "xmin","xmax","xip":[...]} in its own transaction.
 //
 // A chunk is read by a SELECT in text result format: each value is its
 // type's output function's text, the bytes pgoutput sends for the same
@@ -82,8 +83,11 @@
 // before everything after it. When no row was dropped (most windows see
 // no change of the table), that record is the one encoded as the rows
 // arrived, stamped with the high watermark transaction's header in place
-// (record.RestampInPlace), so the committer only compacts and writes it;
-// otherwise the committer encodes the surviving rows. A row that did not
+// (record.RestampInPlace), so the committer only compacts and writes it,
+// and no one decodes it; otherwise (keys of the table changed in the
+// window, or a record larger than ingest.Options.MaxRecordBytes) ingest
+// decodes it into read changes, and the committer encodes the surviving
+// rows (in parts when too large). A row that did not
 // change between the watermarks had the same value at the high watermark
 // as in the chunk's snapshot, so a consumer applying the journal in order
 // (insert, update and read as upsert by key, delete, truncate as clear)
@@ -254,10 +258,13 @@
 // through the Manager's mutex. The Manager's mutex
 // guards the statuses; ingest.Backfills has its own mutex, taken by
 // ingest's goroutine at each commit while chunks are open. Memory is
-// bounded by the chunk size times the parallelism times the depth (the rows of the
-// chunks in flight per range, at most 8 per table beyond 2 per range, as changes and as their encoded record, plus the keys changed
-// in their windows), plus the keys of the transactions a watch keeps
-// until the next chunk's snapshot sees them. A chunk's storage serves a
+// bounded by the chunk size times the parallelism times the depth (the
+// chunks in flight per range, at most 8 per table beyond 2 per range,
+// each as its encoded record; a chunk whose keys changed in its window,
+// or too large for one record, also as the read changes ingest decodes
+// from it while it journals them; and the keys changed in their
+// windows), plus the keys of the transactions a watch keeps until the
+// next chunk's snapshot sees them. A chunk's storage serves a
 // later chunk once nothing refers to it (ingest never took the chunk,
 // journaled none of it, or its record is durable), so a running backfill
 // allocates it about twice, not once per chunk: 5 MB of fresh heap per

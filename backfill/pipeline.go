@@ -293,7 +293,7 @@ func (tr *tableRun) roundTrip(ctx context.Context) error {
 		buf = next.buf
 	}
 	var r stepResult
-	r.rows, r.encoded, r.snap, r.err = step(ctx, tr.conn, tr.t, tr.where, high, low, tr.lastKey, tr.rb, tr.limit, tr.id, buf)
+	r.read, r.snap, r.err = step(ctx, tr.conn, tr.t, tr.where, high, low, tr.lastKey, tr.rb, tr.limit, tr.id, buf)
 	if r.err != nil {
 		return r.err
 	}
@@ -304,9 +304,9 @@ func (tr *tableRun) roundTrip(ctx context.Context) error {
 		tr.held += prev.footprint
 		tr.pending <- prev
 	}
-	if next != nil && len(r.rows) > 0 {
+	if next != nil && r.read.rows > 0 {
 		// Its high watermark goes out next round trip.
-		next.ch.SetChanges(tr.t.columns, r.rows, r.encoded)
+		next.ch.SetRecord(r.read.encoded, r.read.rows)
 	}
 	tr.prev = nil
 	tr.takeRead(r)
@@ -321,16 +321,16 @@ func (tr *tableRun) takeRead(r stepResult) {
 	if next == nil {
 		return
 	}
-	if len(r.rows) == 0 {
+	if r.read.rows == 0 {
 		if next.ch.Close() {
 			tr.reuse(next)
 		}
 		tr.next, tr.end = nil, true
 		return
 	}
-	next.snap, next.rows, next.end = r.snap, len(r.rows), tr.t.keyOf(r.rows[len(r.rows)-1].New)
+	next.snap, next.rows, next.end = r.snap, r.read.rows, r.read.lastKey
 	next.footprint = next.buf.footprint()
-	tr.lastKey, tr.end = next.end, len(r.rows) < tr.limit
+	tr.lastKey, tr.end = next.end, r.read.rows < tr.limit
 }
 
 // redo abandons the chunks read after done, which ingest asked to be read
@@ -361,14 +361,9 @@ func (tr *tableRun) redo(done *inflight, res ingest.ChunkResult) (bool, error) {
 }
 
 // footprint is the bytes of b's storage: what a chunk read into it holds
-// in memory until its storage is free again.
+// in memory until its storage is free again (its record; the changes
+// ingest decodes from it when keys changed in its window or it is too
+// large for one record are ingest's, for as long as it journals them).
 func (b *chunkBuf) footprint() int {
-	n := cap(b.changes)*int(unsafe.Sizeof(pgq.Change{})) + cap(b.encoded)
-	for _, v := range b.vals {
-		n += cap(v) * int(unsafe.Sizeof(pgq.Value{}))
-	}
-	for _, sl := range b.slabs {
-		n += cap(sl)
-	}
-	return n
+	return cap(b.encoded) + cap(b.row)*int(unsafe.Sizeof(pgq.Value{})) + cap(b.key)
 }

@@ -198,7 +198,8 @@ func TestColumnListRowFilter(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", pub, err)
 		}
-		rows, _, _, err := step(ctx, conn, tb, where, nil, &ingest.Watermark{ID: "test", Kind: "low"}, nil, bounds{}, 100, "bf0", &chunkBuf{})
+		got, _, err := step(ctx, conn, tb, where, nil, &ingest.Watermark{ID: "test", Kind: "low"}, nil, bounds{}, 100, "bf0", &chunkBuf{})
+		rows := decodeRead(t, got)
 		if err != nil {
 			t.Fatalf("%s: read: %v", pub, err)
 		}

@@ -236,17 +236,17 @@ func readTask(ctx context.Context, conn *pgx.Conn, lt loadTask, worker int, id s
 	pc := conn.PgConn()
 	for {
 		rr := pc.ExecParams(ctx, "FETCH FORWARD "+strconv.Itoa(rows)+" FROM "+cursor, nil, nil, nil, nil)
-		changes, encoded, err := readChunk(rr, lt.t, nil, rows, id, buf)
+		c, err := readChunk(rr, lt.t, nil, id, buf)
 		if _, cerr := rr.Close(); cerr != nil || err != nil {
 			return fmt.Errorf("backfill: load %s: %w", lt.t.qualified(), errors.Join(cerr, err))
 		}
-		if len(changes) == 0 {
+		if c.rows == 0 {
 			break
 		}
-		if err := emit(ingest.LoadChunk{Table: lt.t.qualified(), Rows: len(changes), Encoded: encoded}); err != nil {
+		if err := emit(ingest.LoadChunk{Table: lt.t.qualified(), Rows: c.rows, Encoded: c.encoded}); err != nil {
 			return err
 		}
-		rows = nextFetch(rows, len(changes), len(encoded))
+		rows = nextFetch(rows, c.rows, len(c.encoded))
 	}
 	if _, err := conn.Exec(ctx, "CLOSE "+cursor); err != nil {
 		return fmt.Errorf("backfill: load %s: %w", lt.t.qualified(), err)

@@ -277,9 +277,10 @@ func standardStrings(conn *pgx.Conn) bool {
 // then reads the chunk after lastKey: its first statement records the
 // snapshot (xmin, xmax, in-progress transactions: for the chunk's high
 // watermark), the second reads up to limit rows in key order, as
-// PostgreSQL's text forms (what pgoutput sends), and returns them as read
-// changes of t and as their record of backfill backfill, encoded as they
-// arrive (see ingest.Chunk.SetChanges), both in buf's storage. The low
+// PostgreSQL's text forms (what pgoutput sends), and returns them as
+// their record of read changes of t for backfill backfill, encoded as
+// they arrive (readChunk; see ingest.Chunk.SetRecord), in buf's storage,
+// with their count and the last row's key. The low
 // watermark commits before the read's snapshot is taken, as the window
 // requires.
 //
@@ -291,7 +292,7 @@ func standardStrings(conn *pgx.Conn) bool {
 // watermarks need no standby). An error leaves the connection in an
 // unknown state: the caller closes it.
 func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low *ingest.Watermark, lastKey []string, rb bounds, limit int,
-	backfill string, buf *chunkBuf) (rows []pgq.Change, encoded []byte, snap snapshot, err error) {
+	backfill string, buf *chunkBuf) (read chunkRead, snap snapshot, err error) {
 	p := conn.PgConn().StartPipeline(ctx)
 	defer p.Close()
 	var wms [][]byte
@@ -315,7 +316,7 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 		}
 		send("COMMIT")
 	}
-	read := -1
+	at := -1 // the chunk's SELECT among the statements
 	if low != nil {
 		send("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 		// The first statement takes the snapshot the SELECT then uses.
@@ -329,20 +330,20 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 				args = append(args, []byte(*b))
 			}
 		}
-		read = stmts
+		at = stmts
 		send(t.chunkSQL(where, lastKey != nil, limit, rb), args...)
 		send("COMMIT")
 	}
 	if err := p.Sync(); err != nil {
-		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: send: %w", t.qualified(), err)
+		return chunkRead{}, snapshot{}, fmt.Errorf("backfill: chunk of %s: send: %w", t.qualified(), err)
 	}
 	what := func(i int) string {
 		switch {
-		case read < 0 || i < read-2:
+		case at < 0 || i < at-2:
 			return "emit watermarks"
-		case i == read-1:
+		case i == at-1:
 			return "snapshot"
-		case i == read:
+		case i == at:
 			return "read chunk"
 		}
 		return "chunk transaction"
@@ -350,138 +351,130 @@ func step(ctx context.Context, conn *pgx.Conn, t *table, where string, high, low
 	for i := 0; i < stmts; i++ {
 		r, err := p.GetResults()
 		if err != nil {
-			return nil, nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), err)
+			return chunkRead{}, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), err)
 		}
 		rr, ok := r.(*pgconn.ResultReader)
 		if !ok {
-			return nil, nil, snapshot{}, fmt.Errorf("backfill: %s of %s: unexpected %T", what(i), t.qualified(), r)
+			return chunkRead{}, snapshot{}, fmt.Errorf("backfill: %s of %s: unexpected %T", what(i), t.qualified(), r)
 		}
 		switch i {
-		case read - 1:
+		case at - 1:
 			for rr.NextRow() {
 				snap, err = parseSnapshot(rr.Values()[0])
 			}
-		case read:
+		case at:
 			var after []string // the key each row is checked to come after
 			if checked(where) {
 				after = lastKey
 			}
-			rows, encoded, err = readChunk(rr, t, after, limit, backfill, buf)
+			read, err = readChunk(rr, t, after, backfill, buf)
 		}
 		if _, cerr := rr.Close(); cerr != nil || err != nil {
-			return nil, nil, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
+			return chunkRead{}, snapshot{}, fmt.Errorf("backfill: %s of %s: %w", what(i), t.qualified(), errors.Join(cerr, err))
 		}
 	}
 	r, err := p.GetResults()
 	if err != nil {
-		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
+		return chunkRead{}, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
 	if _, ok := r.(*pgconn.PipelineSync); !ok {
-		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: unexpected %T at the end of the pipeline", t.qualified(), r)
+		return chunkRead{}, snapshot{}, fmt.Errorf("backfill: chunk of %s: unexpected %T at the end of the pipeline", t.qualified(), r)
 	}
 	if err := p.Close(); err != nil {
-		return nil, nil, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
+		return chunkRead{}, snapshot{}, fmt.Errorf("backfill: chunk of %s: %w", t.qualified(), err)
 	}
-	return rows, encoded, snap, nil
+	return read, snap, nil
 }
 
-// readChunk turns the rows of a chunk's read into its read changes and
-// their record (see step), each row as it arrives, while the server is
-// still sending the next ones. After a key (lastKey, given only when
-// the query checks it: chunkSQL), it checks each row's last column and
-// drops the row's values of it: a row that does not come after lastKey
-// is an ErrNoProgress (the rest is read and dropped).
-func readChunk(rr *pgconn.ResultReader, t *table, lastKey []string, limit int, backfill string, buf *chunkBuf) (rows []pgq.Change, encoded []byte, err error) {
-	buf.reset()
-	rows = buf.changes[:0]
-	if cap(rows) < limit {
-		rows = make([]pgq.Change, 0, limit)
-	}
+// chunkRead is what readChunk made of a chunk's rows.
+type chunkRead struct {
+	rows int
+	// encoded is their record of read changes (record.ReadsEncoder: the
+	// form ingest.Chunk.SetRecord takes), in the chunk's storage; nil
+	// without rows.
+	encoded []byte
+	// lastKey is the last row's key (text forms), where the next chunk
+	// starts; nil without rows or without a key (an initial load's
+	// keyless table).
+	lastKey []string
+}
+
+// readChunk encodes the rows of a chunk's read into their record of read
+// changes (see step), each row as it arrives, while the server is still
+// sending the next ones: straight from pgconn's buffer into the record,
+// with no pgq.Change per row and no copy of the values besides the
+// record's own (ingest decodes the record into changes only when it
+// needs them: see ingest.Chunk.SetRecord). After a key (lastKey, given
+// only when the query checks it: chunkSQL), it checks each row's last
+// column and leaves it out of the record: a row that does not come
+// after lastKey is an ErrNoProgress (the rest is read and dropped).
+func readChunk(rr *pgconn.ResultReader, t *table, lastKey []string, backfill string, buf *chunkBuf) (chunkRead, error) {
 	enc := record.NewReadsEncoder(buf.encoded[:0], t.schema, t.name, t.columns)
 	n := len(t.columns)
+	if cap(buf.row) < n {
+		buf.row = make([]pgq.Value, n)
+	}
+	row := buf.row[:n]
+	// The current row's key values, one after the other, ends where each
+	// stops: rr.Values() is only valid until the next row, and the last
+	// row is only known once there is none.
+	key, ends := buf.key[:0], make([]int, len(t.keyIdx))
+	var err error
 	for rr.NextRow() {
 		vals := rr.Values()
+		if err == nil && len(vals) < n {
+			err = fmt.Errorf("backfill: a row of %s has %d values for %d columns", t.qualified(), len(vals), n)
+		}
 		if lastKey != nil && err == nil && (len(vals) != n+1 || string(vals[n]) != "t") {
 			err = fmt.Errorf("%w: a row of %s read after key %v does not come after it", ErrNoProgress, t.qualified(), lastKey)
 		}
 		if err != nil {
 			continue
 		}
-		row := buf.row(vals[:n])
-		rows = append(rows, pgq.Change{Op: pgq.OpRead, Schema: t.schema, Table: t.name, Columns: t.columns, New: row})
-		enc.Add(row)
-	}
-	buf.changes = rows
-	if len(rows) > 0 {
-		encoded = enc.Finish(backfill)
-		buf.encoded = enc.Storage()
-	}
-	return rows, encoded, err
-}
-
-// chunkBuf is the storage of one chunk's rows, their changes and their
-// record, recycled from chunk to chunk (see runTable): a backfill's heap
-// stays the size of the chunks in flight instead of taking a new 5 MB per
-// chunk, each first touched page a fault (a fresh pgq's first backfill
-// ran 15 garbage collections while its heap grew to 100 MB; now 3).
-// Row values come from a few large allocations: blocks of values and
-// 1 MiB slabs for their bytes.
-type chunkBuf struct {
-	changes []pgq.Change
-	encoded []byte
-	vals    [][]pgq.Value // value blocks, in use up to nv
-	slabs   [][]byte      // byte slabs, in use up to ns
-	nv, ns  int
-	cur     []pgq.Value // the rest of block nv-1
-	slab    []byte      // slab ns-1, filled up to its length
-}
-
-// reset makes all of b's storage free again: nothing may refer to the
-// chunk it held.
-func (b *chunkBuf) reset() {
-	b.nv, b.ns, b.cur, b.slab = 0, 0, nil, nil
-}
-
-// row copies a row's text values into b.
-func (b *chunkBuf) row(raw [][]byte) []pgq.Value {
-	if len(b.cur) < len(raw) {
-		if b.nv == len(b.vals) {
-			b.vals = append(b.vals, make([]pgq.Value, max(len(raw)*1024, len(raw))))
-		}
-		b.cur = b.vals[b.nv]
-		b.nv++
-		if len(b.cur) < len(raw) { // a wider table than the block was made for
-			b.cur = make([]pgq.Value, max(len(raw)*1024, len(raw)))
-			b.vals[b.nv-1] = b.cur
-		}
-	}
-	row := b.cur[:len(raw):len(raw)]
-	b.cur = b.cur[len(raw):]
-	n := 0
-	for _, v := range raw {
-		n += len(v)
-	}
-	if cap(b.slab)-len(b.slab) < n {
-		if b.ns == len(b.slabs) || cap(b.slabs[b.ns]) < n {
-			s := make([]byte, 0, max(1<<20, n))
-			if b.ns == len(b.slabs) {
-				b.slabs = append(b.slabs, s)
+		// The values point into pgconn's buffer only while Add encodes
+		// them; PostgreSQL sends a NULL as no value at all.
+		for i, v := range vals[:n] {
+			if v == nil {
+				row[i] = pgq.Value{Kind: pgq.ValueNull}
 			} else {
-				b.slabs[b.ns] = s
+				row[i] = pgq.Value{Kind: pgq.ValueText, Data: v}
 			}
 		}
-		b.slab = b.slabs[b.ns][:0]
-		b.ns++
-	}
-	for i, v := range raw {
-		if v == nil {
-			row[i] = pgq.Value{Kind: pgq.ValueNull}
-			continue
+		enc.Add(row)
+		key = key[:0]
+		for k, i := range t.keyIdx {
+			key = append(key, vals[i]...)
+			ends[k] = len(key)
 		}
-		b.slab = append(b.slab, v...)
-		row[i] = pgq.Value{Kind: pgq.ValueText, Data: b.slab[len(b.slab)-len(v) : len(b.slab) : len(b.slab)]}
 	}
-	return row
+	clear(row) // nothing may point into pgconn's buffer after the read
+	buf.key = key
+	var c chunkRead
+	if c.rows = enc.Len(); c.rows > 0 {
+		c.encoded = enc.Finish(backfill)
+		buf.encoded = enc.Storage()
+		if len(ends) > 0 {
+			c.lastKey = make([]string, len(ends))
+			start := 0
+			for k, end := range ends {
+				c.lastKey[k], start = string(key[start:end]), end
+			}
+		}
+	}
+	return c, err
+}
+
+// chunkBuf is the storage of one chunk's record, recycled from chunk to
+// chunk (see runTable): a backfill's heap stays the size of the chunks in
+// flight instead of taking a new 2 to 5 MB per chunk, each first touched
+// page a fault (a fresh pgq's first backfill ran 15 garbage collections
+// while its heap grew to 100 MB; 3 with recycled storage). The rows
+// themselves are kept nowhere else: readChunk encodes them as they
+// arrive.
+type chunkBuf struct {
+	encoded []byte      // the record (record.ReadsEncoder's storage)
+	row     []pgq.Value // one row's values while it is encoded
+	key     []byte      // the current row's key values
 }
 
 // snapshot is a read's pg_snapshot, full transaction ids.
@@ -515,15 +508,6 @@ func parseSnapshot(b []byte) (snapshot, error) {
 		s.xip = append(s.xip, v)
 	}
 	return s, nil
-}
-
-// keyOf is the text form of a row's key columns.
-func (t *table) keyOf(row []pgq.Value) []string {
-	out := make([]string, len(t.keyIdx))
-	for n, i := range t.keyIdx {
-		out[n] = string(row[i].Data)
-	}
-	return out
 }
 
 // settle waits until every transaction ingest may have seen commit

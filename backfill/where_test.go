@@ -228,7 +228,8 @@ func TestChunkNoProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, _, _, err := step(ctx, conn, tb, where, nil, low, after, bounds{}, 10, "bf1", &chunkBuf{})
+		got, _, err := step(ctx, conn, tb, where, nil, low, after, bounds{}, 10, "bf1", &chunkBuf{})
+		rows := decodeRead(t, got)
 		return rows, err
 	}
 	for _, where := range []string{"false) OR (true", "a < 5) OR (a > 0", "true) OR (a = 3"} {

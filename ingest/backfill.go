@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -106,7 +107,7 @@ type Watch struct {
 }
 
 // Chunk is one chunk of a backfill between its watermarks: Watch.Open
-// registers it before the low watermark is emitted, SetChanges hands ingest
+// registers it before the low watermark is emitted, SetRecord hands ingest
 // its rows before the high watermark is emitted, and Result delivers what
 // ingest did at the high watermark.
 type Chunk struct {
@@ -118,9 +119,8 @@ type Chunk struct {
 	lowSeen, dirty, dropAll bool
 	reason                  string
 	changed                 map[string]struct{} // keys changed between the watermarks
-	columns                 []pgq.Column
-	changes                 []pgq.Change // one read change per row, handed over by SetChanges
-	encoded                 []byte       // their record, with room for its header (SetChanges); may be nil
+	encoded                 []byte              // the rows' record, with room for its header (SetRecord)
+	rows                    int                 // its changes
 	hasRows                 bool
 }
 
@@ -246,22 +246,41 @@ func (w *Watch) Open(id, backfill string) *Chunk {
 	return c
 }
 
-// SetChanges hands ingest the chunk's rows, as read changes of its table
-// (Op pgq.OpRead, Columns columns, New the row's text values), which it
-// keeps and never writes; call it before emitting the high watermark.
-// encoded, when not nil, is their record (Final, Backfill the chunk's
-// backfill id) with room for its header (record.ReadsEncoder, or
-// record.AppendRestampable): at the high watermark, when no row is
-// dropped, ingest stamps it with the watermark transaction's header in
-// place and journals it as it is. The caller builds both as the rows
-// arrive, so at the high watermark neither the replication loop builds
-// 10,000 changes (which took it up to 20 ms, while nothing was read or
-// confirmed) nor the committer encodes them (1.4 ms per chunk, while the
-// transactions behind the chunk wait for their fsync).
-func (c *Chunk) SetChanges(columns []pgq.Column, changes []pgq.Change, encoded []byte) {
+// SetRecord hands ingest the chunk's rows as their record: read changes
+// of the watched table (Op pgq.OpRead, New the row's text values), Final,
+// Backfill the chunk's backfill id, with record.Headroom bytes of room in
+// front of it (record.ReadsEncoder, or record.AppendRestampable); rows
+// is its number of changes. Call it before emitting the high watermark.
+// The caller encodes the record as the rows arrive and keeps no other
+// form of them: at the high watermark, when no row is dropped and the
+// record fits MaxRecordBytes (most chunks), ingest stamps it with the
+// watermark transaction's header in place and journals it as it is,
+// without ever decoding it; only when keys changed in the window (to
+// drop their rows and encode the rest anew) or when it is too large for
+// one record (to journal it in parts) does ingest decode it into
+// changes, whose values then alias encoded. So neither the replication
+// loop builds 10,000 changes at the high watermark (which took it up to
+// 20 ms, while nothing was read or confirmed), nor the committer encodes
+// them (1.4 ms per chunk), nor the reader makes a pgq.Change per row
+// and a copy of its values (a tenth of pgq's CPU in a backfill).
+// encoded must stay untouched until the chunk's Result says it is no
+// longer read (its record durable, or nothing of it journaled).
+func (c *Chunk) SetRecord(encoded []byte, rows int) {
 	c.b.mu.Lock()
-	c.columns, c.changes, c.encoded, c.hasRows = columns, changes, encoded, true
+	c.encoded, c.rows, c.hasRows = encoded, rows, true
 	c.b.mu.Unlock()
+}
+
+// SetChanges hands ingest the chunk's rows as read changes (and, when not
+// nil, their record as SetRecord takes it).
+//
+// Deprecated: use SetRecord, which takes the record alone; SetChanges
+// encodes changes into one when encoded is nil. columns is unused.
+func (c *Chunk) SetChanges(columns []pgq.Column, changes []pgq.Change, encoded []byte) {
+	if encoded == nil {
+		encoded = record.AppendRestampable(nil, &pgq.Transaction{Final: true, Backfill: c.backfill, Changes: changes})
+	}
+	c.SetRecord(encoded, len(changes))
 }
 
 // Key is what the chunk's watermarks carry in Watermark.Key: ingest takes
@@ -348,11 +367,13 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) (i
 	var rec *journal.Record
 	for i, ch := range highs {
 		b.remove(ch)
-		res := ch.finish(tx, &wms[i], tx.EndLSN <= s.in.lastSubmitted)
-		// The size estimate is needed only when the changes are encoded
-		// by the committer (a record encoded ahead has its own size).
-		if !res.Redo {
-			if rec = ch.encodedRecord(tx, res, s.in.o.MaxRecordBytes); rec == nil {
+		res, kept := ch.finish(tx, &wms[i], tx.EndLSN <= s.in.lastSubmitted)
+		if !res.Redo && res.Rows > 0 {
+			rec, res = ch.journal(tx, res, kept, s.in.o.MaxRecordBytes)
+			// The size estimate is needed only when the changes are
+			// encoded by the committer (a record encoded ahead has its
+			// own size).
+			if rec == nil && !res.Redo {
 				size = 0
 				for _, c := range tx.Changes {
 					size += 32 + 16*len(c.New)
@@ -400,24 +421,50 @@ func (b *Backfills) takeWatermarks(tx *pgq.Transaction, log *slog.Logger) (highs
 	return highs, wms
 }
 
-// encodedRecord is the chunk's record encoded ahead (SetChanges), stamped
-// with tx's header, when finish journals every row of the chunk in tx and
-// the record fits maxBytes; else nil (tx.Changes is then encoded as
-// usual, in parts when it is too large).
-func (ch *Chunk) encodedRecord(tx *pgq.Transaction, res ChunkResult, maxBytes int) *journal.Record {
-	// Every row journaled (none dropped: then tx.Changes is ch.changes).
-	if ch.encoded == nil || len(ch.changes) == 0 || res.Rows != len(ch.changes) || len(ch.encoded) > maxBytes {
-		return nil
+// journal makes what ingest journals of the chunk's rows in tx at its
+// high watermark (res from finish, with rows to journal): the record
+// encoded ahead (SetRecord), stamped with tx's header, when finish
+// dropped no row and it fits maxBytes; else nil, with tx.Changes the
+// rows to journal, which the committer encodes (in parts when they are
+// too large): the survivors finish kept, or every row of the record,
+// decoded now. A record that does not decode (a bug: pgq encoded it)
+// makes the chunk be read again.
+func (ch *Chunk) journal(tx *pgq.Transaction, res ChunkResult, kept []pgq.Change, maxBytes int) (*journal.Record, ChunkResult) {
+	if res.Dropped == 0 && len(ch.encoded) <= maxBytes {
+		hdr := *tx
+		hdr.Part, hdr.Final, hdr.Changes, hdr.Backfill = 0, true, nil, ch.backfill
+		enc, n, err := record.RestampInPlace(ch.encoded, &hdr)
+		if err == nil && n == res.Rows {
+			return &journal.Record{Tx: &hdr, Encoded: enc, EncodedChanges: n, ReadsSchema: ch.w.schema, ReadsTable: ch.w.table}, res
+		}
+		// else a header longer than the headroom (an origin name beyond
+		// PostgreSQL's limit): the committer encodes the rows.
 	}
-	hdr := *tx
-	hdr.Part, hdr.Final, hdr.Changes = 0, true, nil
-	enc, n, err := record.RestampInPlace(ch.encoded, &hdr)
-	if err != nil || n != res.Rows {
-		return nil // a header longer than the headroom (an origin name beyond PostgreSQL's limit)
+	if kept == nil {
+		var err error
+		if kept, err = ch.decode(); err != nil {
+			return nil, ChunkResult{Redo: true, Reason: err.Error()}
+		}
 	}
-	hdr.Backfill = ch.backfill
-	c := &ch.changes[0] // every row reads the chunk's table
-	return &journal.Record{Tx: &hdr, Encoded: enc, EncodedChanges: n, ReadsSchema: c.Schema, ReadsTable: c.Table}
+	tx.Changes, tx.Backfill = kept, ch.backfill
+	return nil, res
+}
+
+// decode materializes the chunk's rows from its record (SetRecord): one
+// read change per row, values aliasing the record, which stays untouched
+// while the committer encodes them.
+func (ch *Chunk) decode() ([]pgq.Change, error) {
+	var rows pgq.Transaction
+	if len(ch.encoded) < record.Headroom+record.HeaderSize {
+		return nil, fmt.Errorf("ingest: the record of chunk %s has %d bytes", ch.id, len(ch.encoded))
+	}
+	if err := record.DecodeBody(ch.encoded[record.Headroom+record.HeaderSize:], &rows); err != nil {
+		return nil, fmt.Errorf("ingest: decode the record of chunk %s: %w", ch.id, err)
+	}
+	if len(rows.Changes) != ch.rows {
+		return nil, fmt.Errorf("ingest: the record of chunk %s has %d rows, %d handed over", ch.id, len(rows.Changes), ch.rows)
+	}
+	return rows.Changes, nil
 }
 
 // backfillStreamed is ingest's hook for a streamed transaction journaled
@@ -503,9 +550,12 @@ func (b *Backfills) track(xid uint32, c *pgq.Change) {
 	}
 }
 
-// finish builds the chunk's record in tx's place at its high watermark
-// wm, and forgets the watch's transactions wm's snapshot shows visible.
-func (ch *Chunk) finish(tx *pgq.Transaction, wm *Watermark, resend bool) ChunkResult {
+// finish decides what becomes of the chunk in tx's place at its high
+// watermark wm (journal then makes it), and forgets the watch's
+// transactions wm's snapshot shows visible. When keys changed in the
+// window it decodes the rows to find theirs, and kept is the rows left
+// when it dropped some (nil otherwise: the record stands as it is).
+func (ch *Chunk) finish(tx *pgq.Transaction, wm *Watermark, resend bool) (res ChunkResult, kept []pgq.Change) {
 	w := ch.w
 	// Keys of transactions the read could not see, though they committed
 	// before the high watermark (before the low one, or inside the window,
@@ -529,51 +579,46 @@ func (ch *Chunk) finish(tx *pgq.Transaction, wm *Watermark, resend bool) ChunkRe
 	}
 	switch {
 	case resend:
-		return ChunkResult{Redo: true, Reason: "the high watermark was re-sent after a reconnect"}
+		return ChunkResult{Redo: true, Reason: "the high watermark was re-sent after a reconnect"}, nil
 	case ch.dirty:
-		return ChunkResult{Redo: true, Reason: ch.reason}
+		return ChunkResult{Redo: true, Reason: ch.reason}, nil
 	case unknown:
-		return ChunkResult{Redo: true, Reason: "a transaction the chunk's read could not see yet changed rows that could not be inspected"}
+		return ChunkResult{Redo: true, Reason: "a transaction the chunk's read could not see yet changed rows that could not be inspected"}, nil
 	case !ch.hasRows:
-		return ChunkResult{Redo: true, Reason: "the chunk's rows were not handed over before its high watermark"}
+		return ChunkResult{Redo: true, Reason: "the chunk's rows were not handed over before its high watermark"}, nil
 	case len(tx.Changes) > 0:
-		return ChunkResult{Redo: true, Reason: "the high watermark's transaction has other changes"}
+		return ChunkResult{Redo: true, Reason: "the high watermark's transaction has other changes"}, nil
 	}
-	var res ChunkResult
+	res = ChunkResult{Rows: ch.rows}
 	if ch.dropAll {
-		res.Dropped = len(ch.changes)
-		return res
+		return ChunkResult{Dropped: ch.rows}, nil
 	}
-	changes := ch.changes
 	if len(ch.changed) > 0 { // most windows see no change of the table
-		// The handed-over slice is never written (see SetChanges): the
-		// first dropped row copies it.
-		var kept []pgq.Change
-		for i, c := range changes {
-			if k, ok := rowKey(ch.columns, c.New, w.keyCols, false); ok {
+		rows, err := ch.decode()
+		if err != nil {
+			return ChunkResult{Redo: true, Reason: err.Error()}, nil
+		}
+		// The decoded rows alias the record, and their slice is ingest's
+		// own: the survivors move down in place.
+		kept = rows[:0]
+		for _, c := range rows {
+			if k, ok := rowKey(c.Columns, c.New, w.keyCols, false); ok {
 				if _, hit := ch.changed[k]; hit {
-					if kept == nil {
-						kept = append(make([]pgq.Change, 0, len(changes)-1), changes[:i]...)
-					}
 					res.Dropped++
 					continue
 				}
 			}
-			if kept != nil {
-				kept = append(kept, c)
-			}
+			kept = append(kept, c)
 		}
-		if kept != nil {
-			changes = kept
+		if res.Dropped == 0 {
+			kept = nil // the record stands
 		}
+		res.Rows -= res.Dropped
 	}
-	res.Rows = len(changes)
-	if len(changes) > 0 { // nothing to journal, nothing to wait for
-		tx.Changes = changes
-		tx.Backfill = ch.backfill
+	if res.Rows > 0 { // else nothing to journal, nothing to wait for
 		res.EndLSN = tx.EndLSN
 	}
-	return res
+	return res, kept
 }
 
 // rowKey encodes the key columns of a row image: per column 'n' for NULL,
