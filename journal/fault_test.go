@@ -372,6 +372,25 @@ func TestFaultInjection(t *testing.T) {
 	}
 }
 
+// shortJournal opens a journal through a shortFS over a memory FS ("mem")
+// or the disk and appends records 1..3 to it.
+func shortJournal(t *testing.T, sys string) (base vfs.FS, dir string, short *shortFS, j *Journal) {
+	t.Helper()
+	base, dir = vfs.NewMem(), "/journal"
+	if sys == "disk" {
+		base, dir = vfs.Default, filepath.Join(t.TempDir(), "journal")
+	}
+	short = &shortFS{FS: base}
+	j, err := Open(Options{Dir: dir, FS: short, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(nextBatch(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	return base, dir, short, j
+}
+
 // TestShortWriteFailStop is the bug this package's fail-stop rule fixes: a
 // short write made one Append fail, the next Appends returned nil (written
 // after the torn bytes), and reopening cut the tail at the torn entry,
@@ -380,21 +399,9 @@ func TestFaultInjection(t *testing.T) {
 func TestShortWriteFailStop(t *testing.T) {
 	for _, sys := range []string{"mem", "disk"} {
 		t.Run(sys, func(t *testing.T) {
-			var base vfs.FS = vfs.NewMem()
-			dir := "/journal"
-			if sys == "disk" {
-				base, dir = vfs.Default, filepath.Join(t.TempDir(), "journal")
-			}
-			short := &shortFS{FS: base}
-			j, err := Open(Options{Dir: dir, FS: short, Logger: discardLogger})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Append(nextBatch(1, 3)); err != nil {
-				t.Fatal(err)
-			}
+			base, dir, short, j := shortJournal(t, sys)
 			short.armed = true
-			err = j.Append(nextBatch(4, 2))
+			err := j.Append(nextBatch(4, 2))
 			if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrFailed) {
 				t.Fatalf("Append with a short write: %v", err)
 			}
@@ -421,21 +428,9 @@ func TestBigRecordShortWrite(t *testing.T) {
 	for _, sys := range []string{"mem", "disk"} {
 		for skip, torn := range []string{"header", "data"} {
 			t.Run(sys+"/"+torn, func(t *testing.T) {
-				var base vfs.FS = vfs.NewMem()
-				dir := "/journal"
-				if sys == "disk" {
-					base, dir = vfs.Default, filepath.Join(t.TempDir(), "journal")
-				}
-				short := &shortFS{FS: base}
-				j, err := Open(Options{Dir: dir, FS: short, Logger: discardLogger})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := j.Append(nextBatch(1, 3)); err != nil {
-					t.Fatal(err)
-				}
+				base, dir, short, j := shortJournal(t, sys)
 				short.armed, short.skip = true, skip
-				err = j.Append([]*pgq.Transaction{bigTx(4)})
+				err := j.Append([]*pgq.Transaction{bigTx(4)})
 				if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrFailed) {
 					t.Fatalf("Append of a big record with a short write: %v", err)
 				}

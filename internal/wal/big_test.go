@@ -57,6 +57,21 @@ type bigWriter struct {
 	next uint64
 }
 
+// openBig opens a fork's log in dir with opts and a tidwall/wal log in
+// upDir, both to write from entry 1.
+func openBig(t *testing.T, dir, upDir string, opts *Options) *bigWriter {
+	t.Helper()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := upstream.Open(upDir, &upstream.Options{SegmentSize: opts.SegmentSize, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bigWriter{t: t, l: l, up: up, next: 1}
+}
+
 // write adds entries next..next+n-1 to both logs, every other one by
 // reference.
 func (w *bigWriter) write(n int) {
@@ -146,15 +161,9 @@ func TestBigEntries(t *testing.T) {
 		seals = append(seals, sealInfo{p, n, crc})
 		return nil
 	}}
-	l, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := upstream.Open(upDir, &upstream.Options{SegmentSize: bigSeg, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &bigWriter{t: t, l: l, up: up, next: 1}
+	w := openBig(t, dir, upDir, opts)
+	l, up := w.l, w.up
+	var err error
 	cachedGaps := 0
 	for w.next <= 45 {
 		w.write(1 + int(w.next%3))
@@ -241,15 +250,9 @@ func TestBigEntryTruncate(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir, upDir := filepath.Join(t.TempDir(), "w"), t.TempDir()
 			opts := &Options{SegmentSize: bigSeg, SegmentCacheSize: 1}
-			l, err := Open(dir, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			up, err := upstream.Open(upDir, &upstream.Options{SegmentSize: bigSeg, NoSync: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := &bigWriter{t: t, l: l, up: up, next: 1}
+			w := openBig(t, dir, upDir, opts)
+			l, up := w.l, w.up
+			var err error
 			for w.next <= 25 {
 				w.write(min(3, 26-int(w.next)))
 			}
@@ -439,19 +442,7 @@ func TestBigEntriesConcurrentReads(t *testing.T) {
 	defer l.Close()
 	var written atomic.Uint64
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		var b Batch
-		for i := uint64(1); i <= total; i++ {
-			b.WriteRef(i, want[i])
-			if i%3 == 0 || i == total {
-				if err := l.WriteBatch(&b); err != nil {
-					t.Error(err)
-					return
-				}
-				written.Store(i)
-			}
-		}
-	})
+	wg.Go(func() { writeAll(t, l, total, 3, func(i uint64) []byte { return want[i] }, &written) })
 	for g := range 4 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 1))

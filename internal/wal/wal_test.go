@@ -275,19 +275,7 @@ func TestReadsWhileTailBuffersRecycle(t *testing.T) {
 	const total = 3000
 	var written atomic.Uint64
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		var b Batch
-		for i := uint64(1); i <= total; i++ {
-			b.Write(i, entry(i))
-			if i%7 == 0 || i == total {
-				if err := l.WriteBatch(&b); err != nil {
-					t.Error(err)
-					return
-				}
-				written.Store(i)
-			}
-		}
-	})
+	wg.Go(func() { writeAll(t, l, total, 7, entry, &written) })
 	for g := range 4 {
 		wg.Go(func() {
 			for k := 0; written.Load() < total; k++ {
@@ -309,6 +297,23 @@ func TestReadsWhileTailBuffersRecycle(t *testing.T) {
 		t.Fatalf("only %d segments: nothing was evicted and recycled", len(l.segments))
 	}
 	checkRead(t, l, 1, total)
+}
+
+// writeAll writes entries 1..total of entry to l, a batch of every entries
+// at a time, and stores the last index written in written after each
+// batch: the writer of the tests that read while it writes.
+func writeAll(t *testing.T, l *Log, total, every uint64, entry func(uint64) []byte, written *atomic.Uint64) {
+	var b Batch
+	for i := uint64(1); i <= total; i++ {
+		b.Write(i, entry(i))
+		if i%every == 0 || i == total {
+			if err := l.WriteBatch(&b); err != nil {
+				t.Error(err)
+				return
+			}
+			written.Store(i)
+		}
+	}
 }
 
 // TestFailStop: after a failed fsync every write is refused with
