@@ -386,7 +386,9 @@ func (s *session) backfillCommit(tx *pgq.Transaction, spilled bool, size int) (i
 		ch.result <- res
 	}
 	b.expect = s.in.lastSubmitted
-	if !spilled && len(tx.Changes) > 0 && tx.EndLSN > s.in.lastSubmitted {
+	// A chunk's record journaled as encoded leaves tx without changes,
+	// and is submitted all the same.
+	if !spilled && (len(tx.Changes) > 0 || rec != nil) && tx.EndLSN > s.in.lastSubmitted {
 		b.expect = tx.EndLSN
 	}
 	return size, rec

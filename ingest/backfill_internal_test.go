@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -84,5 +85,28 @@ func TestOwnWatermark(t *testing.T) {
 	b.mu.Unlock()
 	if len(tx.Changes) != 0 || len(highs) != 0 {
 		t.Fatalf("closed chunk's own watermark: changes %v, highs %d", tx.Changes, len(highs))
+	}
+}
+
+// TestSetChangesEncodes: the deprecated SetChanges hands ingest the
+// record of the changes it is given, which decodes back to them.
+func TestSetChangesEncodes(t *testing.T) {
+	w := NewBackfills().Watch("public", "t", []string{"id"})
+	ch := w.Open("bf1.n.1", "bf1")
+	cols := []pgq.Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "v", TypeOID: 25}}
+	var changes []pgq.Change
+	for _, v := range []string{"1", "2", "3"} {
+		changes = append(changes, pgq.Change{Op: pgq.OpRead, Schema: "public", Table: "t", Columns: cols,
+			New: []pgq.Value{{Kind: pgq.ValueText, Data: []byte(v)}, {Kind: pgq.ValueNull}}})
+	}
+	ch.SetChanges(nil, changes, nil)
+	got, err := ch.decode()
+	if err != nil || len(got) != len(changes) {
+		t.Fatalf("decoded %d changes, %v; want %d", len(got), err, len(changes))
+	}
+	for i := range got {
+		if fmt.Sprint(got[i]) != fmt.Sprint(changes[i]) {
+			t.Errorf("change %d: %+v, want %+v", i, got[i], changes[i])
+		}
 	}
 }
