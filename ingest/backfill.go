@@ -428,8 +428,8 @@ func (b *Backfills) takeWatermarks(tx *pgq.Transaction, log *slog.Logger) (highs
 // encoded ahead (SetRecord), stamped with tx's header, when finish
 // dropped no row and it fits maxBytes; else nil, with tx.Changes the
 // rows to journal, which the committer encodes (in parts when they are
-// too large): the survivors finish kept, or every row of the record,
-// decoded now. A record that does not decode (a bug: pgq encoded it)
+// too large): the rows finish kept, or every row of the record, decoded
+// now when finish did not. A record that does not decode (a bug: pgq encoded it)
 // makes the chunk be read again.
 func (ch *Chunk) journal(tx *pgq.Transaction, res ChunkResult, kept []pgq.Change, maxBytes int) (*journal.Record, ChunkResult) {
 	if res.Dropped == 0 && len(ch.encoded) <= maxBytes {
@@ -556,7 +556,9 @@ func (b *Backfills) track(xid uint32, c *pgq.Change) {
 // watermark wm (journal then makes it), and forgets the watch's
 // transactions wm's snapshot shows visible. When keys changed in the
 // window it decodes the rows to find theirs, and kept is the rows left
-// when it dropped some (nil otherwise: the record stands as it is).
+// after the drops (all of them when none was dropped: journal then still
+// journals the record as it is, and takes kept only when the record is
+// too large, without decoding it again); nil when it decoded nothing.
 func (ch *Chunk) finish(tx *pgq.Transaction, wm *Watermark, resend bool) (res ChunkResult, kept []pgq.Change) {
 	w := ch.w
 	// Keys of transactions the read could not see, though they committed
@@ -611,9 +613,6 @@ func (ch *Chunk) finish(tx *pgq.Transaction, wm *Watermark, resend bool) (res Ch
 				}
 			}
 			kept = append(kept, c)
-		}
-		if res.Dropped == 0 {
-			kept = nil // the record stands
 		}
 		res.Rows -= res.Dropped
 	}
