@@ -70,6 +70,13 @@ type Options struct {
 	// SlowSync is the fsync latency above which a warning is logged; zero
 	// means DefaultSlowSync (1 s).
 	SlowSync time.Duration
+	// KeepSealedCached leaves a sealed segment's pages in the page
+	// cache. By default (false) the journal advises the kernel to drop
+	// them once the segment is sealed and fsynced (see the package
+	// documentation, "Page cache"): readers of the live tail read it
+	// from memory either way, and a segment's worth of freed pages
+	// serves the next one.
+	KeepSealedCached bool
 
 	// noDurable skips the durable-point marker's update after each
 	// batch: only for the benchmarks that measure its cost.
@@ -233,6 +240,7 @@ func (j *Journal) open() error {
 		DirPerms:         vfsutil.DirMode,
 		OnSync:           j.onSync,
 		OnSeal:           j.onSeal,
+		DropSealed:       !j.opts.KeepSealedCached,
 	})
 	if err != nil {
 		_ = j.cat.close()

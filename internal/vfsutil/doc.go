@@ -10,6 +10,10 @@
 //     which are its owner's only. Files are chmodded through their
 //     descriptor before anything is written to them, directories before
 //     anything is created in them.
+//   - DropCache advises the kernel to drop a file's pages from the page
+//     cache once they are on disk (POSIX_FADV_DONTNEED on Linux, a no-op
+//     elsewhere): the journal's sealed segments (internal/wal,
+//     Options.DropSealed).
 //   - TightenTree tightens, once at start, what an older pgq left under
 //     its data dir (0755 directories and 0644 files under umask 022).
 //

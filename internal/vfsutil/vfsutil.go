@@ -11,6 +11,10 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
+// ErrNoDescriptor is DropCache's answer for a file without an operating
+// system descriptor (vfs.MemFS): it has no page cache to drop.
+var ErrNoDescriptor = errors.New("vfsutil: file has no descriptor")
+
 // SyncDir fsyncs the directory dir through fs. onSync, when not nil,
 // receives the fsync's latency (also when it failed), so a store's slow-sync
 // histogram counts directory fsyncs like file fsyncs. The error names the

@@ -82,6 +82,10 @@
 //     up to a block, and what Open or a truncation read; the cached
 //     segments each up to their size (less their big entries when
 //     sealed from the tail), as before.
+//   - Options.DropSealed advises the kernel, after a cycle's fsync of
+//     the segment it seals, to drop the segment's pages from the page
+//     cache (vfsutil.DropCache; pgq's journal sets it: see its package
+//     documentation, "Page cache").
 //   - Removed: the JSON log format (and the gjson dependency), NoCopy,
 //     FilePerms, ClearCache and the ":memory:" path check. Paths are used
 //     as given, not made absolute.
