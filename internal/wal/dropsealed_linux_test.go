@@ -2,43 +2,20 @@ package wal
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/pgq-dev/pgq/internal/vfsutil"
 )
 
-// resident is how many of path's pages are in the page cache (mincore of
-// a mapping of the file).
+// resident is how many of path's pages are in the page cache.
 func resident(t *testing.T, path string) (in, all int) {
 	t.Helper()
-	f, err := os.Open(path)
+	in, all, err := vfsutil.CachedPages(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	page := os.Getpagesize()
-	vec := make([]byte, (len(m)+page-1)/page)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatal(os.NewSyscallError("mincore", errno))
-	}
-	for _, v := range vec {
-		if v&1 != 0 {
-			in++
-		}
-	}
-	return in, len(vec)
+	return in, all
 }
 
 // TestDropSealed: with DropSealed, a segment's pages leave the page cache
