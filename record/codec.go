@@ -1033,9 +1033,13 @@ func RestampInPlace(buf []byte, hdr *pgq.Transaction) ([]byte, int, error) {
 	if start < 0 {
 		return nil, 0, fmt.Errorf("%w: %d bytes", ErrNoHeadroom, len(nh))
 	}
+	// The record after the header fields stays as it is: its checksum
+	// carries over (crc.go) rather than being summed again.
+	oldCRC := binary.LittleEndian.Uint32(buf[Headroom+1:])
+	oldHeadCRC := crc32.Checksum(buf[Headroom+HeaderSize:Headroom+tail], castagnoli)
 	rec := buf[start:]
 	copy(rec, nh)
-	seal(rec)
+	resealHead(rec, len(nh), oldCRC, oldHeadCRC)
 	return rec, nch, nil
 }
 

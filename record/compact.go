@@ -97,10 +97,14 @@ func CompactInPlace(rec, scratch []byte, intern func(rel []byte) (uint64, error)
 		// rather than overwrite changes not yet moved.
 		return nil, head, fmt.Errorf("%w: compact head of %d bytes longer than the %d it replaces", ErrCorruptRecord, len(head), l.changesAt)
 	}
+	// parseForCompact checked rec's checksum: the changes' part of it
+	// carries over (crc.go).
+	oldCRC := binary.LittleEndian.Uint32(rec[1:])
+	oldHeadCRC := crc32.Checksum(rec[HeaderSize:l.changesAt], castagnoli)
 	n := copy(rec[len(head):], rec[l.changesAt:])
 	copy(rec, head)
 	out = rec[:len(head)+n]
-	seal(out)
+	resealHead(out, len(head), oldCRC, oldHeadCRC)
 	return out, head, nil
 }
 
