@@ -159,7 +159,10 @@
 // --truncate-at OFFSET`) takes the lock (ErrLocked while pgq runs), lowers
 // the marker, removes the later segment files and rewrites the segment
 // holding OFFSET to the records before it; what it cuts is lost unless
-// the slot can send it again.
+// the slot can send it again. It refuses a cut after a bad record of the
+// same segment, or of the segment before when OFFSET starts one: a
+// record of 256 KiB or more ends its segment, so a damaged one is often
+// the last before a segment's first record.
 //
 // # File system
 //
