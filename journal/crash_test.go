@@ -11,7 +11,8 @@ import (
 
 // TestCrashRecovery simulates crashes: a workload with random batch and
 // record sizes, small segments (rotation) and occasional TruncateFront
-// runs on a crashable in-memory FS; before random file system operations
+// runs on a crashable in-memory FS, in a fifth of the runs with big
+// records among the small ones; before random file system operations
 // (so inside appends, rotations and truncations too) the FS is cloned as
 // a crash would leave it: everything synced plus a random share of what
 // was not. Each clone is then opened (repair included) and checked: every
@@ -52,8 +53,17 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			return nil
 		})
+		// A fifth of the runs mix in big records (every 9th), with
+		// segments that hold none to a few of them.
+		segSize := 300 + rng.IntN(16000)
+		if it%5 == 1 {
+			useBigRecords(t, 9)
+			segSize = 100<<10 + rng.IntN(1<<20)
+		} else {
+			useBigRecords(t, 0)
+		}
 		j, err := Open(Options{Dir: "/pgq/journal", FS: errorfs.Wrap(mem, inj),
-			SegmentSize: 300 + rng.IntN(16000), Logger: discardLogger})
+			SegmentSize: segSize, Logger: discardLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +92,7 @@ func TestCrashRecovery(t *testing.T) {
 			t.Run("", func(t *testing.T) {
 				defer func() {
 					if t.Failed() {
-						t.Logf("iteration %d, crash before operation %d, confirmed %+v", it, c.op, c.a)
+						t.Logf("iteration %d (big records every %d), crash before operation %d, confirmed %+v", it, bigEvery, c.op, c.a)
 					}
 				}()
 				checkInvariants(t, c.fs, "/pgq/journal", c.a, false)

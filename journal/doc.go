@@ -16,7 +16,9 @@
 // back to back. The tail segment's entries are kept in memory too, for
 // readers of recent records, but those of 256 KiB or more (a backfill
 // chunk, a big transaction's part), which internal/wal writes to the file
-// straight from the batch's buffer and reads back from it. A segment is closed once it reaches Options.SegmentSize
+// straight from the batch's buffer and reads back from it (through one
+// read-only handle per segment, kept while the segment is the tail or
+// cached, closed by retention and Close). A segment is closed once it reaches Options.SegmentSize
 // (the last entry may overshoot it) and a new one is started: the old
 // segment is fsynced, the new file created and the directory fsynced, all
 // inside the write that rolled, before Append returns. Offsets are tidwall/wal indexes: dense,
@@ -159,7 +161,10 @@
 // --truncate-at OFFSET`) takes the lock (ErrLocked while pgq runs), lowers
 // the marker, removes the later segment files and rewrites the segment
 // holding OFFSET to the records before it; what it cuts is lost unless
-// the slot can send it again.
+// the slot can send it again. It refuses a cut after a bad record of the
+// same segment, or of the segment before when OFFSET starts one: a
+// record of 256 KiB or more ends its segment, so a damaged one is often
+// the last before a segment's first record.
 //
 // # Page cache
 //
@@ -186,7 +191,10 @@
 // point, directory listing and fsyncs, the LOCK file) goes through Options.FS, a pebble
 // vfs.FS: nil means vfs.Default, the operating system's. This is the seam
 // for fault injection (vfs/errorfs) and crash simulation
-// (vfs.NewCrashableMem and CrashClone), which the tests use. Open creates
+// (vfs.NewCrashableMem and CrashClone), which the tests use; their
+// workloads mix big records (256 KiB and more, internal/wal's path
+// straight to the file) among small ones, so that every fault and crash
+// point is hit on both paths. Open creates
 // Dir if needed and then fsyncs its parent. Scan and Verify read the
 // operating system's files.
 //

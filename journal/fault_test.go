@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -21,9 +22,51 @@ import (
 // The record at offset o in every fault and crash test is wantTx(o): the
 // workloads append transactions numbered by the offset they will get, so
 // any record found after a reopen can be checked against its offset.
-func wantTx(o int) *pgq.Transaction { return mkTx(o, 1+(o*7919)%11) }
+// With bigEvery set, every bigEvery-th of them is a big record (bigTx,
+// 300 KiB: internal/wal writes it from the batch straight to the segment
+// file and reads it back from there), so that every fault and crash
+// point of a workload is also hit on that path.
+func wantTx(o int) *pgq.Transaction {
+	if bigEvery > 0 && o%bigEvery == 0 {
+		return bigTx(o)
+	}
+	return mkTx(o, 1+(o*7919)%11)
+}
 
-func wantRecord(o pgq.Offset) []byte { return record.Append(nil, wantTx(int(o))) }
+// bigEvery is 0 (only small records) or the period of wantTx's big
+// records, and faultSegment the segment size of the fault workloads:
+// 700 bytes (a roll every few small records), or with big records 400
+// KiB (a segment holds one or two of them, sealed and in the tail, with
+// small ones between). Set them with useBigRecords.
+var bigEvery, faultSegment = 0, 700
+
+// useBigRecords makes wantTx return a big record at every k-th offset
+// (k > 0) and the fault workloads use segments that hold one or two,
+// until t ends.
+func useBigRecords(t testing.TB, k int) {
+	old, oldSeg := bigEvery, faultSegment
+	bigEvery, faultSegment = k, 400<<10
+	if k == 0 {
+		faultSegment = 700
+	}
+	t.Cleanup(func() { bigEvery, faultSegment = old, oldSeg })
+}
+
+func wantRecord(o pgq.Offset) []byte {
+	if bigEvery > 0 && int(o)%bigEvery == 0 {
+		k := [2]int{bigEvery, int(o)}
+		if r, ok := bigRecords[k]; ok {
+			return r
+		}
+		bigRecords[k] = record.Append(nil, wantTx(int(o)))
+		return bigRecords[k]
+	}
+	return record.Append(nil, wantTx(int(o)))
+}
+
+// bigRecords keeps wantRecord's big records by period and offset: the
+// fault workloads compare each many times.
+var bigRecords = map[[2]int][]byte{}
 
 // nextBatch returns n transactions for offsets next, next+1, ...
 func nextBatch(next pgq.Offset, n int) []*pgq.Transaction {
@@ -55,7 +98,7 @@ type acked struct {
 // last acknowledged record may be there.
 func checkInvariants(t *testing.T, fs vfs.FS, dir string, a acked, exact bool) {
 	t.Helper()
-	j, err := Open(Options{Dir: dir, FS: fs, SegmentSize: 700, Logger: discardLogger})
+	j, err := Open(Options{Dir: dir, FS: fs, SegmentSize: faultSegment, Logger: discardLogger})
 	if err != nil {
 		t.Fatalf("reopen with a healthy FS: %v", err)
 	}
@@ -94,10 +137,37 @@ func checkInvariants(t *testing.T, fs vfs.FS, dir string, a acked, exact bool) {
 	if got := j.LastEndLSN(); got != prevEnd || got < a.endLSN || (exact && got != a.endLSN) {
 		t.Fatalf("LastEndLSN %v; last record's end %v, last acknowledged end %v", got, prevEnd, a.endLSN)
 	}
+	checkSums(t, fs, j)
 	// The journal goes on where it ended.
 	b := nextBatch(last+1, 2)
 	if err := j.Append(b); err != nil || b[0].Offset != last+1 {
 		t.Fatalf("append after reopen: %v (offset %d, want %d)", err, b[0].Offset, last+1)
+	}
+}
+
+// checkSums checks that every checksum file of a sealed segment of j
+// (on fs) describes the segment's bytes: the seal's CRC32C, kept while
+// writing (big records are not in memory to sum), never names other
+// bytes after a fault or crash, which the scrub would report as
+// corruption.
+func checkSums(t *testing.T, fs vfs.FS, j *Journal) {
+	t.Helper()
+	segs, err := j.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range segs[:max(len(segs)-1, 0)] {
+		sum, ok, err := j.readSum(seg.Path)
+		if err != nil || !ok {
+			continue // none written (a crash before its rename): the scrub writes it
+		}
+		data, err := readFile(fs, seg.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Bytes != int64(len(data)) || sum.CRC != crc32.Checksum(data, castagnoli) {
+			t.Fatalf("%s%s: %d bytes, CRC32C %08x; the segment has %d, %08x", seg.Path, SumSuffix, sum.Bytes, sum.CRC, len(data), crc32.Checksum(data, castagnoli))
+		}
 	}
 }
 
@@ -192,14 +262,15 @@ func (in *injector) String() string { return fmt.Sprintf("fault at op %d", in.at
 
 // faultWorkload runs on fs: it opens the journal in dir (a torn tail
 // waits there, so Open repairs), appends batches of 1..3 records with
-// segments of 700 bytes (several rotations) and truncates the front twice.
+// segments of faultSegment bytes (several rotations), reads them back
+// (readBack) and truncates the front twice.
 // At the first failure it checks fail-stop: the next Append and
 // TruncateFront return errors wrapping ErrFailed (and the cause), Err
 // reports it, the published state stays, reads go on. It returns what was
 // acknowledged.
 func faultWorkload(t *testing.T, fs vfs.FS, dir string, a acked) acked {
 	t.Helper()
-	j, err := Open(Options{Dir: dir, FS: fs, SegmentSize: 700, Logger: discardLogger})
+	j, err := Open(Options{Dir: dir, FS: fs, SegmentSize: faultSegment, Logger: discardLogger})
 	if err != nil {
 		return a // a fault during Open: nothing more was acknowledged
 	}
@@ -268,15 +339,52 @@ func faultWorkload(t *testing.T, fs vfs.FS, dir string, a acked) acked {
 			return a
 		}
 		a.last, a.endLSN = b[len(b)-1].Offset, b[len(b)-1].EndLSN
+		readBack(t, j, b[0].Offset)
+	}
+	if c := j.Corruption(); c != nil {
+		t.Fatalf("an injected fault was taken for corruption: %+v", c)
 	}
 	return a
+}
+
+// readBack reads, as consumers do, the first record and those from from
+// on (in the tail's memory or file, or in sealed segments, cached or
+// loaded): each is the record written for its offset, or the read
+// failed with an injected EIO, which fails neither the journal nor
+// counts as corruption.
+func readBack(t *testing.T, j *Journal, from pgq.Offset) {
+	t.Helper()
+	for _, o := range append([]pgq.Offset{j.FirstOffset()}, offsetsFrom(from, j.LastOffset())...) {
+		raw, err := j.ReadRaw(o)
+		if err != nil {
+			if !errors.Is(err, syscall.EIO) || errors.Is(err, ErrCorrupt) {
+				t.Fatalf("read %d: %v, want the record or an injected EIO", o, err)
+			}
+			continue
+		}
+		if !bytes.Equal(raw, wantRecord(o)) {
+			t.Fatalf("read %d: another record (%d bytes, want %d)", o, len(raw), len(wantRecord(o)))
+		}
+	}
+	if err := j.Err(); err != nil {
+		t.Fatalf("reads failed the journal: %v", err)
+	}
+}
+
+// offsetsFrom returns from..to.
+func offsetsFrom(from, to pgq.Offset) []pgq.Offset {
+	var os []pgq.Offset
+	for o := from; o <= to; o++ {
+		os = append(os, o)
+	}
+	return os
 }
 
 // faultSetup writes a healthy journal with 7 records and a torn entry at
 // the end of its tail, as a crash leaves it, so the next Open repairs.
 func faultSetup(t *testing.T, fs vfs.FS, dir string) acked {
 	t.Helper()
-	j, err := Open(Options{Dir: dir, FS: fs, SegmentSize: 700, Logger: discardLogger})
+	j, err := Open(Options{Dir: dir, FS: fs, SegmentSize: faultSegment, Logger: discardLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,48 +436,67 @@ func TestFaultInjection(t *testing.T) {
 		{"mem", func(*testing.T) (vfs.FS, string) { return vfs.NewMem(), "/journal" }},
 		{"disk", func(t *testing.T) (vfs.FS, string) { return vfs.Default, filepath.Join(t.TempDir(), "journal") }},
 	}
-	for _, sys := range systems {
-		// Count the operations of a healthy run.
-		base, dir := sys.new(t)
-		counter := &injector{at: -1}
-		faultWorkload(t, errorfs.Wrap(base, counter), dir, faultSetup(t, base, dir))
-		total := counter.n
-		if total < 100 {
-			t.Fatalf("%s: only %d operations; the workload shrank", sys.name, total)
-		}
-		modes, stride := []faultMode{failOp, shortWrite}, 1
-		if sys.name == "disk" {
-			// Real fsyncs are slow: every third operation, failing, is
-			// enough to check the disk behaves as the memory FS does.
-			if testing.Short() {
-				continue
-			}
-			modes, stride = []faultMode{failOp}, 3
-		}
-		for _, mode := range modes {
-			fired := 0
-			for at := 0; at < total; at += stride {
-				name := fmt.Sprintf("%s/%s/op%d", sys.name, []string{"fail", "short"}[mode], at)
-				ok := t.Run(name, func(t *testing.T) {
-					base, dir := sys.new(t)
-					a := faultSetup(t, base, dir)
-					short := &shortFS{FS: base}
-					in := &injector{at: at, mode: mode, short: short}
-					a = faultWorkload(t, errorfs.Wrap(short, in), dir, a)
-					if in.fired {
-						fired++
-					}
-					checkInvariants(t, base, dir, a, false)
-				})
-				if !ok {
+	for _, mix := range []struct {
+		name     string
+		bigEvery int
+	}{{"small", 0}, {"big", 4}} {
+		t.Run(mix.name, func(t *testing.T) {
+			useBigRecords(t, mix.bigEvery)
+			for _, sys := range systems {
+				if !faultEveryOp(t, sys.name, sys.new) {
 					return
 				}
 			}
-			if fired == 0 {
-				t.Fatalf("%s: no fault fired", sys.name)
+		})
+	}
+}
+
+// faultEveryOp runs faultWorkload on new file systems, once healthy to
+// count its operations, then once per operation faulting it (every
+// third, failing only, on "disk"), and checks the invariants after each.
+// It reports whether every run passed.
+func faultEveryOp(t *testing.T, sys string, newFS func(*testing.T) (vfs.FS, string)) bool {
+	// Count the operations of a healthy run.
+	base, dir := newFS(t)
+	counter := &injector{at: -1}
+	faultWorkload(t, errorfs.Wrap(base, counter), dir, faultSetup(t, base, dir))
+	total := counter.n
+	if total < 100 {
+		t.Fatalf("%s: only %d operations; the workload shrank", sys, total)
+	}
+	modes, stride := []faultMode{failOp, shortWrite}, 1
+	if sys == "disk" {
+		// Real fsyncs are slow: every third operation, failing, is
+		// enough to check the disk behaves as the memory FS does.
+		if testing.Short() {
+			return true
+		}
+		modes, stride = []faultMode{failOp}, 3
+	}
+	for _, mode := range modes {
+		fired := 0
+		for at := 0; at < total; at += stride {
+			name := fmt.Sprintf("%s/%s/op%d", sys, []string{"fail", "short"}[mode], at)
+			ok := t.Run(name, func(t *testing.T) {
+				base, dir := newFS(t)
+				a := faultSetup(t, base, dir)
+				short := &shortFS{FS: base}
+				in := &injector{at: at, mode: mode, short: short}
+				a = faultWorkload(t, errorfs.Wrap(short, in), dir, a)
+				if in.fired {
+					fired++
+				}
+				checkInvariants(t, base, dir, a, false)
+			})
+			if !ok {
+				return false
 			}
 		}
+		if fired == 0 {
+			t.Fatalf("%s: no fault fired", sys)
+		}
 	}
+	return true
 }
 
 // shortJournal opens a journal through a shortFS over a memory FS ("mem")

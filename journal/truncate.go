@@ -29,8 +29,9 @@ type TruncateResult struct {
 //
 // It takes the directory lock (ErrLocked while a pgq runs on it) and
 // refuses, changing nothing, when off is not a record of the journal
-// (ErrNotFound) or a record before off in its segment is bad too
-// (ErrCorrupt: cut lower). It lowers the durable-point marker to off-1
+// (ErrNotFound) or a record before off in its segment (in the segment
+// before, when off is a segment's first record) is bad too (ErrCorrupt:
+// cut lower). It lowers the durable-point marker to off-1
 // first, removes the later segment files (last first) and rewrites the
 // segment holding off to its prefix (temporary file, fsync, rename,
 // directory fsync), so a crash leaves a journal that Open accepts.
@@ -82,6 +83,11 @@ func (j *Journal) truncateAt(off pgq.Offset) (TruncateResult, error) {
 	keep, err := keptPrefix(data, seg.FirstOffset, off)
 	if err != nil {
 		return res, err
+	}
+	if keep == 0 && i > 0 {
+		if err := j.checkBefore(segs[i-1], seg.FirstOffset); err != nil {
+			return res, err
+		}
 	}
 	if keep == len(data) && i == len(segs)-1 {
 		return res, fmt.Errorf("%w: the journal ends at offset %d, nothing to cut", ErrNotFound, off-1)
@@ -143,6 +149,26 @@ func keptPrefix(data []byte, first, off pgq.Offset) (int, error) {
 		pos += n + int(size)
 	}
 	return pos, nil
+}
+
+// checkBefore checks the records of prev, the segment before the one a
+// cut starts at its first record (next): those are the records right
+// before the cut, as the ones before it in its segment are for a cut
+// inside one. A record of 256 KiB or more ends its segment (it takes it
+// past the segment size), so a damaged one is often the last before a
+// segment's start, and a cut there would otherwise remove good records
+// and keep the bad one.
+func (j *Journal) checkBefore(prev Segment, next pgq.Offset) error {
+	data, err := readFile(j.fs, prev.Path)
+	if err != nil {
+		return err
+	}
+	_, err = keptPrefix(data, prev.FirstOffset, next)
+	if errors.Is(err, ErrNotFound) {
+		o := prev.FirstOffset + pgq.Offset(countEntries(data))
+		return &CorruptError{Offset: o, Err: fmt.Errorf("segment %s ends before offset %d: cut at %d or lower", prev.Path, next, o)}
+	}
+	return err
 }
 
 // countEntries counts the entries data's framing shows.

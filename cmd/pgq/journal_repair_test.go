@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
 	"github.com/pgq-dev/pgq/journal"
 )
@@ -72,4 +76,76 @@ func TestRunRefusesCorruptJournal(t *testing.T) {
 		t.Fatalf("last offset %d after cutting at 1", j.LastOffset())
 	}
 	_ = j.Close()
+}
+
+// TestJournalCommandsBigRecordCorrupt: a byte flipped inside a record of
+// 256 KiB or more (written to its segment file straight from the batch,
+// and the last record of its segment, which it took past the segment
+// size) of a sealed segment. `pgq journal verify` and `pgq journal dump`
+// exit 1 with one line naming its offset, `pgq journal repair` refuses a
+// cut after it (at the next segment's first record) and cuts at it,
+// keeping every record before it, after which the journal verifies.
+func TestJournalCommandsBigRecordCorrupt(t *testing.T) {
+	data := t.TempDir()
+	jdir := filepath.Join(data, "journal")
+	j, err := journal.Open(journal.Options{Dir: jdir, SegmentSize: 400 << 10, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, bad = 12, 8
+	for i := 1; i <= n; i++ {
+		content := bytes.Repeat([]byte{byte('a' + i)}, 64)
+		if i%4 == 0 {
+			content = bytes.Repeat([]byte{byte('a' + i)}, 300<<10)
+		}
+		tx := &pgq.Transaction{Xid: uint32(i), CommitLSN: pgq.LSN(100 * i), EndLSN: pgq.LSN(100*i + 10), CommitTime: time.Now(), Final: true,
+			Changes: []pgq.Change{{Op: pgq.OpMessage, Prefix: "p", Content: content, Transactional: true}}}
+		if err := j.Append([]*pgq.Transaction{tx}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, err := j.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 2 || segs[1].FirstOffset != bad+1 {
+		t.Fatalf("segments %+v: want record %d to end the first one", segs, bad)
+	}
+	b, err := os.ReadFile(segs[0].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, bytes.Repeat([]byte{byte('a' + bad)}, 300<<10))
+	if i < 0 {
+		t.Fatal("the big record's content is not in the first segment")
+	}
+	b[i+150<<10] ^= 0xff
+	if err := os.WriteFile(segs[0].Path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	offset := fmt.Sprintf("offset %d", bad)
+	for _, args := range [][]string{{"journal", "verify", "--data-dir", data}, {"journal", "dump", "--data-dir", data}} {
+		if code, line := runPgq(t, nil, args...); code != exitRuntime || !strings.Contains(line, offset) {
+			t.Fatalf("pgq %v: exit %d %q, want %d naming %s", args, code, line, exitRuntime, offset)
+		}
+	}
+	before := dirSum(t, jdir)
+	if code, line := runPgq(t, nil, "journal", "repair", "--data-dir", data, "--truncate-at", fmt.Sprint(bad+1)); code != exitRuntime || !strings.Contains(line, fmt.Sprintf("cut at %d or lower", bad)) {
+		t.Fatalf("repair after the bad record: exit %d %q", code, line)
+	}
+	if dirSum(t, jdir) != before {
+		t.Fatal("a refused repair changed the journal directory")
+	}
+	cmd := exec.Command(pgqbin.Path(t), "journal", "repair", "--data-dir", data, "--truncate-at", fmt.Sprint(bad))
+	cmd.Env = cliEnv()
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), fmt.Sprintf(`"kept_last_offset":%d`, bad-1)) {
+		t.Fatalf("pgq journal repair: %v\n%s", err, out)
+	}
+	sum, err := journal.Verify(jdir)
+	if err != nil || sum.First != 1 || sum.Last != bad-1 || sum.LastEndLSN != pgq.LSN(100*(bad-1)+10) {
+		t.Fatalf("Verify after the repair: %+v %v", sum, err)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"io"
 	"sort"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // tailBlock is the size of the blocks the bytes written to a segment are
@@ -123,7 +125,7 @@ func (l *Log) contents(s *segment, from, to int) ([][]byte, error) {
 			ps = s.pieces(ps, m, m+g.pos-from)
 		}
 		b := make([]byte, g.end-g.pos)
-		if err := l.readAt(s.path, b, g.pos); err != nil {
+		if err := l.readAt(s, b, g.pos); err != nil {
 			return nil, err
 		}
 		ps = append(ps, b)
@@ -136,26 +138,63 @@ func (l *Log) contents(s *segment, from, to int) ([][]byte, error) {
 	return ps, nil
 }
 
-// readAt fills dst with the bytes of the file at path from file position
-// pos, through l.fs (so fault-injecting and crash file systems see it).
-func (l *Log) readAt(path string, dst []byte, pos int) error {
-	f, err := l.fs.Open(path)
-	if err != nil {
-		return err
-	}
-	n, err := f.ReadAt(dst, int64(pos))
-	if n == len(dst) {
-		err = nil // io.ReaderAt may report EOF with the last byte
-	} else if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+// readAt fills dst with the bytes of s's file from file position pos,
+// through its reader (so fault-injecting and crash file systems see it).
+func (l *Log) readAt(s *segment, dst []byte, pos int) error {
+	f, err := l.reader(s)
+	if err == nil {
+		var n int
+		n, err = f.ReadAt(dst, int64(pos))
+		if n == len(dst) {
+			err = nil // io.ReaderAt may report EOF with the last byte
+		} else if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("read %d bytes at %d of %s: %w", len(dst), pos, path, err)
+		return fmt.Errorf("read %d bytes at %d of %s: %w", len(dst), pos, s.path, err)
 	}
 	return nil
+}
+
+// reader returns the handle that reads s's gaps, opening it (through
+// l.fs) at the first read: a segment's big entries are read through one
+// handle rather than an open and a close each. The handle is used
+// outside hmu: ReadAt is a pread, safe beside others, and it is closed
+// only where no read of s runs (closeReader).
+func (l *Log) reader(s *segment) (vfs.File, error) {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if s.rf == nil {
+		f, err := l.fs.Open(s.path)
+		if err != nil {
+			return nil, err
+		}
+		s.rf = f
+	}
+	return s.rf, nil
+}
+
+// closeReader closes s's reader, if open. Callers hold mu exclusively,
+// or cmu for a sealed segment the cache evicts: its reads hold cmu, and
+// tail reads never touch it. A read-only handle's Close error says
+// nothing about the data: it is dropped.
+func (l *Log) closeReader(s *segment) {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if s.rf != nil {
+		_ = s.rf.Close()
+		s.rf = nil
+	}
+}
+
+// closeReaders closes the readers of every segment (only the tail and
+// cached segments have gaps, and so readers). Callers hold mu
+// exclusively.
+func (l *Log) closeReaders() {
+	for _, s := range l.segments {
+		l.closeReader(s)
+	}
 }
 
 // copyAt copies len(dst) bytes of s's memory from memory position pos

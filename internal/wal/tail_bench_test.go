@@ -111,3 +111,47 @@ func doublingGrow(buf, spare []byte, n, segSize int) (out, spareOut []byte) {
 	copy(nb, buf)
 	return nb, spare
 }
+
+// BenchmarkReadBig reads entries of 300 KiB, which the log keeps only in
+// its files (bigEntry), round-robin: "tail" those of the tail segment,
+// "sealed" those of the sealed segment in the cache (the journal's one),
+// as a consumer catching up on a backfill's chunk records reads them. A
+// read is one pread of the entry into the slice it returns. Compare
+// builds in one run, alternating: go test -c, then -test.bench ReadBig
+// -test.count 1 of each binary in turn.
+func BenchmarkReadBig(b *testing.B) {
+	const size, perSeg = 300 << 10, 10
+	entry := make([]byte, size)
+	for i := range entry {
+		entry[i] = byte(i)
+	}
+	l, err := Open(filepath.Join(b.TempDir(), "w"), &Options{SegmentSize: perSeg * size, SegmentCacheSize: 1, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var batch Batch
+	for i := uint64(1); i <= perSeg+perSeg/2; i++ { // a sealed segment, half a tail
+		batch.WriteRef(i, entry)
+	}
+	if err := l.WriteBatch(&batch); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		first, n uint64
+	}{{"tail", perSeg + 1, perSeg / 2}, {"sealed", 1, perSeg}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(size)
+			b.ReportAllocs()
+			i := uint64(0)
+			for b.Loop() {
+				data, err := l.Read(c.first + i%c.n)
+				if err != nil || len(data) != size {
+					b.Fatalf("read: %d bytes, %v", len(data), err)
+				}
+				i++
+			}
+		})
+	}
+}

@@ -152,6 +152,9 @@ type Log struct {
 	// bigEntry is the size from which a written entry is kept only in
 	// the file (the constant bigEntry; tests change it).
 	bigEntry int
+	// hmu guards every segment's rf (tail.go's reader): tail readers,
+	// which share mu, open it concurrently.
+	hmu sync.Mutex
 }
 
 // segment represents a single segment file.
@@ -172,6 +175,10 @@ type segment struct {
 	// (sum, tail.go): what OnSeal receives.
 	crc    uint32
 	summed bool
+	// rf reads the file's gaps: opened by the first read of one (reader,
+	// tail.go), closed when the gaps go (eviction, truncation, Close).
+	// Guarded by Log.hmu.
+	rf vfs.File
 }
 
 type bpos struct {
@@ -223,6 +230,7 @@ func (l *Log) pushCache(segIdx int) {
 	if evicted {
 		s := v.(*segment)
 		l.recycle(s.blocks)
+		l.closeReader(s)
 		s.ebuf, s.blocks, s.gaps, s.epos = nil, nil, nil, nil
 	}
 }
@@ -500,6 +508,7 @@ func (l *Log) Close() error {
 		}
 		l.sfile = nil
 	}
+	l.closeReaders()
 	if err == nil && l.corrupt {
 		err = ErrCorrupt
 	}
@@ -908,7 +917,7 @@ func (l *Log) readEntry(s *segment, index uint64) ([]byte, error) {
 	if _, ok := s.gapAt(epos.pos); ok {
 		// One read of header and data; the data is returned in place.
 		buf := make([]byte, epos.end-epos.pos)
-		if err := l.readAt(s.path, buf, epos.pos); err != nil {
+		if err := l.readAt(s, buf, epos.pos); err != nil {
 			return nil, err
 		}
 		size, n := binary.Uvarint(buf)
@@ -937,6 +946,7 @@ func (l *Log) readEntry(s *segment, index uint64) ([]byte, error) {
 func (l *Log) clearCache() {
 	l.scache.Range(func(_, v interface{}) bool {
 		s := v.(*segment)
+		l.closeReader(s)
 		s.ebuf, s.blocks, s.gaps, s.epos = nil, nil, nil, nil
 		return true
 	})
@@ -1047,6 +1057,9 @@ func (l *Log) truncateFront(index uint64) (err error) {
 			err = l.fail(err)
 		}
 	}()
+	// The files read for gaps are removed or renamed below (and the
+	// segments' gaps go): close them, whatever happens next.
+	l.closeReaders()
 	tail := segIdx == len(l.segments)-1
 	if tail {
 		// Close the tail segment file
@@ -1165,6 +1178,8 @@ func (l *Log) truncateBack(index uint64) (err error) {
 		}
 	}()
 
+	// As in truncateFront, the files read for gaps go.
+	l.closeReaders()
 	// Close the tail segment file
 	err = l.sfile.Close()
 	l.sfile = nil
