@@ -1,12 +1,14 @@
 package journal
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/pgq-dev/pgq"
+	"github.com/pgq-dev/pgq/record"
 )
 
 // TestCrashRecovery simulates crashes: a workload with random batch and
@@ -106,3 +108,127 @@ func TestCrashRecovery(t *testing.T) {
 }
 
 func pgqOffset(n int) pgq.Offset { return pgq.Offset(n) }
+
+// bigParts returns transaction i of mkTx's split into n parts of one
+// change each, every change holding a value of 300 KiB: a bulk
+// transaction's parts, each a big record (internal/wal's path straight
+// to the file).
+func bigParts(i, n int) []*pgq.Transaction {
+	whole := mkTx(i, n)
+	out := make([]*pgq.Transaction, n)
+	for k := range n {
+		p := *whole
+		p.Part, p.Final = uint32(k), k == n-1
+		c := whole.Changes[k]
+		c.New = []pgq.Value{c.New[0], {Kind: pgq.ValueText, Data: bytes.Repeat([]byte{'p', byte(i), byte(k)}, 100<<10)}}
+		p.Changes = []pgq.Change{c}
+		out[k] = &p
+	}
+	return out
+}
+
+// TestCrashBigParts simulates crashes, as TestCrashRecovery does, while
+// transactions of big parts are journaled a part or two per Append
+// between small transactions, with segments that roll inside them. Each
+// clone opens with every record up to the last acknowledged final one,
+// byte-identical, nothing after a final record but whole transactions
+// (Open cuts unfinished parts), LastEndLSN the last final record's end,
+// valid checksum files, and the journal goes on.
+func TestCrashBigParts(t *testing.T) {
+	iters := 24
+	if testing.Short() || raceEnabled {
+		iters = 6
+	}
+	for it := range iters {
+		rng := rand.New(rand.NewPCG(uint64(it), 0x62696770))
+		mem := vfs.NewCrashableMem()
+		type crash struct {
+			fs         *vfs.MemFS
+			last       pgq.Offset // the last acknowledged final record
+			end        pgq.LSN
+			op, listed int
+		}
+		var (
+			crashes []crash
+			want    = [][]byte{nil} // by offset: every record appended or being appended
+			last    pgq.Offset
+			end     pgq.LSN
+			ops     int
+		)
+		every := 20 + rng.IntN(60)
+		inj := errorfs.InjectorFunc(func(errorfs.Op) error {
+			ops++
+			if rng.IntN(every) == 0 && len(crashes) < 8 {
+				crashes = append(crashes, crash{fs: mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(101), RNG: rng}),
+					last: last, end: end, op: ops, listed: len(want) - 1})
+			}
+			return nil
+		})
+		j, err := Open(Options{Dir: "/pgq/journal", FS: errorfs.Wrap(mem, inj), SegmentSize: 200<<10 + rng.IntN(1<<20), Logger: discardLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 6; i++ {
+			txs := []*pgq.Transaction{mkTx(2*i, 1+i%3)}
+			if i%2 == 1 {
+				txs = bigParts(2*i+1, 2+rng.IntN(5))
+			}
+			for len(txs) > 0 {
+				b := txs[:min(len(txs), 1+rng.IntN(2))]
+				txs = txs[len(b):]
+				for _, tx := range b {
+					want = append(want, record.Append(nil, tx))
+				}
+				if err := j.Append(b); err != nil {
+					t.Fatal(err)
+				}
+				if tx := b[len(b)-1]; tx.Final {
+					last, end = tx.Offset, tx.EndLSN
+				}
+			}
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		crashes = append(crashes, crash{fs: mem, last: last, end: end, op: ops, listed: len(want) - 1})
+		for _, c := range crashes {
+			t.Run("", func(t *testing.T) {
+				defer func() {
+					if t.Failed() {
+						t.Logf("iteration %d, crash before operation %d, acknowledged up to %d", it, c.op, c.last)
+					}
+				}()
+				j, err := Open(Options{Dir: "/pgq/journal", FS: c.fs, Logger: discardLogger})
+				if err != nil {
+					t.Fatalf("reopen: %v", err)
+				}
+				defer j.Close()
+				got := j.LastOffset()
+				if got < c.last || int(got) > c.listed {
+					t.Fatalf("reopened journal ends at %d; %d was acknowledged, %d appended", got, c.last, c.listed)
+				}
+				for o := pgq.Offset(1); o <= got; o++ {
+					if raw, err := j.ReadRaw(o); err != nil || !bytes.Equal(raw, want[o]) {
+						t.Fatalf("offset %d: %v (%d bytes, want %d)", o, err, len(raw), len(want[o]))
+					}
+				}
+				if got > 0 {
+					tx, err := j.Read(got)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !tx.Final || j.LastEndLSN() != tx.EndLSN || tx.EndLSN < c.end {
+						t.Fatalf("last record %d: part %d final %v end %v, LastEndLSN %v, acknowledged end %v", got, tx.Part, tx.Final, tx.EndLSN, j.LastEndLSN(), c.end)
+					}
+				}
+				checkSums(t, c.fs, j)
+				if err := j.Append([]*pgq.Transaction{mkTx(100, 1)}); err != nil {
+					t.Fatalf("append after reopen: %v", err)
+				}
+			})
+			if t.Failed() {
+				return
+			}
+		}
+	}
+}
