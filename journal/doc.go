@@ -105,7 +105,11 @@
 // while the Committer's appending goroutine is writing the next batch (or
 // has one queued) an update waits for up to 4 batches, at most 25 ms past
 // the oldest one's fsync, so that a stream of small batches pays about one
-// marker fsync per 4 data fsyncs rather than one per batch.
+// marker fsync per 4 data fsyncs rather than one per batch. It waits only
+// while at most 256 KiB (estimated) are queued or being written: behind
+// big records (a backfill's chunks, a large transaction's parts) the next
+// fsync is megabytes away, and the update is written at once, so that
+// what is already durable is confirmed without waiting for them.
 // Readers woken by Changed may see a batch before its mark. A failed
 // update fails the journal like a failed fsync. The marker therefore
 // never names a record that was not fsynced, and every record ingest

@@ -709,3 +709,90 @@ func committerOnFS(t *testing.T, dir string, inj errorfs.Injector) (*Journal, *C
 	t.Cleanup(func() { _ = j.Close() })
 	return j, NewCommitter(j, CommitterOptions{})
 }
+
+// TestCommitterMarksAtOnceBehindBigRecords: a small batch made durable
+// while the appending goroutine writes big records (more than
+// markWaitBytes: a backfill's chunks) is marked and handed to the
+// OnAppend hook (ingest's confirmation) at once, not after the big
+// records' own write and fsync: during a full-speed backfill that wait
+// held the stream's confirmations up to markDelay.
+func TestCommitterMarksAtOnceBehindBigRecords(t *testing.T) {
+	dir := t.TempDir()
+	var armed atomic.Bool
+	var dataSyncs atomic.Int64
+	inSync := make(chan int64, 2)
+	gates := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		// A segment's fsync (the relation catalog's, before a batch that
+		// introduced a relation, is not held).
+		if base := filepath.Base(op.Path); armed.Load() && op.Kind == errorfs.OpFileSync && len(base) == 20 && strings.Trim(base, "0123456789") == "" {
+			if n := dataSyncs.Add(1); n <= 2 {
+				inSync <- n
+				<-gates[n-1]
+			}
+		}
+		return nil
+	})
+	_, c := committerOnFS(t, dir, inj)
+	// Only the bytes ahead may end the marker's wait early: neither the
+	// delay nor the batch count (2 batches here) would.
+	c.markDelay = time.Minute
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	release := func() {
+		for _, g := range gates {
+			select {
+			case <-g:
+			default:
+				close(g)
+			}
+		}
+	}
+	defer release()
+
+	armed.Store(true)
+	if err := c.Submit(ctx, mkTx(1, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	<-inSync // the small batch's fsync holds
+	big := mkTx(2, 1)
+	big.Changes[0].New[1].Data = make([]byte, 1<<20)
+	if err := c.Submit(ctx, big, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	close(gates[0])
+	if n := <-inSync; n != 2 {
+		t.Fatalf("fsync %d held, want the big batch's (2)", n)
+	}
+	// The big batch's fsync holds: the small one must be confirmable.
+	deadline := time.Now().Add(5 * time.Second)
+	for off, _ := c.Durable(); off != 1; off, _ = c.Durable() {
+		if off > 1 || time.Now().After(deadline) {
+			t.Fatalf("Durable at %d while the big record's fsync holds, want 1 (the small batch marked at once)", off)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if mp, ok, err := readDurable(vfs.Default, dir); err != nil || !ok || mp.last != 1 {
+		t.Fatalf("marker at %d (valid %v, %v) while the big record's fsync holds, want 1", mp.last, ok, err)
+	}
+	release()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := c.Durable(); off != 2 {
+		t.Fatalf("Durable at %d after Flush, want 2", off)
+	}
+	c.mu.Lock()
+	ahead := c.ahead
+	c.mu.Unlock()
+	if ahead != 0 {
+		t.Fatalf("%d bytes ahead of the publisher with nothing queued, want 0", ahead)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+}
