@@ -18,13 +18,20 @@ type CommitterOptions struct {
 	MaxPendingBytes int
 	// MaxBatch bounds the transactions written by one Append. Zero means 4096.
 	MaxBatch int
+	// MaxBatchBytes bounds the bytes (Submit's size estimates) of one
+	// Append, whose first record is always taken. Zero means 1 MiB. Big
+	// records queued together (a backfill's chunks, about 1.2 MB each)
+	// are then written and fsynced one by one, and what was queued ahead
+	// of or between them becomes durable after its own share of them
+	// rather than after all of them.
+	MaxBatchBytes int
 }
 
 // Committer is the group-commit front of a Journal. Producers Submit
-// transactions; one Run goroutine appends everything queued as one batch
-// (one write, one fsync) and loops, and a second one runs the OnAppend
-// hook of each durable batch and publishes the durable position, while
-// the next batch is written. There are no timers: a batch is written as
+// transactions; one Run goroutine appends what is queued as one batch
+// (one write, one fsync; up to MaxBatch records and MaxBatchBytes) and
+// loops, and a second one runs the OnAppend hook of each durable batch
+// and publishes the durable position, while the next batch is written. There are no timers: a batch is written as
 // soon as something is queued, and while its fsync runs the next batch
 // accumulates, so batches grow with load.
 type Committer struct {
@@ -75,6 +82,9 @@ func NewCommitter(j *Journal, opts CommitterOptions) *Committer {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 4096
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = 1 << 20
 	}
 	off, lsn := j.LastOffset(), j.LastEndLSN()
 	return &Committer{
@@ -331,11 +341,15 @@ func (c *Committer) drain(all bool, publish func(appendedBatch)) error {
 			c.mu.Unlock()
 			return nil
 		}
-		batch := append([]*Record(nil), c.queue[:n]...)
 		bytes := 0
-		for _, s := range c.sizes[:n] {
+		for i, s := range c.sizes[:n] {
+			if i > 0 && bytes+s > c.opts.MaxBatchBytes {
+				n = i
+				break
+			}
 			bytes += s
 		}
+		batch := append([]*Record(nil), c.queue[:n]...)
 		rest := copy(c.queue, c.queue[n:])
 		clear(c.queue[rest:])
 		c.queue = c.queue[:rest]

@@ -274,8 +274,11 @@
 // no transport fields.
 //
 // The Committer turns many producers into few fsyncs: Submit (or
-// SubmitRecord) queues, one Run goroutine appends everything queued as one
-// batch, and a second goroutine runs the OnWritten hook of each batch as
+// SubmitRecord) queues, one Run goroutine appends what is queued as one
+// batch (up to MaxBatch records and MaxBatchBytes, 1 MiB by the Submit
+// size estimates: a backfill's chunk records queued together are fsynced
+// one by one, so that a small transaction queued ahead of or between them
+// is durable after its share of them, not all), and a second goroutine runs the OnWritten hook of each batch as
 // it takes it over (package server's index update and the filtered
 // readers' wake-ups, which need the fsync but not the marker), and the
 // OnAppend hook of each durable batch after its marker (ingest's slot

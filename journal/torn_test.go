@@ -796,3 +796,78 @@ func TestCommitterMarksAtOnceBehindBigRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommitterBatchBytesCap: records queued while a batch is written are
+// taken in batches of at most MaxBatchBytes (1 MiB by default; a batch's
+// first record always), so a small transaction queued ahead of several
+// big records (a backfill's chunks) is fsynced with the first of them, not
+// after all of them, and each big record after it gets an fsync of its
+// own. Order stays the submit order.
+func TestCommitterBatchBytesCap(t *testing.T) {
+	dir := t.TempDir()
+	var armed atomic.Bool
+	inSync := make(chan struct{}, 1)
+	gate := make(chan struct{})
+	var held atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if base := filepath.Base(op.Path); armed.Load() && op.Kind == errorfs.OpFileSync && len(base) == 20 && strings.Trim(base, "0123456789") == "" {
+			if held.CompareAndSwap(false, true) {
+				inSync <- struct{}{}
+				<-gate
+			}
+		}
+		return nil
+	})
+	_, c := committerOnFS(t, dir, inj)
+	var batches [][]pgq.Offset // written by the publishing goroutine, read after Close
+	c.SetOnWritten(func(b []*Record) {
+		var offs []pgq.Offset
+		for _, r := range b {
+			offs = append(offs, r.Tx.Offset)
+		}
+		batches = append(batches, offs)
+	})
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}()
+
+	armed.Store(true)
+	if err := c.Submit(ctx, mkTx(1, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	<-inSync // batch 1's fsync holds while the rest queues
+	const bigBytes = 600 << 10
+	for i := 2; i <= 5; i++ {
+		tx, size := mkTx(i, 1), 100
+		if i > 2 {
+			tx.Changes[0].New[1].Data = make([]byte, bigBytes)
+			size = bigBytes
+		}
+		if err := c.Submit(ctx, tx, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gate)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	// 2 (small) and 3 (600 KiB) fit 1 MiB together; 4 and 5 do not fit
+	// beside 3 nor each other.
+	want := [][]pgq.Offset{{1}, {2, 3}, {4}, {5}}
+	if !slices.EqualFunc(batches, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", batches, want)
+	}
+}
