@@ -356,6 +356,10 @@ type loadPhase struct {
 	unconf  []float64     // of which sent but not yet confirmed by pgq
 	read    int64         // rows the reading load (backfills or COPY) read meanwhile
 	readFor time.Duration // the time it ran
+	// What pgq's own histograms observed during the phase (addDelta):
+	// commit → journal fsync of each transaction, and the journal's
+	// fsyncs (nil when /metrics could not be read).
+	durable, fsyncs []bucket
 }
 
 // readRate is the reading load's rows per second.
@@ -495,10 +499,37 @@ func fullSpeedLagRow(alone, with, copied loadPhase, noise float64, copyErr error
 		ref, refName = alone, "stream alone (above the COPY loop's)"
 	}
 	r := lagRow(fullLagMetric, fullLagTarget, ref, with, noise, fmt.Sprintf(
-		"against the stream alone (p99 %.0f B): the backfill %s, the COPY loop %s; backfill read %.0f rows/s, COPY %.0f rows/s; ",
-		la, vsAlone(with), vsAlone(copied), with.readRate(), copied.readRate()))
+		"against the stream alone (p99 %.0f B): the backfill %s, the COPY loop %s; backfill read %.0f rows/s, COPY %.0f rows/s; %s",
+		la, vsAlone(with), vsAlone(copied), with.readRate(), copied.readRate(), journalingNote(alone, with, copied)))
 	r.RefName = refName
 	return r
+}
+
+// journalingNote is the full-speed row's account of pgq's journaling in
+// each phase, from its own histograms: commit → journal fsync of the
+// stream's transactions (pgq_commit_to_durable_seconds) and the journal's
+// fsyncs (pgq_fsync_seconds), p50 and p99. The backfill writes and
+// fsyncs its rows (about 120 B each) into the journal in the stream's
+// order, so a transaction journaled after a chunk waits for that chunk's
+// write and fsync, and every fsync shares the disk with the chunks'; the
+// COPY loop writes nothing. That part of the gap is the disk's, and the
+// note shows its size ("" without the figures).
+func journalingNote(alone, with, copied loadPhase) string {
+	q := func(h []bucket, p float64) string {
+		d, ok := quantile(zeroed(h), h, p)
+		if !ok {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000)
+	}
+	f := func(ph loadPhase) string {
+		return fmt.Sprintf("commit → journal fsync p50 %s ms, p99 %s ms, journal fsync p50 %s ms, p99 %s ms",
+			q(ph.durable, 0.5), q(ph.durable, 0.99), q(ph.fsyncs, 0.5), q(ph.fsyncs, 0.99))
+	}
+	if with.durable == nil || alone.durable == nil || copied.durable == nil {
+		return ""
+	}
+	return fmt.Sprintf("pgq during the backfill: %s; the stream alone: %s; the COPY loop: %s; ", f(with), f(alone), f(copied))
 }
 
 // spread is how far apart the lag p99s of two phases under the same
@@ -517,10 +548,16 @@ func spread(a, b loadPhase) float64 {
 func pool(a, b loadPhase) loadPhase {
 	return loadPhase{
 		changes: a.changes + b.changes, wall: a.wall + b.wall, took: a.took + b.took,
+		durable: sumHist(a.durable, b.durable), fsyncs: sumHist(a.fsyncs, b.fsyncs),
 		lags:   append(slices.Clone(a.lags), b.lags...),
 		unsent: append(slices.Clone(a.unsent), b.unsent...),
 		unconf: append(slices.Clone(a.unconf), b.unconf...),
 	}
+}
+
+// sumHist is what two phases' histograms (addDelta) observed together.
+func sumHist(a, b []bucket) []bucket {
+	return addDelta(addDelta(nil, zeroed(a), a), zeroed(b), b)
 }
 
 // lagRow compares the slot lag p99 of a phase with a backfill against a
@@ -604,6 +641,9 @@ func (e *env) loadPhase(ctx context.Context, p *pgqProc, d time.Duration, load r
 	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM bench_events").Scan(&before); err != nil {
 		return ph, fmt.Errorf("count: %w", err)
 	}
+	// A failed scrape leaves the phase without pgq's histograms (the
+	// row's note then leaves them out), not without its lag.
+	snap0 := p.snapshot(ctx)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	bfDone := make(chan error, 1)
@@ -669,6 +709,10 @@ sample:
 		return ph, err
 	}
 	ph.took = at.Sub(start)
+	if snap1 := p.snapshot(ctx); snap0.err == nil && snap1.err == nil {
+		ph.durable = addDelta(nil, snap0.durable, snap1.durable)
+		ph.fsyncs = addDelta(nil, snap0.fsyncs, snap1.fsyncs)
+	}
 	cancel()
 	if err := <-bfDone; err != nil {
 		return ph, err

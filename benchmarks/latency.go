@@ -255,6 +255,7 @@ func (r *refReader) stop() (map[uint32]time.Time, error) {
 type pgqSnapshot struct {
 	durable, delivered []bucket // pgq_commit_to_durable_seconds, pgq_tail_delivery_seconds
 	journaled          []bucket // pgq_journal_to_delivery_seconds
+	fsyncs             []bucket // pgq_fsync_seconds{store="journal"}
 	gcCycles, alloc    float64  // go_gc_duration_seconds_count, go_memstats_alloc_bytes_total
 	err                error
 }
@@ -292,6 +293,8 @@ func (p *pgqProc) snapshot(ctx context.Context) pgqSnapshot {
 			s.delivered = append(s.delivered, bucket{leOf(name), v})
 		case strings.HasPrefix(name, "pgq_journal_to_delivery_seconds_bucket{le="):
 			s.journaled = append(s.journaled, bucket{leOf(name), v})
+		case strings.HasPrefix(name, `pgq_fsync_seconds_bucket{store="journal",le=`):
+			s.fsyncs = append(s.fsyncs, bucket{leOf(name), v})
 		}
 	}
 	return s

@@ -107,7 +107,11 @@
 // while the Committer's appending goroutine is writing the next batch (or
 // has one queued) an update waits for up to 4 batches, at most 25 ms past
 // the oldest one's fsync, so that a stream of small batches pays about one
-// marker fsync per 4 data fsyncs rather than one per batch.
+// marker fsync per 4 data fsyncs rather than one per batch. It waits only
+// while at most 256 KiB (estimated) are queued or being written: behind
+// big records (a backfill's chunks, a large transaction's parts) the next
+// fsync is megabytes away, and the update is written at once, so that
+// what is already durable is confirmed without waiting for them.
 // Readers woken by Changed may see a batch before its mark. A failed
 // update fails the journal like a failed fsync. The marker therefore
 // never names a record that was not fsynced, and every record ingest
@@ -297,8 +301,11 @@
 // no transport fields.
 //
 // The Committer turns many producers into few fsyncs: Submit (or
-// SubmitRecord) queues, one Run goroutine appends everything queued as one
-// batch, and a second goroutine runs the OnWritten hook of each batch as
+// SubmitRecord) queues, one Run goroutine appends what is queued as one
+// batch (up to MaxBatch records and MaxBatchBytes, 1 MiB by the Submit
+// size estimates: a backfill's chunk records queued together are fsynced
+// one by one, so that a small transaction queued ahead of or between them
+// is durable after its share of them, not all), and a second goroutine runs the OnWritten hook of each batch as
 // it takes it over (package server's index update and the filtered
 // readers' wake-ups, which need the fsync but not the marker), and the
 // OnAppend hook of each durable batch after its marker (ingest's slot

@@ -709,3 +709,165 @@ func committerOnFS(t *testing.T, dir string, inj errorfs.Injector) (*Journal, *C
 	t.Cleanup(func() { _ = j.Close() })
 	return j, NewCommitter(j, CommitterOptions{})
 }
+
+// TestCommitterMarksAtOnceBehindBigRecords: a small batch made durable
+// while the appending goroutine writes big records (more than
+// markWaitBytes: a backfill's chunks) is marked and handed to the
+// OnAppend hook (ingest's confirmation) at once, not after the big
+// records' own write and fsync: during a full-speed backfill that wait
+// held the stream's confirmations up to markDelay.
+func TestCommitterMarksAtOnceBehindBigRecords(t *testing.T) {
+	dir := t.TempDir()
+	var armed atomic.Bool
+	var dataSyncs atomic.Int64
+	inSync := make(chan int64, 2)
+	gates := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		// A segment's fsync (the relation catalog's, before a batch that
+		// introduced a relation, is not held).
+		if base := filepath.Base(op.Path); armed.Load() && op.Kind == errorfs.OpFileSync && len(base) == 20 && strings.Trim(base, "0123456789") == "" {
+			if n := dataSyncs.Add(1); n <= 2 {
+				inSync <- n
+				<-gates[n-1]
+			}
+		}
+		return nil
+	})
+	_, c := committerOnFS(t, dir, inj)
+	// Only the bytes ahead may end the marker's wait early: neither the
+	// delay nor the batch count (2 batches here) would.
+	c.markDelay = time.Minute
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	release := func() {
+		for _, g := range gates {
+			select {
+			case <-g:
+			default:
+				close(g)
+			}
+		}
+	}
+	defer release()
+
+	armed.Store(true)
+	if err := c.Submit(ctx, mkTx(1, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	<-inSync // the small batch's fsync holds
+	big := mkTx(2, 1)
+	big.Changes[0].New[1].Data = make([]byte, 1<<20)
+	if err := c.Submit(ctx, big, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	close(gates[0])
+	if n := <-inSync; n != 2 {
+		t.Fatalf("fsync %d held, want the big batch's (2)", n)
+	}
+	// The big batch's fsync holds: the small one must be confirmable.
+	deadline := time.Now().Add(5 * time.Second)
+	for off, _ := c.Durable(); off != 1; off, _ = c.Durable() {
+		if off > 1 || time.Now().After(deadline) {
+			t.Fatalf("Durable at %d while the big record's fsync holds, want 1 (the small batch marked at once)", off)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if mp, ok, err := readDurable(vfs.Default, dir); err != nil || !ok || mp.last != 1 {
+		t.Fatalf("marker at %d (valid %v, %v) while the big record's fsync holds, want 1", mp.last, ok, err)
+	}
+	release()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := c.Durable(); off != 2 {
+		t.Fatalf("Durable at %d after Flush, want 2", off)
+	}
+	c.mu.Lock()
+	ahead := c.ahead
+	c.mu.Unlock()
+	if ahead != 0 {
+		t.Fatalf("%d bytes ahead of the publisher with nothing queued, want 0", ahead)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommitterBatchBytesCap: records queued while a batch is written are
+// taken in batches of at most MaxBatchBytes (1 MiB by default; a batch's
+// first record always), so a small transaction queued ahead of several
+// big records (a backfill's chunks) is fsynced with the first of them, not
+// after all of them, and each big record after it gets an fsync of its
+// own. Order stays the submit order.
+func TestCommitterBatchBytesCap(t *testing.T) {
+	dir := t.TempDir()
+	var armed atomic.Bool
+	inSync := make(chan struct{}, 1)
+	gate := make(chan struct{})
+	var held atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if base := filepath.Base(op.Path); armed.Load() && op.Kind == errorfs.OpFileSync && len(base) == 20 && strings.Trim(base, "0123456789") == "" {
+			if held.CompareAndSwap(false, true) {
+				inSync <- struct{}{}
+				<-gate
+			}
+		}
+		return nil
+	})
+	_, c := committerOnFS(t, dir, inj)
+	var batches [][]pgq.Offset // written by the publishing goroutine, read after Close
+	c.SetOnWritten(func(b []*Record) {
+		var offs []pgq.Offset
+		for _, r := range b {
+			offs = append(offs, r.Tx.Offset)
+		}
+		batches = append(batches, offs)
+	})
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}()
+
+	armed.Store(true)
+	if err := c.Submit(ctx, mkTx(1, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	<-inSync // batch 1's fsync holds while the rest queues
+	const bigBytes = 600 << 10
+	for i := 2; i <= 5; i++ {
+		tx, size := mkTx(i, 1), 100
+		if i > 2 {
+			tx.Changes[0].New[1].Data = make([]byte, bigBytes)
+			size = bigBytes
+		}
+		if err := c.Submit(ctx, tx, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gate)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	// 2 (small) and 3 (600 KiB) fit 1 MiB together; 4 and 5 do not fit
+	// beside 3 nor each other.
+	want := [][]pgq.Offset{{1}, {2, 3}, {4}, {5}}
+	if !slices.EqualFunc(batches, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", batches, want)
+	}
+}
