@@ -18,18 +18,12 @@ type CommitterOptions struct {
 	MaxPendingBytes int
 	// MaxBatch bounds the transactions written by one Append. Zero means 4096.
 	MaxBatch int
-	// MaxBatchBytes bounds the bytes (Submit's size estimates) of one
-	// Append, whose first record is always taken. Zero means 1 MiB. Big
-	// records queued together (a backfill's chunks, about 1.2 MB each)
-	// are then written and fsynced one by one, and what was queued ahead
-	// of or between them becomes durable after its own share of them
-	// rather than after all of them.
-	MaxBatchBytes int
 }
 
 // Committer is the group-commit front of a Journal. Producers Submit
 // transactions; one Run goroutine appends what is queued as one batch
-// (one write, one fsync; up to MaxBatch records and MaxBatchBytes) and
+// (one write, one fsync; up to MaxBatch records, at most one of them big:
+// see bigRecord) and
 // loops, and a second one runs the OnAppend hook of each durable batch
 // and publishes the durable position, while the next batch is written. There are no timers: a batch is written as
 // soon as something is queued, and while its fsync runs the next batch
@@ -57,7 +51,7 @@ type Committer struct {
 	running    bool
 	closing    bool
 	writing    bool          // Run's appending goroutine is writing a batch
-	ahead      int           // pending bytes queued or being written (not yet handed to publishing)
+	bigAhead   int           // big records (bigRecord) queued or being written (not yet handed to publishing)
 	done       chan struct{} // closed when Run returns
 	onAppend   func(batch []*Record)
 	onWritten  func(batch []*Record)
@@ -82,9 +76,6 @@ func NewCommitter(j *Journal, opts CommitterOptions) *Committer {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 4096
-	}
-	if opts.MaxBatchBytes <= 0 {
-		opts.MaxBatchBytes = 1 << 20
 	}
 	off, lsn := j.LastOffset(), j.LastEndLSN()
 	return &Committer{
@@ -235,19 +226,30 @@ const publishAhead = 8
 // fsync returned, and ingest confirms at most every 10 ms anyway. An appender with nothing to write means no batch is coming: the
 // marker is written at once.
 //
-// markWaitBytes bounds what a marker waits for: while more bytes than
-// that are queued or being written, the marker is written at once. The
-// wait pays off for a stream of small transactions, whose next batch is
-// one small fsync away; behind a backfill's chunk records (about 1.2 MB
-// each, several per batch) it held the confirmation of every small
-// transaction made durable before them until the chunks' own fsync or
-// markDelay (pgqbench's full-speed backfill: the marker's wait reached
-// 25 ms at p99, and a small transaction's submit-to-confirmable 35 ms).
+// While a big record (bigRecord) is queued or being written, the marker
+// is written at once. The wait pays off for a stream of small
+// transactions, whose next batch is one small fsync away; behind a
+// backfill's chunk records (about 1.2 MB each) it held the confirmation
+// of every small transaction made durable before them until the chunks'
+// own fsync or markDelay (pgqbench's full-speed backfill: the marker's
+// wait reached 25 ms at p99, and a small transaction's
+// submit-to-confirmable 35 ms). A drain of many small transactions keeps
+// the wait, however many megabytes are queued: their batches come one
+// fsync after another, and a marker per batch was the ~10 % above.
 const (
-	markBatches   = 4
-	markDelay     = 25 * time.Millisecond
-	markWaitBytes = 256 << 10
+	markBatches = 4
+	markDelay   = 25 * time.Millisecond
 )
+
+// bigRecord is the Submit size estimate from which a record is big: a
+// batch holds at most one (and whatever small records come before or
+// after it up to the next big one), so that a small transaction queued
+// ahead of or between a backfill's chunk records is durable after one
+// chunk's write and fsync, not all of those queued (up to 4.5 MB in
+// pgqbench's full-speed backfill); and while one is queued or being
+// written, a durable batch's marker does not wait for the next batch.
+// The size of internal/wal's entries written straight to the file.
+const bigRecord = 256 << 10
 
 // gather adds to bs (durable batches waiting for their marker, oldest
 // first) the batches handed over in ch while the appending goroutine is
@@ -281,14 +283,14 @@ func (c *Committer) gather(bs []appendedBatch, ch <-chan appendedBatch, t *time.
 }
 
 // busy reports whether the appending goroutine is writing a batch or has
-// one queued, and what it writes is small (at most markWaitBytes): another
-// durable batch is coming soon. Behind big records (a backfill's chunk, a
-// large transaction's part) the next fsync is megabytes away, so the
-// marker is written at once rather than after them.
+// one queued, and none of it is a big record: another durable batch is
+// coming soon. Behind a big record (a backfill's chunk, a large
+// transaction's part) the next fsync is megabytes away, so the marker is
+// written at once rather than after it.
 func (c *Committer) busy() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return (c.writing || len(c.queue) > 0) && c.ahead <= markWaitBytes
+	return (c.writing || len(c.queue) > 0) && c.bigAhead == 0
 }
 
 // takeWaiting adds to bs (see received) the batches already waiting in
@@ -341,11 +343,14 @@ func (c *Committer) drain(all bool, publish func(appendedBatch)) error {
 			c.mu.Unlock()
 			return nil
 		}
-		bytes := 0
+		bytes, big := 0, 0
 		for i, s := range c.sizes[:n] {
-			if i > 0 && bytes+s > c.opts.MaxBatchBytes {
-				n = i
-				break
+			if s >= bigRecord {
+				if big > 0 {
+					n = i
+					break
+				}
+				big++
 			}
 			bytes += s
 		}
@@ -366,7 +371,7 @@ func (c *Committer) drain(all bool, publish func(appendedBatch)) error {
 		// batch, does not wait for a batch that is not coming.
 		c.mu.Lock()
 		c.writing = false
-		c.ahead -= bytes
+		c.bigAhead -= big
 		c.mu.Unlock()
 		if err != nil {
 			return err // Append's error names the journal and the batch
@@ -476,7 +481,9 @@ func (c *Committer) SubmitRecord(ctx context.Context, r *Record, size int) error
 			c.queue = append(c.queue, r)
 			c.sizes = append(c.sizes, size)
 			c.pending += size
-			c.ahead += size
+			if size >= bigRecord {
+				c.bigAhead++
+			}
 			c.submitted++
 			c.mu.Unlock()
 			c.signal()

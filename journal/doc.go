@@ -302,10 +302,11 @@
 //
 // The Committer turns many producers into few fsyncs: Submit (or
 // SubmitRecord) queues, one Run goroutine appends what is queued as one
-// batch (up to MaxBatch records and MaxBatchBytes, 1 MiB by the Submit
-// size estimates: a backfill's chunk records queued together are fsynced
-// one by one, so that a small transaction queued ahead of or between them
-// is durable after its share of them, not all), and a second goroutine runs the OnWritten hook of each batch as
+// batch (up to MaxBatch records, at most one of them big, 256 KiB or more
+// by the Submit size estimate: a backfill's chunk records queued together
+// are fsynced one by one, so that a small transaction queued ahead of or
+// between them is durable after one of them, not all; small records
+// alone are never split), and a second goroutine runs the OnWritten hook of each batch as
 // it takes it over (package server's index update and the filtered
 // readers' wake-ups, which need the fsync but not the marker), and the
 // OnAppend hook of each durable batch after its marker (ingest's slot

@@ -712,7 +712,7 @@ func committerOnFS(t *testing.T, dir string, inj errorfs.Injector) (*Journal, *C
 
 // TestCommitterMarksAtOnceBehindBigRecords: a small batch made durable
 // while the appending goroutine writes big records (more than
-// markWaitBytes: a backfill's chunks) is marked and handed to the
+// bigRecord: a backfill's chunks) is marked and handed to the
 // OnAppend hook (ingest's confirmation) at once, not after the big
 // records' own write and fsync: during a full-speed backfill that wait
 // held the stream's confirmations up to markDelay.
@@ -784,10 +784,10 @@ func TestCommitterMarksAtOnceBehindBigRecords(t *testing.T) {
 		t.Fatalf("Durable at %d after Flush, want 2", off)
 	}
 	c.mu.Lock()
-	ahead := c.ahead
+	ahead := c.bigAhead
 	c.mu.Unlock()
 	if ahead != 0 {
-		t.Fatalf("%d bytes ahead of the publisher with nothing queued, want 0", ahead)
+		t.Fatalf("%d big records ahead of the publisher with nothing queued, want 0", ahead)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -798,11 +798,10 @@ func TestCommitterMarksAtOnceBehindBigRecords(t *testing.T) {
 }
 
 // TestCommitterBatchBytesCap: records queued while a batch is written are
-// taken in batches of at most MaxBatchBytes (1 MiB by default; a batch's
-// first record always), so a small transaction queued ahead of several
-// big records (a backfill's chunks) is fsynced with the first of them, not
-// after all of them, and each big record after it gets an fsync of its
-// own. Order stays the submit order.
+// taken in batches of at most one big record (bigRecord), so a small
+// transaction queued ahead of several big records (a backfill's chunks)
+// is fsynced with the first of them, not after all of them, and each big
+// record after it gets an fsync of its own. Order stays the submit order.
 func TestCommitterBatchBytesCap(t *testing.T) {
 	dir := t.TempDir()
 	var armed atomic.Bool
@@ -864,10 +863,58 @@ func TestCommitterBatchBytesCap(t *testing.T) {
 	if err := <-runErr; err != nil {
 		t.Fatal(err)
 	}
-	// 2 (small) and 3 (600 KiB) fit 1 MiB together; 4 and 5 do not fit
-	// beside 3 nor each other.
+	// 2 (small) goes with 3 (600 KiB, big); 4 and 5 are big too.
 	want := [][]pgq.Offset{{1}, {2, 3}, {4}, {5}}
 	if !slices.EqualFunc(batches, want, slices.Equal) {
 		t.Fatalf("batches %v, want %v", batches, want)
+	}
+}
+
+// TestCommitterSmallRecordsNotSplit: small records queued while a batch
+// is written go out as one batch however many bytes they add up to (a
+// drain of small transactions keeps its group commits).
+func TestCommitterSmallRecordsNotSplit(t *testing.T) {
+	dir := t.TempDir()
+	var armed, held atomic.Bool
+	inSync := make(chan struct{}, 1)
+	gate := make(chan struct{})
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if base := filepath.Base(op.Path); armed.Load() && op.Kind == errorfs.OpFileSync && len(base) == 20 && strings.Trim(base, "0123456789") == "" {
+			if held.CompareAndSwap(false, true) {
+				inSync <- struct{}{}
+				<-gate
+			}
+		}
+		return nil
+	})
+	_, c := committerOnFS(t, dir, inj)
+	var batches []int // sizes, written by the publishing goroutine, read after Close
+	c.SetOnWritten(func(b []*Record) { batches = append(batches, len(b)) })
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	armed.Store(true)
+	if err := c.Submit(ctx, mkTx(1, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	<-inSync
+	const n, each = 40, bigRecord / 4 // 2.5 MiB in all, each small
+	for i := 2; i <= n+1; i++ {
+		if err := c.Submit(ctx, mkTx(i, 1), each); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gate)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1, n}; !slices.Equal(batches, want) {
+		t.Fatalf("batches of %v records, want %v", batches, want)
 	}
 }
