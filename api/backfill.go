@@ -11,8 +11,8 @@ type BackfillRequest struct {
 	// reads them).
 	MaxRate float64 `json:"max_rate,omitempty"`
 	// Parallelism is how many key ranges of a table are read at once,
-	// each on its own connection (0: the server's default, the number of
-	// its CPUs up to 4; at most 16). MaxRate caps their total.
+	// each on its own connection (0: the server's default, twice the
+	// number of its CPUs up to 4; at most 16). MaxRate caps their total.
 	Parallelism int `json:"parallelism,omitempty"`
 }
 

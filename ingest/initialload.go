@@ -30,8 +30,8 @@ type InitialLoad struct {
 	// schema is in public). Empty: no initial load.
 	Tables []string
 	// Parallelism is how many connections read the tables, each under the
-	// snapshot. Zero → the reader's default (package backfill: the CPUs Go
-	// may use, up to 4); at most 16.
+	// snapshot. Zero → the reader's default (package backfill: twice the
+	// CPUs Go may use, up to 4); at most 16.
 	Parallelism int
 	// Read reads the tables of req under req.Snapshot and hands every chunk
 	// to emit, from any number of goroutines; it returns once no emit runs

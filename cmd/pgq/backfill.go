@@ -27,7 +27,7 @@ type BackfillStartCmd struct {
 	ChunkSize   int      `name:"chunk-size" default:"10000" help:"Rows per chunk (one journal record per chunk)."`
 	Where       string   `help:"Only rows matching this SQL predicate (pasted into the chunk query between parentheses; it must be one predicate: no unbalanced parenthesis, ; or $1 outside literals and comments)."`
 	MaxRate     float64  `name:"max-rate" help:"Read at most this many rows per second, to leave the database and the stream room (0: as fast as the server reads; change it later with pgq backfill throttle)."`
-	Parallelism int      `help:"Key ranges of each table read at once, each on its own connection (1-16; 0: the server's CPUs, up to 4). --max-rate caps them together."`
+	Parallelism int      `help:"Key ranges of each table read at once, each on its own connection (1-16; 0: twice the server's CPUs, up to 4). --max-rate caps them together."`
 	Wait        bool     `help:"Wait until the backfill ends (a progress bar on a terminal); exit non-zero unless it is done."`
 	OutputFlag
 }
