@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -797,17 +798,14 @@ func TestCommitterMarksAtOnceBehindBigRecords(t *testing.T) {
 	}
 }
 
-// TestCommitterBatchBytesCap: records queued while a batch is written are
-// taken in batches of at most one big record (bigRecord), so a small
-// transaction queued ahead of several big records (a backfill's chunks)
-// is fsynced with the first of them, not after all of them, and each big
-// record after it gets an fsync of its own. Order stays the submit order.
-func TestCommitterBatchBytesCap(t *testing.T) {
-	dir := t.TempDir()
-	var armed atomic.Bool
+// batchesBehindHeldSync runs a committer whose first segment fsync (of
+// a first small record) holds while queue submits the rest, and returns
+// the offsets of each batch it wrote, in order.
+func batchesBehindHeldSync(t *testing.T, queue func(ctx context.Context, c *Committer)) [][]pgq.Offset {
+	t.Helper()
+	var armed, held atomic.Bool
 	inSync := make(chan struct{}, 1)
 	gate := make(chan struct{})
-	var held atomic.Bool
 	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if base := filepath.Base(op.Path); armed.Load() && op.Kind == errorfs.OpFileSync && len(base) == 20 && strings.Trim(base, "0123456789") == "" {
 			if held.CompareAndSwap(false, true) {
@@ -817,7 +815,7 @@ func TestCommitterBatchBytesCap(t *testing.T) {
 		}
 		return nil
 	})
-	_, c := committerOnFS(t, dir, inj)
+	_, c := committerOnFS(t, t.TempDir(), inj)
 	var batches [][]pgq.Offset // written by the publishing goroutine, read after Close
 	c.SetOnWritten(func(b []*Record) {
 		var offs []pgq.Offset
@@ -842,17 +840,7 @@ func TestCommitterBatchBytesCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-inSync // batch 1's fsync holds while the rest queues
-	const bigBytes = 600 << 10
-	for i := 2; i <= 5; i++ {
-		tx, size := mkTx(i, 1), 100
-		if i > 2 {
-			tx.Changes[0].New[1].Data = make([]byte, bigBytes)
-			size = bigBytes
-		}
-		if err := c.Submit(ctx, tx, size); err != nil {
-			t.Fatal(err)
-		}
-	}
+	queue(ctx, c)
 	close(gate)
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -863,6 +851,28 @@ func TestCommitterBatchBytesCap(t *testing.T) {
 	if err := <-runErr; err != nil {
 		t.Fatal(err)
 	}
+	return batches
+}
+
+// TestCommitterBatchBytesCap: records queued while a batch is written are
+// taken in batches of at most one big record (bigRecord), so a small
+// transaction queued ahead of several big records (a backfill's chunks)
+// is fsynced with the first of them, not after all of them, and each big
+// record after it gets an fsync of its own. Order stays the submit order.
+func TestCommitterBatchBytesCap(t *testing.T) {
+	batches := batchesBehindHeldSync(t, func(ctx context.Context, c *Committer) {
+		const bigBytes = 600 << 10
+		for i := 2; i <= 5; i++ {
+			tx, size := mkTx(i, 1), 100
+			if i > 2 {
+				tx.Changes[0].New[1].Data = make([]byte, bigBytes)
+				size = bigBytes
+			}
+			if err := c.Submit(ctx, tx, size); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 	// 2 (small) goes with 3 (600 KiB, big); 4 and 5 are big too.
 	want := [][]pgq.Offset{{1}, {2, 3}, {4}, {5}}
 	if !slices.EqualFunc(batches, want, slices.Equal) {
@@ -874,47 +884,19 @@ func TestCommitterBatchBytesCap(t *testing.T) {
 // is written go out as one batch however many bytes they add up to (a
 // drain of small transactions keeps its group commits).
 func TestCommitterSmallRecordsNotSplit(t *testing.T) {
-	dir := t.TempDir()
-	var armed, held atomic.Bool
-	inSync := make(chan struct{}, 1)
-	gate := make(chan struct{})
-	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if base := filepath.Base(op.Path); armed.Load() && op.Kind == errorfs.OpFileSync && len(base) == 20 && strings.Trim(base, "0123456789") == "" {
-			if held.CompareAndSwap(false, true) {
-				inSync <- struct{}{}
-				<-gate
+	const n, each = 40, bigRecord / 4 // 2.5 MiB in all, each small
+	batches := batchesBehindHeldSync(t, func(ctx context.Context, c *Committer) {
+		for i := 2; i <= n+1; i++ {
+			if err := c.Submit(ctx, mkTx(i, 1), each); err != nil {
+				t.Fatal(err)
 			}
 		}
-		return nil
 	})
-	_, c := committerOnFS(t, dir, inj)
-	var batches []int // sizes, written by the publishing goroutine, read after Close
-	c.SetOnWritten(func(b []*Record) { batches = append(batches, len(b)) })
-	ctx := t.Context()
-	runErr := make(chan error, 1)
-	go func() { runErr <- c.Run(ctx) }()
-	armed.Store(true)
-	if err := c.Submit(ctx, mkTx(1, 1), 100); err != nil {
-		t.Fatal(err)
+	var sizes []int
+	for _, b := range batches {
+		sizes = append(sizes, len(b))
 	}
-	<-inSync
-	const n, each = 40, bigRecord / 4 // 2.5 MiB in all, each small
-	for i := 2; i <= n+1; i++ {
-		if err := c.Submit(ctx, mkTx(i, 1), each); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(gate)
-	if err := c.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-runErr; err != nil {
-		t.Fatal(err)
-	}
-	if want := []int{1, n}; !slices.Equal(batches, want) {
-		t.Fatalf("batches of %v records, want %v", batches, want)
+	if want := []int{1, n}; !slices.Equal(sizes, want) {
+		t.Fatalf("batches of %v records, want %v", sizes, want)
 	}
 }
