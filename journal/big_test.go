@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/pgq-dev/pgq"
@@ -84,17 +82,7 @@ func TestBigRecordCorruptSealed(t *testing.T) {
 	}
 	flipInRecord(t, seg, bad)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- j.RunScrub(ctx, ScrubOptions{Rate: 64 << 20, Pause: time.Hour}) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for j.ScrubStatus().Passes == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	scrubOnePass(t, j, 64<<20)
 	if c := j.Corruption(); c == nil || c.Source != "scrub" || c.Segment != filepath.Base(seg.Path) || c.Offset != bad {
 		t.Fatalf("corruption %+v, want the scrub's at offset %d in %s", c, bad, filepath.Base(seg.Path))
 	}

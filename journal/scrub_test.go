@@ -112,17 +112,7 @@ func TestScrubFindsFlippedByte(t *testing.T) {
 	if c := j.Corruption(); c != nil {
 		t.Fatalf("corruption before the scrub: %v", c)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- j.RunScrub(ctx, ScrubOptions{Rate: 1 << 20, Pause: time.Hour}) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for j.ScrubStatus().Passes == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	scrubOnePass(t, j, 1<<20)
 	st := j.ScrubStatus()
 	if st.Passes != 1 || st.Segments != uint64(len(segs)-1) || st.SumsWritten != 1 {
 		t.Fatalf("status %+v, want 1 pass over %d segments, 1 sum written", st, len(segs)-1)
@@ -138,5 +128,22 @@ func TestScrubFindsFlippedByte(t *testing.T) {
 	var ce *CorruptError
 	if !errors.As(err, &ce) || ce.Offset != c.Offset {
 		t.Fatalf("read %d: %v, want a CorruptError naming it", c.Offset, err)
+	}
+}
+
+// scrubOnePass runs j's scrub at rate bytes/s until it has finished a
+// pass (or 30 s), then stops it.
+func scrubOnePass(t *testing.T, j *Journal, rate int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- j.RunScrub(ctx, ScrubOptions{Rate: rate, Pause: time.Hour}) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for j.ScrubStatus().Passes == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
