@@ -163,24 +163,8 @@ func memAPI(t *testing.T, token string) string {
 // flips a byte inside its first record.
 func corruptJournal(t *testing.T, dataDir string) {
 	t.Helper()
-	j, err := journal.Open(journal.Options{Dir: filepath.Join(dataDir, "journal"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		tx := &pgq.Transaction{Xid: uint32(i + 1), CommitLSN: pgq.LSN(100 * (i + 1)), EndLSN: pgq.LSN(100*(i+1) + 10), CommitTime: time.Now(), Final: true,
-			Changes: []pgq.Change{{Op: pgq.OpMessage, Prefix: "p", Content: []byte(strings.Repeat("x", 64)), Transactional: true}}}
-		if err := j.Append([]*pgq.Transaction{tx}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	segs, err := j.Segments()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
+	x := bytes.Repeat([]byte("x"), 64)
+	segs := journalOfMessages(t, dataDir, 0, x, x, x)
 	b, err := os.ReadFile(segs[0].Path)
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgq-dev/pgq"
 	"github.com/pgq-dev/pgq/internal/pgqbin"
@@ -88,29 +86,16 @@ func TestRunRefusesCorruptJournal(t *testing.T) {
 func TestJournalCommandsBigRecordCorrupt(t *testing.T) {
 	data := t.TempDir()
 	jdir := filepath.Join(data, "journal")
-	j, err := journal.Open(journal.Options{Dir: jdir, SegmentSize: 400 << 10, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n, bad = 12, 8
+	var contents [][]byte
 	for i := 1; i <= n; i++ {
 		content := bytes.Repeat([]byte{byte('a' + i)}, 64)
 		if i%4 == 0 {
 			content = bytes.Repeat([]byte{byte('a' + i)}, 300<<10)
 		}
-		tx := &pgq.Transaction{Xid: uint32(i), CommitLSN: pgq.LSN(100 * i), EndLSN: pgq.LSN(100*i + 10), CommitTime: time.Now(), Final: true,
-			Changes: []pgq.Change{{Op: pgq.OpMessage, Prefix: "p", Content: content, Transactional: true}}}
-		if err := j.Append([]*pgq.Transaction{tx}); err != nil {
-			t.Fatal(err)
-		}
+		contents = append(contents, content)
 	}
-	segs, err := j.Segments()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
+	segs := journalOfMessages(t, data, 400<<10, contents...)
 	if len(segs) < 2 || segs[1].FirstOffset != bad+1 {
 		t.Fatalf("segments %+v: want record %d to end the first one", segs, bad)
 	}

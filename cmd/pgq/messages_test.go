@@ -175,20 +175,35 @@ func TestFailedStartRemovesWhatItCreated(t *testing.T) {
 // writeJournal writes a journal of three transactions into dataDir.
 func writeJournal(t *testing.T, dataDir string) {
 	t.Helper()
-	j, err := journal.Open(journal.Options{Dir: filepath.Join(dataDir, "journal"), Logger: slog.New(slog.DiscardHandler)})
+	x := []byte("x")
+	journalOfMessages(t, dataDir, 0, x, x, x)
+}
+
+// journalOfMessages writes into dataDir a journal (of segmentSize, 0 for
+// the default) of one transaction per content, each a transactional
+// message with that content, and returns its segments.
+func journalOfMessages(t *testing.T, dataDir string, segmentSize int, contents ...[]byte) []journal.Segment {
+	t.Helper()
+	j, err := journal.Open(journal.Options{Dir: filepath.Join(dataDir, "journal"), SegmentSize: segmentSize, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		tx := &pgq.Transaction{Xid: uint32(i + 1), CommitLSN: pgq.LSN(100 * (i + 1)), EndLSN: pgq.LSN(100*(i+1) + 10), CommitTime: time.Now(), Final: true,
-			Changes: []pgq.Change{{Op: pgq.OpMessage, Prefix: "p", Content: []byte("x"), Transactional: true}}}
+	for k, content := range contents {
+		i := k + 1
+		tx := &pgq.Transaction{Xid: uint32(i), CommitLSN: pgq.LSN(100 * i), EndLSN: pgq.LSN(100*i + 10), CommitTime: time.Now(), Final: true,
+			Changes: []pgq.Change{{Op: pgq.OpMessage, Prefix: "p", Content: content, Transactional: true}}}
 		if err := j.Append([]*pgq.Transaction{tx}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	segs, err := j.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return segs
 }
 
 // TestStatusTableWithoutBackfills: `pgq status -o table` leaves the
